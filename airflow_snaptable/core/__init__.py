@@ -1,0 +1,62 @@
+"""The snapshot table format: pure Python on pyarrow, fsspec and pendulum.
+
+Nothing here imports airflow or pyspark; the Spark job, the CLI and the Airflow
+operators are front ends over these calls.
+"""
+
+from airflow_snaptable.core.errors import (
+    CommitConflictError,
+    CommitFailedError,
+    ConsumerNotFoundError,
+    CorruptMetadataError,
+    InvalidArgumentError,
+    InvalidNameError,
+    InvalidOptionError,
+    SchemaMismatchError,
+    SnapshotNotFoundError,
+    SnapTableError,
+    StorageError,
+    StreamPositionLostError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    TagAlreadyExistsError,
+    TagNotFoundError,
+    UnsupportedStorageError,
+)
+from airflow_snaptable.core.incremental import ChangeSet, StreamPlan, StreamScan
+from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestEntry
+from airflow_snaptable.core.scan import TableScan
+from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.table import Table
+
+__all__ = [
+    "ChangeSet",
+    "CommitConflictError",
+    "CommitFailedError",
+    "CommitKind",
+    "ConsumerNotFoundError",
+    "CorruptMetadataError",
+    "DataFile",
+    "FileKind",
+    "InvalidArgumentError",
+    "InvalidNameError",
+    "InvalidOptionError",
+    "ManifestEntry",
+    "SchemaMismatchError",
+    "SnapTableError",
+    "Snapshot",
+    "SnapshotNotFoundError",
+    "Storage",
+    "StorageError",
+    "StreamPlan",
+    "StreamPositionLostError",
+    "StreamScan",
+    "Table",
+    "TableAlreadyExistsError",
+    "TableNotFoundError",
+    "TableScan",
+    "TagAlreadyExistsError",
+    "TagNotFoundError",
+    "UnsupportedStorageError",
+]

@@ -1,0 +1,280 @@
+"""Optimistic commit of one snapshot.
+
+Rules:
+- Data files and the delta manifest are written first; the commit point is the
+  atomic create-if-absent of ``snapshot-<latest+1>``. Until then nothing is
+  visible; a crash leaves only unreferenced files for orphan cleaning.
+- Losing the race means: re-read the latest snapshot, check the snapshots
+  committed in between for real conflicts, rebuild the base manifest list on
+  top of the new latest, and try the next id, with exponential backoff.
+- Appends never conflict. An overwrite/delete of partitions conflicts with any
+  concurrent change to those partitions, except a COMPACT (same rows), after
+  which the files to delete are planned again. A commit conflicts when a file
+  it deletes was deleted by someone else.
+- A commit with ``commit_identifier`` is applied once: a retry finds the
+  snapshot its earlier attempt made and returns it.
+- LATEST/EARLIEST hints are written after the commit point and their failure
+  does not fail the commit (readers never trust hints blindly).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from airflow_snaptable.core.errors import (
+    CommitConflictError,
+    CommitFailedError,
+    SnapshotNotFoundError,
+)
+from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestEntry, ManifestFileMeta, ManifestIO, last_entries
+from airflow_snaptable.core.schema import TableSchema
+from airflow_snaptable.core.snapshot import CommitKind, Snapshot, SnapshotManager
+
+log = logging.getLogger(__name__)
+
+#: ``overwrite_scope`` value meaning "the whole table".
+WHOLE_TABLE = "WHOLE_TABLE"
+
+
+@dataclass
+class CommitRequest:
+    """What one commit changes, and what it was planned against."""
+
+    kind: CommitKind
+    added: list[DataFile]
+    deleted: list[DataFile]
+    base_snapshot: Snapshot | None
+    commit_user: str
+    commit_identifier: int | None = None
+    watermark: int | None = None
+    #: Partitions this commit replaces (a list of partition specs), WHOLE_TABLE, or None.
+    overwrite_scope: list[dict] | str | None = None
+    #: Recomputes ``deleted`` against a newer snapshot, after a concurrent COMPACT of the overwritten partitions.
+    replan_deleted: Callable[[Snapshot], list[DataFile]] | None = None
+    extra_summary: dict = field(default_factory=dict)
+
+
+class FileStoreCommit:
+    def __init__(
+        self,
+        snapshots: SnapshotManager,
+        manifests: ManifestIO,
+        schema: TableSchema,
+        clock: Callable[[], int],
+    ):
+        self.snapshots = snapshots
+        self.manifests = manifests
+        self.schema = schema
+        self.clock = clock
+        options = schema.table_options
+        self.max_retries = options.get("commit.max-retries")
+        self.manifest_target_size = options.get("manifest.target-file-size")
+        self.manifest_merge_min_count = options.get("manifest.merge-min-count")
+
+    # -- entry point ---------------------------------------------------------
+
+    def commit(self, request: CommitRequest) -> Snapshot:
+        if request.commit_identifier is not None:
+            done = self.find_committed(request.commit_user, request.commit_identifier)
+            if done is not None:
+                log.info("commit %s/%s was applied already as snapshot %s", request.commit_user, request.commit_identifier, done.id)
+                return done
+
+        delta_list = self._write_delta(request)
+        latest = request.base_snapshot
+        backoff = 0.01
+        for attempt in range(1, self.max_retries + 1):
+            new_id = 1 if latest is None else latest.id + 1
+            base_metas = self._next_base(latest)
+            base_list = self.manifests.write_list(base_metas)
+            snapshot = self._new_snapshot(new_id, latest, request, base_list, delta_list)
+            if self._publish(snapshot):
+                self._write_hints(snapshot)
+                return snapshot
+
+            newer = self.snapshots.latest_snapshot()
+            if newer is None or (latest is not None and newer.id <= latest.id):
+                # The id is taken but not visible as latest: a rollback is racing us; re-read and retry.
+                newer = self.snapshots.latest_snapshot()
+            if request.commit_identifier is not None:
+                done = self.find_committed(request.commit_user, request.commit_identifier)
+                if done is not None:
+                    return done
+            if self._check_intervening(request, latest, newer):
+                delta_list = self._write_delta(request)
+            latest = newer
+            time.sleep(backoff * (0.5 + random.random()))
+            backoff = min(backoff * 2, 1.0)
+        raise CommitFailedError(
+            f"could not commit to {self.snapshots.storage.uri} after {self.max_retries} attempts "
+            "(other writers kept winning the race)"
+        )
+
+    # -- steps -------------------------------------------------------------
+
+    def _write_delta(self, request: CommitRequest) -> str:
+        entries = [ManifestEntry(FileKind.ADD, f) for f in request.added]
+        entries += [ManifestEntry(FileKind.DELETE, f) for f in request.deleted]
+        metas = [self.manifests.write_manifest(entries, self.schema.id)] if entries else []
+        return self.manifests.write_list(metas)
+
+    def _next_base(self, latest: Snapshot | None) -> list[ManifestFileMeta]:
+        if latest is None:
+            return []
+        metas = self.manifests.read_list(latest.base_manifest_list) + self.manifests.read_list(latest.delta_manifest_list)
+        return self._merge(metas)
+
+    def _merge(self, metas: list[ManifestFileMeta]) -> list[ManifestFileMeta]:
+        """Keep the number of manifests a snapshot reads bounded.
+
+        Full merge (drops DELETE entries) once dead entries outnumber live ones;
+        otherwise merge the trailing run of small manifests once it is long enough.
+        """
+        deleted = sum(m.num_deleted_files for m in metas)
+        live = sum(m.num_added_files for m in metas) - deleted
+        if deleted >= self.manifest_merge_min_count and deleted >= live:
+            return self._rewrite(metas, keep_deletes=False)
+        start = len(metas)
+        while start > 0 and metas[start - 1].file_size < self.manifest_target_size:
+            start -= 1
+        if len(metas) - start >= self.manifest_merge_min_count:
+            return metas[:start] + self._rewrite(metas[start:], keep_deletes=start > 0)
+        return metas
+
+    def _rewrite(self, metas: list[ManifestFileMeta], keep_deletes: bool) -> list[ManifestFileMeta]:
+        entries: list[ManifestEntry] = []
+        for meta in metas:
+            entries.extend(self.manifests.read_manifest(meta.file_name))
+        merged = last_entries(entries, keep_deletes=keep_deletes)
+        # ~100 bytes per entry in compressed Parquet.
+        per_manifest = max(1, self.manifest_target_size // 100)
+        return [
+            self.manifests.write_manifest(merged[i : i + per_manifest], self.schema.id)
+            for i in range(0, len(merged), per_manifest)
+        ]
+
+    def _new_snapshot(self, new_id: int, parent: Snapshot | None, request: CommitRequest, base_list: str, delta_list: str) -> Snapshot:
+        added_records = sum(f.record_count for f in request.added)
+        deleted_records = sum(f.record_count for f in request.deleted)
+        parent_total = parent.total_record_count if parent else 0
+        watermark = request.watermark
+        if parent is not None and parent.watermark is not None:
+            watermark = parent.watermark if watermark is None else max(watermark, parent.watermark)
+        # Commit times never go backwards, so time travel can binary-search.
+        time_millis = max(self.clock(), parent.time_millis if parent else 0)
+        summary = {
+            "added_files": len(request.added),
+            "deleted_files": len(request.deleted),
+            "added_records": added_records,
+            "deleted_records": deleted_records,
+            "changed_partitions": len({f.partition for f in request.added} | {f.partition for f in request.deleted}),
+            **request.extra_summary,
+        }
+        return Snapshot(
+            id=new_id,
+            parent_id=parent.id if parent else None,
+            schema_id=self.schema.id,
+            commit_kind=request.kind,
+            commit_user=request.commit_user,
+            commit_identifier=request.commit_identifier,
+            time_millis=time_millis,
+            total_record_count=parent_total + added_records - deleted_records,
+            delta_record_count=added_records - deleted_records,
+            watermark=watermark,
+            base_manifest_list=base_list,
+            delta_manifest_list=delta_list,
+            summary=summary,
+        )
+
+    def _publish(self, snapshot: Snapshot) -> bool:
+        try:
+            return self.snapshots.commit(snapshot)
+        except Exception:
+            # Ambiguous: the create may have happened before the error. Our base
+            # list name is unique to this attempt, so the file tells whose it is.
+            try:
+                existing = self.snapshots.snapshot(snapshot.id)
+            except Exception:  # noqa: BLE001 - the original error is the one to report
+                existing = None
+            if existing is not None and existing.base_manifest_list == snapshot.base_manifest_list:
+                return True
+            raise
+
+    def _write_hints(self, snapshot: Snapshot) -> None:
+        try:
+            self.snapshots.write_latest_hint(snapshot.id)
+            if snapshot.id == 1:
+                self.snapshots.write_earliest_hint(1)
+        except Exception as exc:  # noqa: BLE001 - hints are optional; the commit stands
+            log.warning("snapshot %s committed, but writing the hint failed: %s", snapshot.id, exc)
+
+    # -- conflicts and idempotency -------------------------------------------
+
+    def _check_intervening(self, request: CommitRequest, base: Snapshot | None, latest: Snapshot | None) -> bool:
+        """Raise CommitConflictError on a real conflict; return True if ``request.deleted`` was re-planned."""
+        if latest is None or (base is not None and latest.id <= base.id):
+            return False
+        if request.overwrite_scope is None and not request.deleted:
+            return False  # a pure append commutes with everything
+        deleted_paths = {f.path for f in request.deleted}
+        replan = False
+        first = 1 if base is None else base.id + 1
+        for snapshot_id in range(first, latest.id + 1):
+            try:
+                other = self.snapshots.snapshot(snapshot_id)
+            except SnapshotNotFoundError:
+                raise CommitConflictError(
+                    f"snapshot {snapshot_id}, committed after this commit was planned, is gone already; "
+                    "cannot check it for conflicts"
+                ) from None
+            entries = self.manifests.read_delta(other)
+            if request.overwrite_scope is not None:
+                touched = [e for e in entries if self._in_scope(e.file.partition, request.overwrite_scope)]
+                if touched:
+                    if other.commit_kind is CommitKind.COMPACT and request.replan_deleted is not None:
+                        replan = True
+                        continue
+                    named = dict(zip(self.schema.partition_keys, touched[0].file.partition))
+                    raise CommitConflictError(
+                        f"snapshot {other.id} ({other.commit_kind.value}) changed partition {named or '(table)'} "
+                        f"that this {request.kind.value} replaces; re-run it against the new state"
+                    )
+            gone = [e.file.path for e in entries if e.kind is FileKind.DELETE and e.file.path in deleted_paths]
+            if gone:
+                raise CommitConflictError(
+                    f"snapshot {other.id} ({other.commit_kind.value}) already deleted {gone[0]}, which this "
+                    f"{request.kind.value} deletes"
+                )
+        if replan:
+            request.deleted = request.replan_deleted(latest)
+        return replan
+
+    def _in_scope(self, partition: tuple, scope: list[dict] | str) -> bool:
+        return scope == WHOLE_TABLE or self.schema.partition_matches(partition, scope)
+
+    def find_committed(self, commit_user: str, commit_identifier: int) -> Snapshot | None:
+        """The snapshot ``commit_user`` made with ``commit_identifier``, if any.
+
+        Identifiers increase per user, so walking back from the latest snapshot
+        stops at the user's first commit with a smaller identifier.
+        """
+        latest = self.snapshots.latest_id()
+        if latest is None:
+            return None
+        earliest = self.snapshots.earliest_id() or 1
+        for snapshot_id in range(latest, earliest - 1, -1):
+            try:
+                snapshot = self.snapshots.snapshot(snapshot_id)
+            except SnapshotNotFoundError:
+                break  # expired under us: everything older is gone too
+            if snapshot.commit_user != commit_user or snapshot.commit_identifier is None:
+                continue
+            if snapshot.commit_identifier == commit_identifier:
+                return snapshot
+            if snapshot.commit_identifier < commit_identifier:
+                return None
+        return None

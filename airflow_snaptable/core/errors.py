@@ -1,0 +1,75 @@
+"""Every error the table format raises on purpose.
+
+All derive from :class:`SnapTableError`, so callers (operators, the CLI, the
+Spark job) can catch one type and still tell the cases apart.
+"""
+
+from __future__ import annotations
+
+
+class SnapTableError(Exception):
+    """Base class of all errors raised by airflow_snaptable on purpose."""
+
+
+class TableNotFoundError(SnapTableError):
+    """No table (no schema file) exists at the given location."""
+
+
+class TableAlreadyExistsError(SnapTableError):
+    """``Table.create`` found a table already at the location."""
+
+
+class SnapshotNotFoundError(SnapTableError):
+    """The requested snapshot does not exist (never committed, or expired)."""
+
+
+class TagNotFoundError(SnapTableError):
+    """The requested tag does not exist."""
+
+
+class TagAlreadyExistsError(SnapTableError):
+    """A tag with that name exists already."""
+
+
+class ConsumerNotFoundError(SnapTableError):
+    """The requested consumer does not exist."""
+
+
+class InvalidNameError(SnapTableError, ValueError):
+    """A name that becomes a path (tag, consumer) is empty, has separators, traversal or control characters."""
+
+
+class InvalidOptionError(SnapTableError, ValueError):
+    """A table option key is unknown or its value cannot be parsed."""
+
+
+class InvalidArgumentError(SnapTableError, ValueError):
+    """An argument is out of range or inconsistent with the others."""
+
+
+class SchemaMismatchError(SnapTableError, ValueError):
+    """Data written to a table does not match the table's schema."""
+
+
+class CommitConflictError(SnapTableError):
+    """A concurrent commit changed what this commit depends on; retrying the same commit cannot succeed."""
+
+
+class CommitFailedError(SnapTableError):
+    """The commit could not be made after all retries (e.g. lost every race)."""
+
+
+class CorruptMetadataError(SnapTableError):
+    """A metadata file (snapshot, manifest, schema, hint, tag) exists but cannot be parsed."""
+
+
+class StorageError(SnapTableError):
+    """The storage failed in a way the table format cannot interpret (not a plain 'not found')."""
+
+
+class UnsupportedStorageError(SnapTableError):
+    """The storage cannot give the atomic create-if-absent that commits rely on."""
+
+
+class StreamPositionLostError(SnapTableError):
+    """A stream's next snapshot no longer exists (expired or rolled back): continuing would skip data."""

@@ -1,0 +1,254 @@
+"""Manifests and manifest lists (both Parquet, both immutable, names never reused).
+
+A manifest holds entries ``ADD file`` / ``DELETE file``. A manifest list names
+manifests in order. A snapshot's state is the fold of its base list's
+manifests and then its delta list's manifests: ADD puts a file in the set,
+DELETE takes it out. Because only the *last* entry of a file decides whether
+it is in the set, any run of consecutive manifests can be replaced by one
+manifest holding each file's last entry ("merge"), and a run that starts at
+the first manifest can also drop DELETE entries ("full merge").
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_snaptable.core.errors import CorruptMetadataError
+from airflow_snaptable.core.schema import decode_partition, encode_partition
+
+MANIFEST_DIR = "manifest"
+
+
+class FileKind(IntEnum):
+    ADD = 0
+    DELETE = 1
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A Parquet data file of the table. ``path`` is relative to the table root."""
+
+    path: str
+    partition: tuple
+    record_count: int
+    file_size: int
+
+
+@dataclass(frozen=True)
+class ManifestEntry:
+    kind: FileKind
+    file: DataFile
+
+
+@dataclass(frozen=True)
+class ManifestFileMeta:
+    """One manifest as its list names it."""
+
+    file_name: str
+    file_size: int
+    num_added_files: int
+    num_deleted_files: int
+    schema_id: int
+
+
+_MANIFEST_SCHEMA = pa.schema(
+    [
+        ("kind", pa.int8()),
+        ("path", pa.string()),
+        ("partition", pa.string()),
+        ("record_count", pa.int64()),
+        ("file_size", pa.int64()),
+    ]
+)
+_LIST_SCHEMA = pa.schema(
+    [
+        ("file_name", pa.string()),
+        ("file_size", pa.int64()),
+        ("num_added_files", pa.int64()),
+        ("num_deleted_files", pa.int64()),
+        ("schema_id", pa.int64()),
+    ]
+)
+
+
+def new_manifest_name() -> str:
+    return f"manifest-{uuid.uuid4().hex}"
+
+
+def new_manifest_list_name() -> str:
+    return f"manifest-list-{uuid.uuid4().hex}"
+
+
+def manifest_path(file_name: str) -> str:
+    return f"{MANIFEST_DIR}/{file_name}"
+
+
+def _to_parquet(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def _from_parquet(data: bytes, schema: pa.Schema, where: str) -> pa.Table:
+    try:
+        table = pq.read_table(io.BytesIO(data))
+    except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
+        raise CorruptMetadataError(f"{where}: cannot read Parquet: {exc}") from exc
+    if not table.schema.remove_metadata().equals(schema):
+        raise CorruptMetadataError(f"{where}: unexpected columns {table.schema.names}")
+    return table
+
+
+def encode_manifest(entries: list[ManifestEntry]) -> bytes:
+    table = pa.table(
+        [
+            pa.array([int(e.kind) for e in entries], pa.int8()),
+            pa.array([e.file.path for e in entries], pa.string()),
+            pa.array([encode_partition(e.file.partition) for e in entries], pa.string()),
+            pa.array([e.file.record_count for e in entries], pa.int64()),
+            pa.array([e.file.file_size for e in entries], pa.int64()),
+        ],
+        schema=_MANIFEST_SCHEMA,
+    )
+    return _to_parquet(table)
+
+
+def decode_manifest(data: bytes, partition_types: list[pa.DataType], where: str) -> list[ManifestEntry]:
+    columns = _from_parquet(data, _MANIFEST_SCHEMA, where).to_pydict()
+    decoded: dict[str, tuple] = {}
+    entries = []
+    for kind, path, partition, records, size in zip(
+        columns["kind"], columns["path"], columns["partition"], columns["record_count"], columns["file_size"]
+    ):
+        if partition not in decoded:
+            decoded[partition] = decode_partition(partition, partition_types)
+        entries.append(ManifestEntry(FileKind(kind), DataFile(path, decoded[partition], records, size)))
+    return entries
+
+
+def encode_manifest_list(metas: list[ManifestFileMeta]) -> bytes:
+    table = pa.table(
+        [
+            pa.array([m.file_name for m in metas], pa.string()),
+            pa.array([m.file_size for m in metas], pa.int64()),
+            pa.array([m.num_added_files for m in metas], pa.int64()),
+            pa.array([m.num_deleted_files for m in metas], pa.int64()),
+            pa.array([m.schema_id for m in metas], pa.int64()),
+        ],
+        schema=_LIST_SCHEMA,
+    )
+    return _to_parquet(table)
+
+
+def decode_manifest_list(data: bytes, where: str) -> list[ManifestFileMeta]:
+    columns = _from_parquet(data, _LIST_SCHEMA, where).to_pydict()
+    return [
+        ManifestFileMeta(*row)
+        for row in zip(
+            columns["file_name"], columns["file_size"], columns["num_added_files"], columns["num_deleted_files"], columns["schema_id"]
+        )
+    ]
+
+
+def apply_entries(state: dict[str, DataFile], entries: Iterable[ManifestEntry]) -> dict[str, DataFile]:
+    """Fold entries into a ``path -> DataFile`` set, in order."""
+    for entry in entries:
+        if entry.kind is FileKind.ADD:
+            state[entry.file.path] = entry.file
+        else:
+            state.pop(entry.file.path, None)
+    return state
+
+
+def last_entries(entries: Iterable[ManifestEntry], keep_deletes: bool) -> list[ManifestEntry]:
+    """Each file's last entry, in first-seen order; DELETEs dropped unless ``keep_deletes``."""
+    last: dict[str, ManifestEntry] = {}
+    for entry in entries:
+        last.pop(entry.file.path, None)  # re-insert so the order follows the last entry
+        last[entry.file.path] = entry
+    return [e for e in last.values() if keep_deletes or e.kind is FileKind.ADD]
+
+
+class ManifestIO:
+    """Reads and writes manifests and manifest lists of one table, caching what it read.
+
+    The files are immutable and their names are never reused, so a cache keyed
+    by name can never be stale.
+    """
+
+    def __init__(self, storage, partition_types: list[pa.DataType], cache_size: int = 256):
+        from collections import OrderedDict
+
+        self.storage = storage
+        self.partition_types = partition_types
+        self._cache: "OrderedDict[str, list]" = OrderedDict()
+        self._cache_size = cache_size
+
+    def _cached(self, name: str):
+        value = self._cache.get(name)
+        if value is not None:
+            self._cache.move_to_end(name)
+        return value
+
+    def _remember(self, name: str, value: list) -> None:
+        self._cache[name] = value
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+    def _read(self, name: str) -> bytes:
+        path = manifest_path(name)
+        try:
+            return self.storage.read_bytes(path)
+        except FileNotFoundError:
+            raise CorruptMetadataError(f"{self.storage.full_uri(path)} is missing") from None
+
+    def read_list(self, name: str) -> list[ManifestFileMeta]:
+        cached = self._cached(name)
+        if cached is None:
+            cached = decode_manifest_list(self._read(name), where=name)
+            self._remember(name, cached)
+        return list(cached)
+
+    def write_list(self, metas: list[ManifestFileMeta]) -> str:
+        name = new_manifest_list_name()
+        self.storage.write_bytes(manifest_path(name), encode_manifest_list(metas))
+        self._remember(name, list(metas))
+        return name
+
+    def read_manifest(self, name: str) -> list[ManifestEntry]:
+        cached = self._cached(name)
+        if cached is None:
+            cached = decode_manifest(self._read(name), self.partition_types, where=name)
+            self._remember(name, cached)
+        return cached
+
+    def write_manifest(self, entries: list[ManifestEntry], schema_id: int) -> ManifestFileMeta:
+        name = new_manifest_name()
+        data = encode_manifest(entries)
+        self.storage.write_bytes(manifest_path(name), data)
+        self._remember(name, list(entries))
+        added = sum(1 for e in entries if e.kind is FileKind.ADD)
+        return ManifestFileMeta(name, len(data), added, len(entries) - added, schema_id)
+
+    def read_entries(self, list_name: str) -> list[ManifestEntry]:
+        entries: list[ManifestEntry] = []
+        for meta in self.read_list(list_name):
+            entries.extend(self.read_manifest(meta.file_name))
+        return entries
+
+    def read_state(self, snapshot) -> dict[str, DataFile]:
+        """The live data files of a snapshot: its base manifests folded, then its delta."""
+        state: dict[str, DataFile] = {}
+        apply_entries(state, self.read_entries(snapshot.base_manifest_list))
+        return apply_entries(state, self.read_entries(snapshot.delta_manifest_list))
+
+    def read_delta(self, snapshot) -> list[ManifestEntry]:
+        """The ADD/DELETE entries this snapshot's commit made."""
+        return self.read_entries(snapshot.delta_manifest_list)

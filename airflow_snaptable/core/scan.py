@@ -1,0 +1,121 @@
+"""Reading a snapshot: plan its files (with partition pruning), then read them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from airflow_snaptable.core.errors import InvalidArgumentError
+from airflow_snaptable.core.manifest import DataFile
+from airflow_snaptable.core.schema import TableSchema
+from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.storage import Storage
+
+Filter = Any  # a pyarrow.compute.Expression, or DNF tuples as pyarrow.parquet takes them
+
+
+def to_expression(filter: Filter) -> pc.Expression | None:
+    """Normalise a filter: a pyarrow Expression, or DNF such as ``[("p", "=", 3)]`` / ``[[...], [...]]``."""
+    if filter is None:
+        return None
+    if isinstance(filter, pc.Expression):
+        return filter
+    if isinstance(filter, (list, tuple)) and filter:
+        try:
+            return pq.filters_to_expression(list(filter))
+        except Exception as exc:  # noqa: BLE001 - turn pyarrow's message into ours
+            raise InvalidArgumentError(f"invalid filter {filter!r}: {exc}") from exc
+    raise InvalidArgumentError(
+        f"filter must be a pyarrow.compute.Expression or DNF tuples like [('p', '=', 3)], got {filter!r}"
+    )
+
+
+def check_columns(schema: TableSchema, columns: Sequence[str] | None) -> list[str] | None:
+    if columns is None:
+        return None
+    if isinstance(columns, str):
+        raise InvalidArgumentError("columns must be a list of names, not a string")
+    unknown = [c for c in columns if c not in schema.arrow_schema.names]
+    if unknown:
+        raise InvalidArgumentError(f"unknown columns {unknown}; the table has {schema.arrow_schema.names}")
+    return list(columns)
+
+
+def prune_files(schema: TableSchema, files: list[DataFile], expression: pc.Expression | None) -> list[DataFile]:
+    """Files whose partition may hold rows matching ``expression`` (no I/O: Arrow simplifies
+    the filter against each file's partition values)."""
+    if expression is None or not schema.partition_keys or not files:
+        return files
+    types = schema.partition_types()
+    file_format = ds.ParquetFileFormat()
+    placeholder_fs = pafs.LocalFileSystem()  # fragments are never opened here
+    fragments = []
+    for i, data_file in enumerate(files):
+        condition = None
+        for key, value, t in zip(schema.partition_keys, data_file.partition, types):
+            term = pc.field(key).is_null() if value is None else pc.field(key) == pa.scalar(value, t)
+            condition = term if condition is None else condition & term
+        fragments.append(file_format.make_fragment(f"/{i}", filesystem=placeholder_fs, partition_expression=condition))
+    dataset = ds.FileSystemDataset(fragments, schema.arrow_schema, file_format, placeholder_fs)
+    try:
+        kept = dataset.get_fragments(filter=expression)
+        return [files[int(fragment.path[1:])] for fragment in kept]
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise InvalidArgumentError(f"filter {expression} does not fit the table schema: {exc}") from exc
+
+
+def read_files(
+    storage: Storage,
+    schema: TableSchema,
+    files: Sequence[DataFile],
+    columns: list[str] | None = None,
+    expression: pc.Expression | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Rows of ``files`` in order, projected and filtered, with the table's exact types."""
+    target = schema.arrow_schema if columns is None else pa.schema([schema.arrow_schema.field(c) for c in columns])
+    for data_file in files:
+        with storage.open_read(data_file.path) as handle:
+            try:
+                table = pq.read_table(handle, columns=columns, filters=expression)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+                if expression is None:
+                    raise
+                raise InvalidArgumentError(f"filter {expression} does not fit the table schema: {exc}") from exc
+        table = table.select(target.names).cast(target)
+        yield from table.to_batches()
+
+
+@dataclass
+class TableScan:
+    """The files and rows of one snapshot, optionally filtered and projected."""
+
+    storage: Storage
+    schema: TableSchema
+    snapshot: Snapshot | None
+    all_files: list[DataFile]
+    expression: pc.Expression | None
+    columns: list[str] | None
+
+    @property
+    def snapshot_id(self) -> int | None:
+        return None if self.snapshot is None else self.snapshot.id
+
+    def files(self) -> list[DataFile]:
+        return prune_files(self.schema, self.all_files, self.expression)
+
+    def output_schema(self) -> pa.Schema:
+        if self.columns is None:
+            return self.schema.arrow_schema
+        return pa.schema([self.schema.arrow_schema.field(c) for c in self.columns])
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        return read_files(self.storage, self.schema, self.files(), self.columns, self.expression)
+
+    def to_arrow(self) -> pa.Table:
+        return pa.Table.from_batches(list(self.to_batches()), schema=self.output_schema())

@@ -1,0 +1,195 @@
+"""Table schema: the Arrow schema, the partition keys and the options, stored as ``schema/schema-<id>``."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+from urllib.parse import quote, unquote
+
+import pyarrow as pa
+
+from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError, SchemaMismatchError
+from airflow_snaptable.core.options import TableOptions
+
+SCHEMA_DIR = "schema"
+_SCHEMA_FILE = re.compile(r"^schema-(\d+)$")
+NULL_PARTITION = "__NULL__"
+
+
+def schema_path(schema_id: int) -> str:
+    return f"{SCHEMA_DIR}/schema-{schema_id}"
+
+
+def parse_schema_id(name: str) -> int | None:
+    match = _SCHEMA_FILE.match(name)
+    return int(match.group(1)) if match else None
+
+
+def _is_partition_type(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_boolean(t) or pa.types.is_date32(t)
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """One version of a table's schema. Partition columns are stored in the data files too."""
+
+    id: int
+    arrow_schema: pa.Schema
+    partition_keys: tuple[str, ...] = ()
+    options: dict[str, str] = field(default_factory=dict)
+    time_millis: int = 0
+
+    @classmethod
+    def new(cls, arrow_schema: pa.Schema, partition_keys: Sequence[str], options: dict[str, Any] | None, time_millis: int) -> "TableSchema":
+        if not isinstance(arrow_schema, pa.Schema):
+            raise InvalidArgumentError(f"schema must be a pyarrow.Schema, got {type(arrow_schema).__name__}")
+        if len(arrow_schema) == 0:
+            raise InvalidArgumentError("schema has no fields")
+        names = arrow_schema.names
+        if len(set(names)) != len(names):
+            raise InvalidArgumentError(f"schema has duplicate field names: {names}")
+        if isinstance(partition_keys, str):
+            partition_keys = (partition_keys,)
+        keys = tuple(partition_keys)
+        if len(set(keys)) != len(keys):
+            raise InvalidArgumentError(f"duplicate partition keys: {keys}")
+        for key in keys:
+            if key not in names:
+                raise InvalidArgumentError(f"partition key {key!r} is not a field of the schema ({names})")
+            if not _is_partition_type(arrow_schema.field(key).type):
+                raise InvalidArgumentError(
+                    f"partition key {key!r} has type {arrow_schema.field(key).type}; "
+                    "partition keys must be integer, string, boolean or date32"
+                )
+        if keys and len(keys) == len(names):
+            raise InvalidArgumentError("at least one column must not be a partition key")
+        validated = TableOptions(options)
+        return cls(id=0, arrow_schema=arrow_schema.remove_metadata(), partition_keys=keys, options=validated.raw, time_millis=time_millis)
+
+    @property
+    def table_options(self) -> TableOptions:
+        return TableOptions(self.options)
+
+    # -- serialisation -----------------------------------------------------
+
+    def to_json(self) -> bytes:
+        doc = {
+            "version": 1,
+            "id": self.id,
+            "fields": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in self.arrow_schema],
+            "partitionKeys": list(self.partition_keys),
+            "options": self.options,
+            "timeMillis": self.time_millis,
+            # The readable "fields" are for people; the IPC form is exact.
+            "arrowSchema": base64.b64encode(self.arrow_schema.serialize().to_pybytes()).decode("ascii"),
+        }
+        return json.dumps(doc, indent=2).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str = "schema") -> "TableSchema":
+        try:
+            doc = json.loads(data)
+            arrow_schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(doc["arrowSchema"])))
+            return cls(
+                id=int(doc["id"]),
+                arrow_schema=arrow_schema,
+                partition_keys=tuple(doc.get("partitionKeys", ())),
+                options=dict(doc.get("options", {})),
+                time_millis=int(doc.get("timeMillis", 0)),
+            )
+        except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
+            raise CorruptMetadataError(f"{where}: cannot parse schema file: {exc}") from exc
+
+    # -- data checks -------------------------------------------------------
+
+    def conform(self, data: pa.Table) -> pa.Table:
+        """Return ``data`` with the table's exact schema and column order, or raise SchemaMismatchError.
+
+        Columns are matched by name; types must be equal (no silent casts that
+        could lose data); non-nullable fields must hold no nulls.
+        """
+        expected = self.arrow_schema
+        got_names = data.schema.names
+        missing = [n for n in expected.names if n not in got_names]
+        extra = [n for n in got_names if n not in expected.names]
+        if missing or extra or len(set(got_names)) != len(got_names):
+            raise SchemaMismatchError(
+                f"columns do not match the table schema: missing {missing}, unexpected {extra}"
+            )
+        columns = []
+        for f in expected:
+            column = data.column(f.name)
+            if not column.type.equals(f.type):
+                raise SchemaMismatchError(f"column {f.name!r} has type {column.type}, the table expects {f.type}")
+            if not f.nullable and column.null_count:
+                raise SchemaMismatchError(f"column {f.name!r} is not nullable but has {column.null_count} nulls")
+            columns.append(column)
+        return pa.Table.from_arrays(columns, schema=expected)
+
+    # -- partitions --------------------------------------------------------
+
+    def partition_types(self) -> list[pa.DataType]:
+        return [self.arrow_schema.field(k).type for k in self.partition_keys]
+
+    def partition_dir(self, partition: tuple) -> str:
+        """``k1=v1/k2=v2`` (Hive style, values percent-encoded), or "" for unpartitioned tables."""
+        parts = []
+        for key, value in zip(self.partition_keys, partition):
+            text = NULL_PARTITION if value is None else quote(_partition_text(value), safe="")
+            parts.append(f"{key}={text}")
+        return "/".join(parts)
+
+    def partition_from_dir(self, directory: str) -> tuple:
+        values = []
+        for part, key, t in zip(directory.split("/"), self.partition_keys, self.partition_types()):
+            name, _, text = part.partition("=")
+            if name != key:
+                raise CorruptMetadataError(f"partition directory {directory!r} does not match keys {self.partition_keys}")
+            values.append(None if text == NULL_PARTITION else decode_partition_value(unquote(text), t))
+        return tuple(values)
+
+    def check_partition_spec(self, spec: dict) -> None:
+        if not self.partition_keys:
+            raise InvalidArgumentError("the table is not partitioned; partition filters are not allowed")
+        if not isinstance(spec, dict) or not spec:
+            raise InvalidArgumentError(f"a partition must be a non-empty dict of partition key -> value, got {spec!r}")
+        unknown = [k for k in spec if k not in self.partition_keys]
+        if unknown:
+            raise InvalidArgumentError(f"{unknown} are not partition keys (partition keys: {list(self.partition_keys)})")
+
+    def partition_matches(self, partition: tuple, specs: list[dict]) -> bool:
+        """True if ``partition`` matches any spec (a spec names some keys; all it names must be equal)."""
+        index = {k: i for i, k in enumerate(self.partition_keys)}
+        return any(all(partition[index[k]] == v for k, v in spec.items()) for spec in specs)
+
+
+def _partition_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return str(value)
+
+
+def encode_partition(partition: tuple) -> str:
+    """Partition values as JSON text for manifests (dates as ISO strings)."""
+    return json.dumps([v.isoformat() if isinstance(v, dt.date) else v for v in partition])
+
+
+def decode_partition(text: str, types: list[pa.DataType]) -> tuple:
+    values = json.loads(text)
+    return tuple(None if v is None else decode_partition_value(v, t) for v, t in zip(values, types))
+
+
+def decode_partition_value(value: Any, t: pa.DataType) -> Any:
+    if pa.types.is_date32(t):
+        return value if isinstance(value, dt.date) else dt.date.fromisoformat(str(value))
+    if pa.types.is_boolean(t):
+        return value if isinstance(value, bool) else str(value).lower() == "true"
+    if pa.types.is_integer(t):
+        return int(value)
+    return str(value)

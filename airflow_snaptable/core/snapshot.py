@@ -1,0 +1,211 @@
+"""Snapshots and the manager that finds them.
+
+Snapshot ids are contiguous from EARLIEST to LATEST. ``snapshot/LATEST`` and
+``snapshot/EARLIEST`` are hints written after the fact; a reader checks each
+hint with O(1) existence probes before trusting it and lists the directory
+when the hint is missing, unreadable or stale.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any, Iterator
+
+from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError
+from airflow_snaptable.core.storage import Storage
+
+SNAPSHOT_DIR = "snapshot"
+LATEST_HINT = f"{SNAPSHOT_DIR}/LATEST"
+EARLIEST_HINT = f"{SNAPSHOT_DIR}/EARLIEST"
+_SNAPSHOT_FILE = re.compile(r"^snapshot-(\d+)$")
+# How far past a stale LATEST hint we probe one id at a time before listing instead.
+_MAX_FORWARD_PROBES = 8
+
+
+class CommitKind(str, Enum):
+    APPEND = "APPEND"
+    OVERWRITE = "OVERWRITE"
+    DELETE = "DELETE"
+    COMPACT = "COMPACT"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One immutable, numbered state of the table."""
+
+    id: int
+    parent_id: int | None
+    schema_id: int
+    commit_kind: CommitKind
+    commit_user: str
+    commit_identifier: int | None
+    time_millis: int
+    total_record_count: int
+    delta_record_count: int
+    watermark: int | None
+    base_manifest_list: str
+    delta_manifest_list: str
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        doc = asdict(self)
+        doc["commit_kind"] = self.commit_kind.value
+        doc["version"] = 1
+        return json.dumps(doc, indent=2, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str = "snapshot") -> "Snapshot":
+        try:
+            doc = json.loads(data)
+            doc.pop("version", None)
+            doc["commit_kind"] = CommitKind(doc["commit_kind"])
+            snapshot = cls(**doc)
+            if not isinstance(snapshot.id, int) or snapshot.id < 1:
+                raise ValueError(f"bad id {snapshot.id!r}")
+            return snapshot
+        except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
+            raise CorruptMetadataError(f"{where}: cannot parse snapshot file: {exc}") from exc
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["commit_kind"] = self.commit_kind.value
+        return doc
+
+
+def snapshot_path(snapshot_id: int) -> str:
+    return f"{SNAPSHOT_DIR}/snapshot-{snapshot_id}"
+
+
+def parse_snapshot_id(name: str) -> int | None:
+    match = _SNAPSHOT_FILE.match(name)
+    return int(match.group(1)) if match else None
+
+
+class SnapshotManager:
+    """Reads snapshots and answers "which ids exist" with as few storage operations as it can."""
+
+    def __init__(self, storage: Storage):
+        self.storage = storage
+
+    # -- single snapshots --------------------------------------------------
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        path = snapshot_path(snapshot_id)
+        try:
+            data = self.storage.read_bytes(path)
+        except FileNotFoundError:
+            raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist in {self.storage.uri}") from None
+        snapshot = Snapshot.from_json(data, where=self.storage.full_uri(path))
+        if snapshot.id != snapshot_id:
+            raise CorruptMetadataError(f"{path} holds snapshot id {snapshot.id}")
+        return snapshot
+
+    def exists(self, snapshot_id: int) -> bool:
+        return self.storage.exists(snapshot_path(snapshot_id))
+
+    def commit(self, snapshot: Snapshot) -> bool:
+        """Publish ``snapshot`` atomically; False if its id is taken already."""
+        return self.storage.create_exclusive(snapshot_path(snapshot.id), snapshot.to_json())
+
+    # -- ids -----------------------------------------------------------------
+
+    def list_ids(self) -> list[int]:
+        ids = (parse_snapshot_id(name) for name in self.storage.list_names(SNAPSHOT_DIR))
+        return sorted(i for i in ids if i is not None)
+
+    def _read_hint(self, path: str) -> int | None:
+        try:
+            text = self.storage.read_bytes(path).decode().strip()
+            value = int(text)
+            return value if value >= 1 else None
+        except (FileNotFoundError, ValueError, UnicodeDecodeError):
+            return None
+
+    def latest_id(self) -> int | None:
+        """Id of the newest snapshot, or None for an empty table. O(1) operations when the hint is fresh."""
+        hint = self._read_hint(LATEST_HINT)
+        if hint is not None:
+            candidate = hint
+            for _ in range(_MAX_FORWARD_PROBES):
+                if not self.exists(candidate + 1):
+                    return candidate
+                candidate += 1
+        ids = self.list_ids()
+        return ids[-1] if ids else None
+
+    def earliest_id(self) -> int | None:
+        """Id of the oldest snapshot still present, or None for an empty table."""
+        hint = self._read_hint(EARLIEST_HINT)
+        if hint is not None and self.exists(hint) and (hint == 1 or not self.exists(hint - 1)):
+            return hint
+        ids = self.list_ids()
+        return ids[0] if ids else None
+
+    def latest_snapshot(self) -> Snapshot | None:
+        latest = self.latest_id()
+        if latest is None:
+            return None
+        try:
+            return self.snapshot(latest)
+        except SnapshotNotFoundError:
+            # The hint pointed past the end (e.g. after a rollback); trust the listing.
+            ids = self.list_ids()
+            return self.snapshot(ids[-1]) if ids else None
+
+    def earliest_snapshot(self) -> Snapshot | None:
+        earliest = self.earliest_id()
+        return None if earliest is None else self.snapshot(earliest)
+
+    def write_latest_hint(self, snapshot_id: int) -> None:
+        self.storage.write_bytes(LATEST_HINT, str(snapshot_id).encode())
+
+    def write_earliest_hint(self, snapshot_id: int) -> None:
+        self.storage.write_bytes(EARLIEST_HINT, str(snapshot_id).encode())
+
+    # -- history -------------------------------------------------------------
+
+    def snapshots(self) -> Iterator[Snapshot]:
+        """Every snapshot from earliest to latest (one listing, then one read each)."""
+        for snapshot_id in self.list_ids():
+            try:
+                yield self.snapshot(snapshot_id)
+            except SnapshotNotFoundError:
+                continue  # expired while we were iterating
+
+    def snapshot_at(self, time_millis: int) -> Snapshot | None:
+        """The latest snapshot committed at or before ``time_millis`` (binary search, O(log n) reads)."""
+        return self._search(lambda s: s.time_millis <= time_millis)
+
+    def snapshot_at_watermark(self, watermark: int) -> Snapshot | None:
+        """The earliest snapshot whose watermark is >= ``watermark`` (watermarks never decrease)."""
+        last_below = self._search(lambda s: s.watermark is None or s.watermark < watermark)
+        latest = self.latest_id()
+        if latest is None:
+            return None
+        candidate = self.earliest_id() if last_below is None else last_below.id + 1
+        if candidate is None or candidate > latest:
+            return None
+        return self.snapshot(candidate)
+
+    def _search(self, before: Any) -> Snapshot | None:
+        """The last snapshot for which the monotone predicate ``before`` holds, or None."""
+        for _attempt in range(3):
+            low, high = self.earliest_id(), self.latest_id()
+            if low is None or high is None:
+                return None
+            found: Snapshot | None = None
+            try:
+                while low <= high:
+                    middle = (low + high) // 2
+                    snapshot = self.snapshot(middle)
+                    if before(snapshot):
+                        found, low = snapshot, middle + 1
+                    else:
+                        high = middle - 1
+                return found
+            except SnapshotNotFoundError:
+                continue  # expiry moved EARLIEST under us; search again
+        raise SnapshotNotFoundError("snapshots kept expiring during the search; try again")

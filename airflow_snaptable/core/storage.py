@@ -1,0 +1,272 @@
+"""The one storage interface every table operation goes through.
+
+A thin layer over fsspec that (1) works in paths relative to the table root,
+(2) gives the atomic create-if-absent that commits rely on, and (3) counts
+every operation by kind so benchmarks can compare the work done with the lower
+bound. Tests inject crashes through :attr:`Storage.on_operation`.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import uuid
+from collections import Counter
+from typing import Any, Callable, Iterable
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.implementations.memory import MemoryFileSystem
+
+from airflow_snaptable.core.errors import StorageError, UnsupportedStorageError
+
+#: The kinds of operation that are counted.
+OPERATION_KINDS = ("read", "write", "list", "delete", "exists")
+
+_S3_PROTOCOLS = {"s3", "s3a"}
+_PRECONDITION_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
+
+
+def _is_precondition_failure(exc: BaseException) -> bool:
+    """True when an S3 error means "the object exists already" (412/409 on If-None-Match).
+
+    s3fs maps this to FileExistsError for some servers (AWS, moto) but to a plain
+    OSError for others (SeaweedFS); the botocore error code in the exception
+    chain is what tells.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, FileExistsError):
+            return True
+        response = getattr(current, "response", None)
+        if isinstance(response, dict):
+            code = str(response.get("Error", {}).get("Code", ""))
+            status = str(response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+            if code in _PRECONDITION_CODES or status in {"412", "409"}:
+                return True
+        if "PreconditionFailed" in str(current) or "ConditionalRequestConflict" in str(current):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+class Storage:
+    """Relative-path file operations under one table root, counted by kind.
+
+    :param fs: the fsspec filesystem.
+    :param root: the table root in ``fs``'s own path form (no protocol, no trailing slash).
+    :param uri: the table root as the user gave it, for messages.
+    """
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, root: str, uri: str | None = None):
+        self.fs = fs
+        self.root = root.rstrip("/") or "/"
+        self.uri = uri or root
+        self.counts: Counter[str] = Counter({kind: 0 for kind in OPERATION_KINDS})
+        #: Called as ``on_operation(kind, relative_path)`` before every operation;
+        #: tests set it to raise at the N-th operation to simulate a crash there.
+        self.on_operation: Callable[[str, str], None] | None = None
+        protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+        self._is_local = isinstance(fs, LocalFileSystem)
+        self._is_memory = isinstance(fs, MemoryFileSystem)
+        self._is_s3 = bool(_S3_PROTOCOLS.intersection(protocols))
+
+    @classmethod
+    def from_uri(cls, uri: str, storage_options: dict[str, Any] | None = None) -> "Storage":
+        options = dict(storage_options or {})
+        protocol = fsspec.core.split_protocol(uri)[0] or "file"
+        if protocol in _S3_PROTOCOLS:
+            # A stale listing cache would hide new snapshots from readers.
+            options.setdefault("use_listings_cache", False)
+        fs, root = fsspec.core.url_to_fs(uri, **options)
+        return cls(fs, root, uri=str(uri).rstrip("/"))
+
+    # -- bookkeeping -------------------------------------------------------
+
+    def reset_counts(self) -> None:
+        for kind in OPERATION_KINDS:
+            self.counts[kind] = 0
+
+    def snapshot_counts(self) -> dict[str, int]:
+        return {kind: self.counts[kind] for kind in OPERATION_KINDS}
+
+    def _op(self, kind: str, rel: str, n: int = 1) -> None:
+        self.counts[kind] += n
+        if self.on_operation is not None:
+            self.on_operation(kind, rel)
+
+    def full_path(self, rel: str) -> str:
+        return posixpath.join(self.root, rel) if rel else self.root
+
+    def full_uri(self, rel: str) -> str:
+        """The path of ``rel`` as a URL other tools (Spark, pyarrow) can open."""
+        return posixpath.join(self.uri, rel) if rel else self.uri
+
+    # -- operations --------------------------------------------------------
+
+    def read_bytes(self, rel: str) -> bytes:
+        """Read a whole file. A missing file raises FileNotFoundError."""
+        self._op("read", rel)
+        return self.fs.cat_file(self.full_path(rel))
+
+    def open_read(self, rel: str):
+        """Open a file for streaming reads (one counted read)."""
+        self._op("read", rel)
+        return self.fs.open(self.full_path(rel), "rb")
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        """Write (or replace) a file so that readers see the old or the new bytes, never a part."""
+        self._op("write", rel)
+        path = self.full_path(rel)
+        if self._is_local:
+            self._local_write_replace(path, data)
+        else:
+            self.fs.pipe_file(path, data)
+
+    def create_exclusive(self, rel: str, data: bytes) -> bool:
+        """Atomically create ``rel`` with ``data`` if it does not exist.
+
+        Returns False, writing nothing, when the file exists already. This is
+        the commit point of every snapshot, so it must be atomic on storage:
+        local files use temp file + fsync + hard link, S3 a conditional PUT.
+        """
+        self._op("write", rel)
+        path = self.full_path(rel)
+        if self._is_local:
+            return self._local_create_exclusive(path, data)
+        if self._is_s3:
+            try:
+                self.fs.pipe_file(path, data, mode="create")
+            except Exception as exc:  # noqa: BLE001 - classified below
+                if _is_precondition_failure(exc):
+                    return False
+                raise
+            return True
+        if self._is_memory:
+            # One process only; the check and the write happen under the GIL without I/O between them.
+            if self.fs.exists(path):
+                return False
+            self.fs.pipe_file(path, data)
+            return True
+        raise UnsupportedStorageError(
+            f"storage {self.fs.protocol!r} has no atomic create-if-absent that airflow_snaptable "
+            "supports (local files, S3, memory)"
+        )
+
+    def exists(self, rel: str) -> bool:
+        self._op("exists", rel)
+        return self.fs.exists(self.full_path(rel))
+
+    def list_names(self, rel_dir: str) -> list[str]:
+        """Base names of the entries directly under ``rel_dir`` (empty if it does not exist)."""
+        self._op("list", rel_dir)
+        path = self.full_path(rel_dir)
+        try:
+            entries = self.fs.ls(path, detail=False)
+        except FileNotFoundError:
+            return []
+        return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
+
+    def list_files(self, rel_dir: str) -> list[tuple[str, int, float | None]]:
+        """Every file under ``rel_dir`` recursively: (relative path, size, modified epoch seconds)."""
+        self._op("list", rel_dir)
+        base = self.full_path(rel_dir)
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return []
+        out = []
+        prefix = self.root.rstrip("/") + "/"
+        for path, info in found.items():
+            if info.get("type") == "directory":
+                continue
+            rel = path[len(prefix):] if path.startswith(prefix) else path
+            out.append((rel, int(info.get("size") or 0), _modified_seconds(info)))
+        return sorted(out)
+
+    def delete(self, rel: str) -> None:
+        """Delete a file; deleting a missing file is success (it is already gone)."""
+        self._op("delete", rel)
+        try:
+            self.fs.rm_file(self.full_path(rel))
+        except FileNotFoundError:
+            pass
+
+    def delete_many(self, rels: Iterable[str]) -> int:
+        rels = list(rels)
+        for rel in rels:
+            self.delete(rel)
+        return len(rels)
+
+    # -- local helpers -----------------------------------------------------
+
+    def _local_write_replace(self, path: str, data: bytes) -> None:
+        directory = os.path.dirname(path)
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
+
+    def _local_create_exclusive(self, path: str, data: bytes) -> bool:
+        directory = os.path.dirname(path)
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                # link() fails if the target exists, and the target appears whole.
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            except OSError as exc:
+                raise StorageError(f"atomic create of {path} failed: {exc}") from exc
+            _fsync_dir(directory)
+            return True
+        finally:
+            _unlink_quietly(tmp)
+
+
+def _modified_seconds(info: dict) -> float | None:
+    for key in ("mtime", "LastModified", "last_modified", "created"):
+        value = info.get(key)
+        if value is None:
+            continue
+        if hasattr(value, "timestamp"):
+            return float(value.timestamp())
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _fsync_dir(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,338 @@
+"""The table: one directory (or object-store prefix) holding schema, snapshots, manifests and data."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+from typing import Any, Callable, Sequence
+
+import pendulum
+import pyarrow as pa
+
+from airflow_snaptable.core.commit import WHOLE_TABLE, CommitRequest, FileStoreCommit
+from airflow_snaptable.core.errors import (
+    InvalidArgumentError,
+    SnapshotNotFoundError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnsupportedStorageError,
+)
+from airflow_snaptable.core.incremental import ChangeSet, StreamScan, compute_changes
+from airflow_snaptable.core.manifest import DataFile, ManifestIO
+from airflow_snaptable.core.options import TableOptions
+from airflow_snaptable.core.scan import TableScan, check_columns, read_files, to_expression
+from airflow_snaptable.core.schema import SCHEMA_DIR, TableSchema, parse_schema_id, schema_path
+from airflow_snaptable.core.snapshot import CommitKind, Snapshot, SnapshotManager
+from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.writer import (
+    check_rows_in_partitions,
+    split_by_partition,
+    to_arrow_table,
+    write_data_files,
+)
+
+DEFAULT_COMMIT_USER = "snaptable"
+
+
+def _now_millis() -> int:
+    return int(time.time() * 1000)
+
+
+class Table:
+    """A snapshot table. Every write is one new, immutable, numbered snapshot.
+
+    Create with :meth:`create`, open with :meth:`open`. ``uri`` is a local path
+    or any fsspec URL (``s3://bucket/prefix``); ``storage_options`` go to fsspec.
+    """
+
+    def __init__(self, storage: Storage, schema: TableSchema, clock: Callable[[], int] = _now_millis):
+        self.storage = storage
+        self.schema = schema
+        self.options = schema.table_options
+        self.clock = clock
+        self.snapshot_manager = SnapshotManager(storage)
+        self.manifest_io = ManifestIO(storage, schema.partition_types())
+
+    # -- lifecycle -----------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        uri: str,
+        schema: pa.Schema,
+        partition_by: Sequence[str] = (),
+        options: dict[str, Any] | None = None,
+        storage_options: dict[str, Any] | None = None,
+        *,
+        storage: Storage | None = None,
+    ) -> "Table":
+        """Create an empty table; raises TableAlreadyExistsError if one is there."""
+        table_schema = TableSchema.new(schema, partition_by, options, _now_millis())
+        storage = storage or Storage.from_uri(str(uri), storage_options)
+        if storage.list_names(SCHEMA_DIR):
+            raise TableAlreadyExistsError(f"a table exists already at {storage.uri}")
+        _check_atomic_create(storage)
+        if not storage.create_exclusive(schema_path(0), table_schema.to_json()):
+            raise TableAlreadyExistsError(f"a table was created concurrently at {storage.uri}")
+        return cls(storage, table_schema)
+
+    @classmethod
+    def open(cls, uri: str, storage_options: dict[str, Any] | None = None, *, storage: Storage | None = None) -> "Table":
+        """Open an existing table; raises TableNotFoundError if there is none."""
+        storage = storage or Storage.from_uri(str(uri), storage_options)
+        ids = [i for i in (parse_schema_id(n) for n in storage.list_names(SCHEMA_DIR)) if i is not None]
+        if not ids:
+            raise TableNotFoundError(f"no table at {storage.uri}")
+        path = schema_path(max(ids))
+        return cls(storage, TableSchema.from_json(storage.read_bytes(path), where=storage.full_uri(path)))
+
+    @classmethod
+    def exists(cls, uri: str, storage_options: dict[str, Any] | None = None) -> bool:
+        storage = Storage.from_uri(str(uri), storage_options)
+        return any(parse_schema_id(n) is not None for n in storage.list_names(SCHEMA_DIR))
+
+    @property
+    def uri(self) -> str:
+        return self.storage.uri
+
+    @property
+    def arrow_schema(self) -> pa.Schema:
+        return self.schema.arrow_schema
+
+    @property
+    def partition_keys(self) -> tuple[str, ...]:
+        return self.schema.partition_keys
+
+    def __repr__(self) -> str:
+        return f"Table({self.uri!r})"
+
+    # -- history ---------------------------------------------------------------
+
+    def snapshots(self) -> list[Snapshot]:
+        """Every snapshot, earliest to latest."""
+        return list(self.snapshot_manager.snapshots())
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        _check_snapshot_id(snapshot_id)
+        return self.snapshot_manager.snapshot(snapshot_id)
+
+    def latest_snapshot(self) -> Snapshot | None:
+        return self.snapshot_manager.latest_snapshot()
+
+    def earliest_snapshot(self) -> Snapshot | None:
+        return self.snapshot_manager.earliest_snapshot()
+
+    def snapshot_at(self, when) -> Snapshot | None:
+        """The latest snapshot committed at or before ``when`` (datetime, ISO string or epoch millis)."""
+        return self.snapshot_manager.snapshot_at(self.to_millis(when))
+
+    def snapshot_at_watermark(self, watermark: int) -> Snapshot | None:
+        """The earliest snapshot whose watermark reached ``watermark``."""
+        return self.snapshot_manager.snapshot_at_watermark(int(watermark))
+
+    @staticmethod
+    def to_millis(when) -> int:
+        """Epoch milliseconds from an int (millis), a datetime (naive means UTC) or an ISO-8601 string."""
+        if isinstance(when, bool):
+            raise InvalidArgumentError(f"not a time: {when!r}")
+        if isinstance(when, int):
+            return when
+        if isinstance(when, str):
+            try:
+                when = pendulum.parse(when)
+            except Exception as exc:  # noqa: BLE001 - pendulum raises several types
+                raise InvalidArgumentError(f"cannot parse time {when!r}: {exc}") from exc
+        if isinstance(when, dt.datetime):
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=dt.timezone.utc)
+            return int(when.timestamp() * 1000)
+        if isinstance(when, dt.date):
+            return int(dt.datetime(when.year, when.month, when.day, tzinfo=dt.timezone.utc).timestamp() * 1000)
+        raise InvalidArgumentError(f"not a time: {when!r}")
+
+    # -- writes ------------------------------------------------------------------
+
+    def append(self, data, *, commit_user: str | None = None, commit_identifier: int | None = None, watermark: int | None = None) -> Snapshot:
+        """Add rows as a new snapshot (commit kind APPEND)."""
+        groups = self._prepare(data)
+        base = self.latest_snapshot()
+        added = self._write(groups)
+        return self._commit(CommitKind.APPEND, added, [], base, commit_user, commit_identifier, watermark)
+
+    def overwrite(
+        self,
+        data,
+        partitions: list[dict] | None = None,
+        *,
+        commit_user: str | None = None,
+        commit_identifier: int | None = None,
+        watermark: int | None = None,
+    ) -> Snapshot:
+        """Replace the whole table, or only ``partitions`` (e.g. ``[{"p": 3}]``), with ``data``."""
+        specs = self._check_partition_specs(partitions, allow_none=True)
+        groups = self._prepare(data)
+        if specs is not None:
+            check_rows_in_partitions(groups, self.schema, specs)
+        base = self.latest_snapshot()
+        scope = WHOLE_TABLE if specs is None else specs
+        deleted = self._files_in_scope(base, scope)
+        added = self._write(groups)
+        return self._commit(CommitKind.OVERWRITE, added, deleted, base, commit_user, commit_identifier, watermark, scope)
+
+    def delete(self, partitions: list[dict], *, commit_user: str | None = None, commit_identifier: int | None = None) -> Snapshot:
+        """Remove every row of ``partitions`` as a new snapshot (commit kind DELETE)."""
+        specs = self._check_partition_specs(partitions, allow_none=False)
+        base = self.latest_snapshot()
+        deleted = self._files_in_scope(base, specs)
+        return self._commit(CommitKind.DELETE, [], deleted, base, commit_user, commit_identifier, None, specs)
+
+    def compact(
+        self,
+        partitions: list[dict] | None = None,
+        target_file_size: int | str | None = None,
+        min_file_num: int | None = None,
+        *,
+        commit_user: str | None = None,
+    ) -> Snapshot | None:
+        """Rewrite the small files of each partition into fewer files (commit kind COMPACT).
+
+        A partition is compacted when it has at least ``min_file_num`` files smaller than
+        ``target_file_size`` (defaults: options ``compaction.min.file-num``, ``target-file-size``).
+        Returns None, committing nothing, when no partition qualifies.
+        """
+        specs = self._check_partition_specs(partitions, allow_none=True)
+        if target_file_size is None:
+            target = self.options.get("target-file-size")
+        else:
+            from airflow_snaptable.core.options import parse_size
+
+            target = parse_size(target_file_size, "target_file_size")
+        min_files = self.options.get("compaction.min.file-num") if min_file_num is None else int(min_file_num)
+        if min_files < 2:
+            raise InvalidArgumentError(f"min_file_num must be >= 2, got {min_file_num}")
+        base = self.latest_snapshot()
+        if base is None:
+            return None
+        by_partition: dict[tuple, list[DataFile]] = {}
+        for data_file in self.manifest_io.read_state(base).values():
+            if data_file.file_size < target and (specs is None or self.schema.partition_matches(data_file.partition, specs)):
+                by_partition.setdefault(data_file.partition, []).append(data_file)
+        chosen = {p: files for p, files in by_partition.items() if len(files) >= min_files}
+        if not chosen:
+            return None
+        groups = []
+        deleted: list[DataFile] = []
+        for partition, files in sorted(chosen.items(), key=lambda item: str(item[0])):
+            files.sort(key=lambda f: f.path)
+            groups.append((partition, self.read_files(files)))
+            deleted.extend(files)
+        added = write_data_files(self.storage, self.schema, groups, target, self.options.get("file.compression"))
+        return self._commit(CommitKind.COMPACT, added, deleted, base, commit_user, None, None)
+
+    def _prepare(self, data) -> list[tuple[tuple, pa.Table]]:
+        return split_by_partition(to_arrow_table(data, self.schema), self.schema)
+
+    def _write(self, groups) -> list[DataFile]:
+        return write_data_files(
+            self.storage, self.schema, groups, self.options.get("target-file-size"), self.options.get("file.compression")
+        )
+
+    def _check_partition_specs(self, partitions, allow_none: bool) -> list[dict] | None:
+        if partitions is None and allow_none:
+            return None
+        if isinstance(partitions, dict):
+            partitions = [partitions]
+        if not isinstance(partitions, (list, tuple)) or not partitions:
+            raise InvalidArgumentError(f"partitions must be a non-empty list of dicts like [{{'p': 3}}], got {partitions!r}")
+        for spec in partitions:
+            self.schema.check_partition_spec(spec)
+        return [dict(spec) for spec in partitions]
+
+    def _files_in_scope(self, snapshot: Snapshot | None, scope) -> list[DataFile]:
+        if snapshot is None:
+            return []
+        files = self.manifest_io.read_state(snapshot).values()
+        if scope == WHOLE_TABLE:
+            return list(files)
+        return [f for f in files if self.schema.partition_matches(f.partition, scope)]
+
+    def _commit(self, kind, added, deleted, base, commit_user, commit_identifier, watermark, scope=None) -> Snapshot:
+        if commit_identifier is not None:
+            if commit_user is None:
+                raise InvalidArgumentError("commit_identifier needs commit_user (identifiers increase per user)")
+            if isinstance(commit_identifier, bool) or not isinstance(commit_identifier, int) or commit_identifier < 0:
+                raise InvalidArgumentError(f"commit_identifier must be a non-negative int, got {commit_identifier!r}")
+        if watermark is not None and (isinstance(watermark, bool) or not isinstance(watermark, int)):
+            raise InvalidArgumentError(f"watermark must be an int, got {watermark!r}")
+        request = CommitRequest(
+            kind=kind,
+            added=added,
+            deleted=deleted,
+            base_snapshot=base,
+            commit_user=commit_user or DEFAULT_COMMIT_USER,
+            commit_identifier=commit_identifier,
+            watermark=watermark,
+            overwrite_scope=scope,
+            replan_deleted=(lambda latest: self._files_in_scope(latest, scope)) if scope is not None else None,
+        )
+        return self.new_commit().commit(request)
+
+    def new_commit(self) -> FileStoreCommit:
+        return FileStoreCommit(self.snapshot_manager, self.manifest_io, self.schema, self.clock)
+
+    # -- reads -------------------------------------------------------------------
+
+    def scan(self, snapshot_id: int | None = None, as_of=None, filter=None, columns: Sequence[str] | None = None) -> TableScan:
+        """Read the latest snapshot, a given snapshot id, or the state as of a time."""
+        if snapshot_id is not None and as_of is not None:
+            raise InvalidArgumentError("give snapshot_id or as_of, not both")
+        expression = to_expression(filter)
+        columns = check_columns(self.schema, columns)
+        if snapshot_id is not None:
+            snapshot = self.snapshot(snapshot_id)
+        elif as_of is not None:
+            snapshot = self.snapshot_at(as_of)
+            if snapshot is None:
+                raise SnapshotNotFoundError(f"no snapshot at or before {as_of} (or it has expired)")
+        else:
+            snapshot = self.latest_snapshot()
+        files = [] if snapshot is None else list(self.manifest_io.read_state(snapshot).values())
+        return TableScan(self.storage, self.schema, snapshot, files, expression, columns)
+
+    def read_files(self, files: Sequence[DataFile], columns: Sequence[str] | None = None, filter=None) -> pa.Table:
+        """Rows of the given data files (as planned by a scan, a change set or a stream)."""
+        columns = check_columns(self.schema, columns)
+        target = self.schema.arrow_schema if columns is None else pa.schema([self.schema.arrow_schema.field(c) for c in columns])
+        batches = list(read_files(self.storage, self.schema, files, columns, to_expression(filter)))
+        return pa.Table.from_batches(batches, schema=target)
+
+    def changes(self, from_snapshot_id: int, to_snapshot_id: int | None = None) -> ChangeSet:
+        """What happened after ``from_snapshot_id`` up to and including ``to_snapshot_id`` (default latest)."""
+        return compute_changes(self, from_snapshot_id, to_snapshot_id)
+
+    def stream(self, start_mode: str = "latest-full", snapshot_id: int | None = None, timestamp=None, include_overwrite: bool = False) -> StreamScan:
+        """A streaming scan (Paimon start modes: latest-full, latest, from-snapshot, from-snapshot-full, from-timestamp)."""
+        return StreamScan(self, start_mode, snapshot_id=snapshot_id, timestamp=timestamp, include_overwrite=include_overwrite)
+
+
+def _check_snapshot_id(snapshot_id) -> None:
+    if isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int) or snapshot_id < 1:
+        raise InvalidArgumentError(f"snapshot id must be an int >= 1, got {snapshot_id!r}")
+
+
+def _check_atomic_create(storage: Storage) -> None:
+    """Refuse object stores that ignore ``If-None-Match: *``: commits there could overwrite each other."""
+    if not storage._is_s3:
+        return
+    probe = f"_probe/create-{uuid.uuid4().hex}"
+    try:
+        if not storage.create_exclusive(probe, b"1"):
+            raise UnsupportedStorageError(f"{storage.uri}: a new object reported as existing")
+        if storage.create_exclusive(probe, b"2"):
+            raise UnsupportedStorageError(
+                f"{storage.uri}: the server ignores If-None-Match on PUT, so concurrent commits could overwrite "
+                "each other; use an S3 server with conditional writes"
+            )
+    finally:
+        storage.delete(probe)

@@ -1,0 +1,120 @@
+"""Writing rows into new Parquet data files, one or more per partition."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchError
+from airflow_snaptable.core.manifest import DataFile
+from airflow_snaptable.core.schema import TableSchema
+from airflow_snaptable.core.storage import Storage
+
+DATA_DIR = "data"
+
+
+def to_arrow_table(data, schema: TableSchema) -> pa.Table:
+    """Accept a pyarrow Table, a RecordBatch, or an iterable of RecordBatches, conformed to ``schema``."""
+    if isinstance(data, pa.Table):
+        table = data
+    elif isinstance(data, pa.RecordBatch):
+        table = pa.Table.from_batches([data])
+    elif isinstance(data, pa.RecordBatchReader):
+        table = data.read_all()
+    elif isinstance(data, Iterable) and not isinstance(data, (str, bytes, dict)):
+        batches = list(data)
+        if not all(isinstance(b, pa.RecordBatch) for b in batches):
+            raise SchemaMismatchError("data must be a pyarrow.Table or pyarrow.RecordBatch objects")
+        if not batches:
+            table = schema.arrow_schema.empty_table()
+        else:
+            first = batches[0].schema
+            if any(not b.schema.equals(first) for b in batches[1:]):
+                raise SchemaMismatchError("record batches do not all have the same schema")
+            table = pa.Table.from_batches(batches)
+    else:
+        raise SchemaMismatchError(f"data must be a pyarrow.Table or record batches, got {type(data).__name__}")
+    return schema.conform(table)
+
+
+def split_by_partition(table: pa.Table, schema: TableSchema) -> list[tuple[tuple, pa.Table]]:
+    """Group rows by partition value (one pass), in a stable order."""
+    keys = list(schema.partition_keys)
+    if not keys:
+        return [((), table)] if table.num_rows else []
+    if table.num_rows == 0:
+        return []
+    index = "__snaptable_row__"
+    while index in table.column_names:
+        index += "_"
+    grouped = (
+        table.select(keys)
+        .append_column(index, pa.array(range(table.num_rows), pa.int64()))
+        .group_by(keys, use_threads=False)
+        .aggregate([(index, "list")])
+    )
+    rows = grouped.column(f"{index}_list").to_pylist()
+    values = [grouped.column(k).to_pylist() for k in keys]
+    groups = []
+    for i, row_indices in enumerate(rows):
+        partition = tuple(column[i] for column in values)
+        groups.append((partition, table.take(pa.array(row_indices, pa.int64()))))
+    groups.sort(key=lambda item: tuple((v is None, str(v)) for v in item[0]))
+    return groups
+
+
+def data_file_path(schema: TableSchema, partition: tuple) -> str:
+    directory = schema.partition_dir(partition)
+    name = f"data-{uuid.uuid4().hex}.parquet"
+    return f"{DATA_DIR}/{directory}/{name}" if directory else f"{DATA_DIR}/{name}"
+
+
+def write_data_files(
+    storage: Storage,
+    schema: TableSchema,
+    groups: list[tuple[tuple, pa.Table]],
+    target_file_size: int,
+    compression: str,
+) -> list[DataFile]:
+    """Write conformed rows, grouped by :func:`split_by_partition`, as new data files (names never reused)."""
+    files: list[DataFile] = []
+    for partition, rows in groups:
+        files.extend(write_partition_files(storage, schema, partition, rows, target_file_size, compression))
+    return files
+
+
+def write_partition_files(
+    storage: Storage,
+    schema: TableSchema,
+    partition: tuple,
+    rows: pa.Table,
+    target_file_size: int,
+    compression: str,
+) -> list[DataFile]:
+    if rows.num_rows == 0:
+        return []
+    # Arrow's in-memory size overestimates Parquet's, so files come out at or below target.
+    bytes_per_row = max(1, rows.nbytes // rows.num_rows)
+    rows_per_file = max(1, target_file_size // bytes_per_row)
+    files = []
+    for start in range(0, rows.num_rows, rows_per_file):
+        chunk = rows.slice(start, rows_per_file)
+        sink = io.BytesIO()
+        pq.write_table(chunk, sink, compression=None if compression == "none" else compression)
+        data = sink.getvalue()
+        path = data_file_path(schema, partition)
+        storage.write_bytes(path, data)
+        files.append(DataFile(path=path, partition=partition, record_count=chunk.num_rows, file_size=len(data)))
+    return files
+
+
+def check_rows_in_partitions(groups: list[tuple[tuple, pa.Table]], schema: TableSchema, specs: list[dict]) -> None:
+    """An overwrite of some partitions may only write rows into those partitions."""
+    for partition, _rows in groups:
+        if not schema.partition_matches(partition, specs):
+            named = dict(zip(schema.partition_keys, partition))
+            raise InvalidArgumentError(f"data has rows in partition {named}, which is not among the overwritten partitions {specs}")
