@@ -1,0 +1,65 @@
+"""Shared fixtures: tables on local files, and (session-wide) real S3 servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+
+from airflow_snaptable.core import Table
+
+# Keep the suite hermetic: no real AWS credentials or config are ever consulted.
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+SCHEMA = pa.schema([("p", pa.int64()), ("id", pa.int64()), ("name", pa.string()), ("value", pa.float64())])
+
+
+def make_rows(ids, partitions: int = 3) -> pa.Table:
+    """Deterministic rows for the given ids; partition p = id % partitions."""
+    ids = list(ids)
+    return pa.table(
+        {
+            "p": [i % partitions for i in ids],
+            "id": ids,
+            "name": [f"name-{i}" for i in ids],
+            "value": [i * 0.5 for i in ids],
+        },
+        schema=SCHEMA,
+    )
+
+
+def sorted_ids(table: pa.Table) -> list[int]:
+    return sorted(table.column("id").to_pylist())
+
+
+@pytest.fixture
+def table_uri(tmp_path) -> str:
+    return str(tmp_path / "table")
+
+
+@pytest.fixture
+def table(table_uri) -> Table:
+    return Table.create(table_uri, SCHEMA, partition_by=["p"])
+
+
+class FailAt:
+    """Crash injector for ``Storage.on_operation``: every operation from the n-th on fails (the process "died")."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.seen = 0
+
+    def __call__(self, kind: str, path: str) -> None:
+        self.seen += 1
+        if self.seen >= self.n:
+            raise InjectedCrash(f"injected crash at operation {self.seen} ({kind} {path})")
+
+
+class InjectedCrash(Exception):
+    pass
+
+
+@pytest.fixture
+def fail_at():
+    return FailAt
