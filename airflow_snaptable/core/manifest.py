@@ -252,3 +252,17 @@ class ManifestIO:
     def read_delta(self, snapshot) -> list[ManifestEntry]:
         """The ADD/DELETE entries this snapshot's commit made."""
         return self.read_entries(snapshot.delta_manifest_list)
+
+    def names_of(self, snapshot) -> set[str]:
+        """Names of the manifest lists and manifests a snapshot references."""
+        names = {snapshot.base_manifest_list, snapshot.delta_manifest_list}
+        for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
+            names.update(meta.file_name for meta in self.read_list(list_name))
+        return names
+
+    def sizes_of(self, snapshot) -> dict[str, int]:
+        """Like :meth:`names_of`, with the sizes the lists record (0 where unknown: the lists themselves)."""
+        sizes = {snapshot.base_manifest_list: 0, snapshot.delta_manifest_list: 0}
+        for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
+            sizes.update((meta.file_name, meta.file_size) for meta in self.read_list(list_name))
+        return sizes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from datetime import timedelta
 import time
 import uuid
 from typing import Any, Callable, Sequence
@@ -10,6 +11,8 @@ from typing import Any, Callable, Sequence
 import pendulum
 import pyarrow as pa
 
+from airflow_snaptable.core import orphans
+from airflow_snaptable.core import tags as tag_ops
 from airflow_snaptable.core.commit import WHOLE_TABLE, CommitRequest, FileStoreCommit
 from airflow_snaptable.core.errors import (
     InvalidArgumentError,
@@ -18,13 +21,18 @@ from airflow_snaptable.core.errors import (
     TableNotFoundError,
     UnsupportedStorageError,
 )
+from airflow_snaptable.core import consumers as consumer_ops
+from airflow_snaptable.core.consumers import Consumer, ConsumerManager
+from airflow_snaptable.core.expire import ExpireResult, expire_snapshots
 from airflow_snaptable.core.incremental import ChangeSet, StreamScan, compute_changes
 from airflow_snaptable.core.manifest import DataFile, ManifestIO
 from airflow_snaptable.core.options import TableOptions
+from airflow_snaptable.core.orphans import OrphanResult, VerifyResult
 from airflow_snaptable.core.scan import TableScan, check_columns, read_files, to_expression
 from airflow_snaptable.core.schema import SCHEMA_DIR, TableSchema, parse_schema_id, schema_path
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot, SnapshotManager
 from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.tags import Tag, TagManager
 from airflow_snaptable.core.writer import (
     check_rows_in_partitions,
     split_by_partition,
@@ -53,6 +61,8 @@ class Table:
         self.clock = clock
         self.snapshot_manager = SnapshotManager(storage)
         self.manifest_io = ManifestIO(storage, schema.partition_types())
+        self.tag_manager = TagManager(storage)
+        self.consumer_manager = ConsumerManager(storage)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -283,13 +293,22 @@ class Table:
 
     # -- reads -------------------------------------------------------------------
 
-    def scan(self, snapshot_id: int | None = None, as_of=None, filter=None, columns: Sequence[str] | None = None) -> TableScan:
-        """Read the latest snapshot, a given snapshot id, or the state as of a time."""
-        if snapshot_id is not None and as_of is not None:
-            raise InvalidArgumentError("give snapshot_id or as_of, not both")
+    def scan(
+        self,
+        snapshot_id: int | None = None,
+        as_of=None,
+        filter=None,
+        columns: Sequence[str] | None = None,
+        tag: str | None = None,
+    ) -> TableScan:
+        """Read the latest snapshot, a given snapshot id, a tag, or the state as of a time."""
+        if sum(x is not None for x in (snapshot_id, as_of, tag)) > 1:
+            raise InvalidArgumentError("give at most one of snapshot_id, as_of and tag")
         expression = to_expression(filter)
         columns = check_columns(self.schema, columns)
-        if snapshot_id is not None:
+        if tag is not None:
+            snapshot = self.tag_manager.tag(tag).snapshot
+        elif snapshot_id is not None:
             snapshot = self.snapshot(snapshot_id)
         elif as_of is not None:
             snapshot = self.snapshot_at(as_of)
@@ -314,6 +333,105 @@ class Table:
     def stream(self, start_mode: str = "latest-full", snapshot_id: int | None = None, timestamp=None, include_overwrite: bool = False) -> StreamScan:
         """A streaming scan (Paimon start modes: latest-full, latest, from-snapshot, from-snapshot-full, from-timestamp)."""
         return StreamScan(self, start_mode, snapshot_id=snapshot_id, timestamp=timestamp, include_overwrite=include_overwrite)
+
+
+    # -- tags ----------------------------------------------------------------------
+
+    def create_tag(self, name: str, snapshot_id: int | None = None, time_retained=None) -> Tag:
+        """Tag a snapshot (default: the latest) so its state outlives the snapshot's expiry.
+
+        :param time_retained: the tag's time to live ("7 d", a timedelta); default option
+            ``tag.default-time-retained``, else kept until deleted.
+        """
+        return tag_ops.create_tag(self, name, snapshot_id, time_retained)
+
+    def delete_tag(self, name: str) -> list[str]:
+        """Delete a tag, and the data files only it still held (returned)."""
+        return tag_ops.delete_tag(self, name)
+
+    def replace_tag(self, name: str, snapshot_id: int, time_retained=None) -> Tag:
+        """Point an existing tag at another snapshot (the old tag's freed files are cleaned up)."""
+        old = self.tag_manager.tag(name)
+        target = self.snapshot(snapshot_id)  # must be a live snapshot: checked before anything changes
+        if time_retained is None and old.time_retained_millis is not None:
+            time_retained = timedelta(milliseconds=old.time_retained_millis)
+        self.delete_tag(name)
+        return tag_ops.create_tag(self, name, target.id, time_retained, old.source)
+
+    def tags(self) -> list[Tag]:
+        """Every tag, ordered by snapshot id."""
+        return self.tag_manager.tags()
+
+    def tag(self, name: str) -> Tag:
+        return self.tag_manager.tag(name)
+
+    def expire_tags(self, now=None) -> list[str]:
+        """Delete the tags whose time to live has passed; returns their names."""
+        now_millis = self.clock() if now is None else self.to_millis(now)
+        expired = [t.name for t in self.tag_manager.tags() if t.is_expired(now_millis)]
+        for name in expired:
+            self.delete_tag(name)
+        return expired
+
+    # -- consumers -------------------------------------------------------------------
+
+    def consumers(self) -> list[Consumer]:
+        return self.consumer_manager.consumers()
+
+    def consumer(self, consumer_id: str) -> Consumer:
+        return self.consumer_manager.consumer(consumer_id)
+
+    def update_consumer(self, consumer_id: str, next_snapshot: int) -> Consumer:
+        """Record that ``consumer_id`` has read everything before ``next_snapshot``.
+
+        ``next_snapshot`` and later snapshots are then never expired while the
+        consumer lives. It must lie in ``[earliest, latest + 1]``.
+        """
+        return consumer_ops.update_consumer(self, consumer_id, next_snapshot)
+
+    def delete_consumer(self, consumer_id: str) -> None:
+        self.consumer_manager.consumer(consumer_id)
+        self.consumer_manager.delete(consumer_id)
+
+    def expire_consumers(self, now=None) -> list[str]:
+        """Delete consumers not updated for ``consumer.expiration-time``; returns their ids."""
+        return consumer_ops.expire_consumers(self, now)
+
+    # -- expiry --------------------------------------------------------------------
+
+    def expire_snapshots(
+        self,
+        retain_min: int | None = None,
+        retain_max: int | None = None,
+        time_retained=None,
+        older_than=None,
+        retain_last: int | None = None,
+        limit: int | None = None,
+        dry_run: bool = False,
+        now=None,
+    ) -> ExpireResult:
+        """Expire old snapshots and delete the files nothing retained still uses.
+
+        Defaults come from the options ``snapshot.num-retained.min`` / ``.max``,
+        ``snapshot.time-retained`` and ``snapshot.expire.limit``. ``older_than``
+        (a time) and ``retain_last`` are Iceberg's names for the time bound and
+        ``retain_min``. Tags and consumers always protect what they hold.
+        """
+        return expire_snapshots(self, retain_min, retain_max, time_retained, older_than, retain_last, limit, dry_run, now)
+
+
+    # -- files ---------------------------------------------------------------------
+
+    def remove_orphan_files(self, older_than=None, dry_run: bool = True, now=None) -> OrphanResult:
+        """Delete files nothing references that are older than ``older_than`` (default: 1 day).
+
+        Dry run by default: pass ``dry_run=False`` to delete.
+        """
+        return orphans.remove_orphan_files(self, older_than, dry_run, now)
+
+    def verify(self) -> VerifyResult:
+        """Files live snapshots/tags reference but are missing, and files nothing references."""
+        return orphans.verify(self)
 
 
 def _check_snapshot_id(snapshot_id) -> None:

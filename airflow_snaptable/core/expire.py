@@ -1,0 +1,221 @@
+"""Snapshot expiry (Paimon's ExpireSnapshotsImpl rules, Iceberg's names for the same bounds).
+
+Range rule, with ids contiguous from ``earliest`` to ``latest``:
+- the ``retain_min`` newest snapshots are always kept; the latest never expires;
+- snapshots older than the ``retain_max`` newest expire regardless of age;
+- between those, snapshot ``id`` expires only if its successor was committed
+  before ``now - time_retained`` (so the table's state at any time inside the
+  window stays readable);
+- a consumer's ``next_snapshot`` and everything after it are kept;
+- one run expires at most ``limit`` snapshots.
+
+Cost: O(k) for k expired snapshots: only their snapshot files, manifest lists
+and *delta* manifests are read, never the whole history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from airflow_snaptable.core.errors import InvalidArgumentError
+from airflow_snaptable.core.manifest import FileKind
+from airflow_snaptable.core.options import parse_duration
+from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan, PlanManager
+from airflow_snaptable.core.snapshot import snapshot_path
+
+if TYPE_CHECKING:
+    from airflow_snaptable.core.table import Table
+
+
+@dataclass
+class ExpireResult:
+    expired_snapshot_ids: list[int] = field(default_factory=list)
+    deleted_data_files: int = 0
+    deleted_manifest_files: int = 0
+    deleted_snapshot_files: int = 0
+    bytes_freed: int = 0
+    earliest_before: int | None = None
+    earliest_after: int | None = None
+    dry_run: bool = False
+    #: Files held by a tag and therefore kept.
+    protected_data_files: int = 0
+    #: Full lists of what was (dry run: would be) deleted; filled on dry runs only, to keep results small.
+    data_files: list[str] = field(default_factory=list)
+    manifest_files: list[str] = field(default_factory=list)
+    snapshot_files: list[str] = field(default_factory=list)
+    #: Files deleted while finishing plans an earlier, interrupted run left behind.
+    recovered_data_files: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ExpireSettings:
+    retain_min: int
+    retain_max: int | None
+    threshold_millis: int
+    limit: int
+
+
+def resolve_settings(
+    table: "Table",
+    retain_min=None,
+    retain_max=None,
+    time_retained=None,
+    older_than=None,
+    retain_last=None,
+    limit=None,
+    now_millis: int | None = None,
+) -> ExpireSettings:
+    """Explicit arguments over table options; Iceberg's names as aliases; every bound validated."""
+    options = table.options
+    now = table.clock() if now_millis is None else now_millis
+    if retain_last is not None:
+        if retain_min is not None and retain_min != retain_last:
+            raise InvalidArgumentError("retain_last is another name for retain_min; give one of them")
+        retain_min = retain_last
+    retain_min = options.get("snapshot.num-retained.min") if retain_min is None else _count(retain_min, "retain_min")
+    retain_max = options.get("snapshot.num-retained.max") if retain_max is None else _count(retain_max, "retain_max")
+    if retain_max is not None and retain_max < retain_min:
+        raise InvalidArgumentError(f"retain_max ({retain_max}) must be >= retain_min ({retain_min})")
+    limit = options.get("snapshot.expire.limit") if limit is None else _count(limit, "limit")
+    if time_retained is not None and older_than is not None:
+        raise InvalidArgumentError("older_than and time_retained are two forms of the same bound; give one of them")
+    if older_than is not None:
+        threshold = table.to_millis(older_than)
+        if threshold > now:
+            raise InvalidArgumentError(f"older_than ({older_than}) is in the future")
+    else:
+        retained = options.get("snapshot.time-retained") if time_retained is None else _duration(time_retained)
+        threshold = now - int(retained / timedelta(milliseconds=1))
+    return ExpireSettings(retain_min, retain_max, threshold, limit)
+
+
+def _count(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(f"{name} must be an int >= 1, got {value!r}")
+    return value
+
+
+def _duration(value) -> timedelta:
+    try:
+        return parse_duration(value, "time_retained")
+    except ValueError as exc:
+        raise InvalidArgumentError(str(exc)) from exc
+
+
+def expire_range(table: "Table", settings: ExpireSettings) -> tuple[int, int] | None:
+    """``(earliest, end)``: snapshots ``earliest .. end-1`` expire; None if nothing does."""
+    snapshots = table.snapshot_manager
+    latest = snapshots.latest_id()
+    earliest = snapshots.earliest_id()
+    if latest is None or earliest is None:
+        return None
+    lowest = earliest if settings.retain_max is None else max(latest - settings.retain_max + 1, earliest)
+    end_bound = latest - settings.retain_min + 1
+    consumer_next = table.consumer_manager.min_next_snapshot()
+    if consumer_next is not None:
+        end_bound = min(end_bound, consumer_next)
+    end_bound = min(end_bound, earliest + settings.limit)
+    end = end_bound
+    for snapshot_id in range(lowest, end_bound):
+        if snapshots.snapshot(snapshot_id + 1).time_millis > settings.threshold_millis:
+            end = snapshot_id
+            break
+    if end <= earliest:
+        return None
+    return earliest, end
+
+
+def plan_expiry(table: "Table", earliest: int, end: int) -> DeletionPlan:
+    """Candidates: files deleted by snapshots earliest+1 .. end (unused by ``end`` and later),
+    and manifests of the expired snapshots that ``end`` does not use."""
+    snapshots = table.snapshot_manager
+    manifests = table.manifest_io
+    data: dict[str, DataCandidate] = {}
+    for snapshot_id in range(earliest + 1, end + 1):
+        entries = manifests.read_delta(snapshots.snapshot(snapshot_id))
+        added_here = {e.file.path for e in entries if e.kind is FileKind.ADD}
+        for entry in entries:
+            if entry.kind is FileKind.DELETE and entry.file.path not in added_here:
+                data[entry.file.path] = DataCandidate(entry.file.path, entry.file.file_size, below=snapshot_id)
+    kept = manifests.names_of(snapshots.snapshot(end))
+    manifest_sizes: dict[str, int] = {}
+    for snapshot_id in range(earliest, end):
+        manifest_sizes.update(manifests.sizes_of(snapshots.snapshot(snapshot_id)))
+    manifest_files = sorted((name, size) for name, size in manifest_sizes.items() if name not in kept)
+    return DeletionPlan(
+        kind=EXPIRE,
+        fence=end,
+        snapshot_ids=list(range(earliest, end)),
+        data_files=sorted(data.values(), key=lambda c: c.path),
+        manifest_files=manifest_files,
+    )
+
+
+def expire_snapshots(
+    table: "Table",
+    retain_min=None,
+    retain_max=None,
+    time_retained=None,
+    older_than=None,
+    retain_last=None,
+    limit=None,
+    dry_run: bool = False,
+    now=None,
+) -> ExpireResult:
+    now_millis = None if now is None else table.to_millis(now)
+    settings = resolve_settings(table, retain_min, retain_max, time_retained, older_than, retain_last, limit, now_millis)
+    plans = PlanManager(table)
+    result = ExpireResult(dry_run=dry_run)
+    if not dry_run:
+        result.recovered_data_files = len(plans.finish_all().deleted_data_files)
+    result.earliest_before = table.snapshot_manager.earliest_id()
+
+    for _attempt in range(3):
+        bounds = expire_range(table, settings)
+        if bounds is None:
+            result.earliest_after = table.snapshot_manager.earliest_id()
+            return result
+        plan = plan_expiry(table, *bounds)
+        if dry_run:
+            return _dry_run_result(table, plans, plan, result)
+        plans.publish(plan)
+        outcome = plans.execute(plan)
+        if outcome.aborted:
+            continue  # a consumer moved into the range; plan again
+        result.expired_snapshot_ids = plan.snapshot_ids
+        result.deleted_snapshot_files = outcome.deleted_snapshot_files
+        result.deleted_data_files = len(outcome.deleted_data_files)
+        result.deleted_manifest_files = len(outcome.deleted_manifest_files)
+        result.bytes_freed = outcome.bytes_freed
+        result.protected_data_files = outcome.protected_data_files
+        result.earliest_after = plan.fence
+        return result
+    result.earliest_after = table.snapshot_manager.earliest_id()
+    return result
+
+
+def _dry_run_result(table: "Table", plans: PlanManager, plan: DeletionPlan, result: ExpireResult) -> ExpireResult:
+    tags = table.tag_manager.tags()
+    held_manifests = plans._manifests_held_by(tags)
+    result.expired_snapshot_ids = plan.snapshot_ids
+    result.snapshot_files = [snapshot_path(i) for i in plan.snapshot_ids]
+    result.deleted_snapshot_files = len(plan.snapshot_ids)
+    for candidate in plan.data_files:
+        if plans._held(candidate, tags):
+            result.protected_data_files += 1
+        else:
+            result.data_files.append(candidate.path)
+            result.bytes_freed += candidate.size
+    for name, size in plan.manifest_files:
+        if name not in held_manifests:
+            result.manifest_files.append(f"manifest/{name}")
+            result.bytes_freed += size
+    result.deleted_data_files = len(result.data_files)
+    result.deleted_manifest_files = len(result.manifest_files)
+    result.earliest_after = plan.fence
+    return result

@@ -1,0 +1,193 @@
+"""Deletion plans: how expiry and tag deletion delete files crash-safely.
+
+Rules:
+- A plan (``plan/plan-<id>.json``) is written before anything is deleted. It
+  lists the snapshot files to unpublish, the candidate data files and
+  manifests, and a *fence*: no new tag or consumer may point below it.
+- Executing a plan: re-read tags (fail closed), unpublish (snapshot files in
+  ascending order, or the tag file), then delete the candidates no tag holds,
+  then the plan. Every step is idempotent, so a rerun after a crash at any
+  point finishes the job; until then the plan's fence stays up.
+- Tags and consumers are written first and checked against the plans after:
+  either the plan's executor sees the new tag/consumer, or the writer sees the
+  plan and backs out. That closes the "tag created while expiry ran" race
+  (Paimon #9220) without locks.
+- A candidate data file deleted from the table at snapshot ``s`` can only be
+  held by the newest tag below ``s`` (files are never re-added), so one tag's
+  file set decides; for a deleted tag at ``t``, its neighbours decide.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+from airflow_snaptable.core.errors import CorruptMetadataError
+from airflow_snaptable.core.manifest import manifest_path
+from airflow_snaptable.core.snapshot import snapshot_path
+
+if TYPE_CHECKING:
+    from airflow_snaptable.core.table import Table
+    from airflow_snaptable.core.tags import Tag
+
+PLAN_DIR = "plan"
+EXPIRE = "expire"
+DELETE_TAG = "delete-tag"
+
+
+@dataclass(frozen=True)
+class DataCandidate:
+    path: str
+    size: int
+    #: Held if the newest tag with snapshot id < ``below`` holds it.
+    below: int
+    #: And (tag deletion) if the oldest tag with snapshot id >= ``from_id`` holds it.
+    from_id: int | None = None
+
+
+@dataclass
+class DeletionPlan:
+    kind: str
+    fence: int
+    snapshot_ids: list[int]
+    data_files: list[DataCandidate]
+    manifest_files: list[tuple[str, int]]
+    tag_name: str | None = None
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @property
+    def path(self) -> str:
+        return f"{PLAN_DIR}/plan-{self.id}.json"
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self)).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str) -> "DeletionPlan":
+        try:
+            doc = json.loads(data)
+            doc["data_files"] = [DataCandidate(**d) for d in doc["data_files"]]
+            doc["manifest_files"] = [tuple(m) for m in doc["manifest_files"]]
+            return cls(**doc)
+        except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
+            raise CorruptMetadataError(f"{where}: cannot parse deletion plan: {exc}") from exc
+
+
+@dataclass
+class PlanOutcome:
+    deleted_snapshot_files: int = 0
+    deleted_data_files: list[str] = field(default_factory=list)
+    deleted_manifest_files: list[str] = field(default_factory=list)
+    bytes_freed: int = 0
+    protected_data_files: int = 0
+    aborted: bool = False
+
+
+class PlanManager:
+    def __init__(self, table: "Table"):
+        self.table = table
+        self.storage = table.storage
+        self._files_by_tag: dict[str, set[str]] = {}
+
+    def plans(self) -> list[DeletionPlan]:
+        """Unfinished plans. An unreadable plan is an error: its fence must not silently disappear."""
+        found = []
+        for name in self.storage.list_names(PLAN_DIR):
+            if not (name.startswith("plan-") and name.endswith(".json")):
+                continue
+            path = f"{PLAN_DIR}/{name}"
+            try:
+                data = self.storage.read_bytes(path)
+            except FileNotFoundError:
+                continue  # finished while we listed
+            found.append(DeletionPlan.from_json(data, where=self.storage.full_uri(path)))
+        return found
+
+    def fence(self) -> int:
+        """Snapshot ids below this are being removed by an unfinished plan (0: none)."""
+        return max((p.fence for p in self.plans() if p.kind == EXPIRE), default=0)
+
+    def doomed_tags(self) -> set[str]:
+        return {p.tag_name for p in self.plans() if p.kind == DELETE_TAG and p.tag_name}
+
+    def publish(self, plan: DeletionPlan) -> None:
+        self.storage.write_bytes(plan.path, plan.to_json())
+
+    def finish_all(self) -> PlanOutcome:
+        """Complete every unfinished plan (left by a crash); returns what they deleted together."""
+        total = PlanOutcome()
+        for plan in self.plans():
+            outcome = self.execute(plan)
+            total.deleted_snapshot_files += outcome.deleted_snapshot_files
+            total.deleted_data_files += outcome.deleted_data_files
+            total.deleted_manifest_files += outcome.deleted_manifest_files
+            total.bytes_freed += outcome.bytes_freed
+        return total
+
+    def execute(self, plan: DeletionPlan) -> PlanOutcome:
+        table = self.table
+        outcome = PlanOutcome()
+        self._files_by_tag = {}
+        if plan.kind == EXPIRE and plan.snapshot_ids and table.snapshot_manager.exists(plan.snapshot_ids[0]):
+            # Nothing unpublished yet: a consumer that moved into the range since planning wins.
+            lowest = table.consumer_manager.min_next_snapshot()
+            if lowest is not None and lowest < plan.fence:
+                self.storage.delete(plan.path)
+                outcome.aborted = True
+                return outcome
+
+        tags = [t for t in table.tag_manager.tags() if t.name != plan.tag_name]  # fail closed
+
+        if plan.kind == EXPIRE:
+            for snapshot_id in plan.snapshot_ids:
+                self.storage.delete(snapshot_path(snapshot_id))
+                outcome.deleted_snapshot_files += 1
+            if plan.snapshot_ids:
+                table.snapshot_manager.write_earliest_hint(plan.fence)
+        elif plan.kind == DELETE_TAG and plan.tag_name:
+            from airflow_snaptable.core.tags import tag_path
+
+            self.storage.delete(tag_path(plan.tag_name))
+
+        held_manifests = self._manifests_held_by(tags)
+        for name, size in plan.manifest_files:
+            if name in held_manifests:
+                continue
+            self.storage.delete(manifest_path(name))
+            outcome.deleted_manifest_files.append(name)
+            outcome.bytes_freed += size
+
+        for candidate in plan.data_files:
+            if self._held(candidate, tags):
+                outcome.protected_data_files += 1
+                continue
+            self.storage.delete(candidate.path)
+            outcome.deleted_data_files.append(candidate.path)
+            outcome.bytes_freed += candidate.size
+
+        self.storage.delete(plan.path)
+        return outcome
+
+    def _held(self, candidate: DataCandidate, tags: list["Tag"]) -> bool:
+        below = [t for t in tags if t.snapshot_id < candidate.below]
+        if below and candidate.path in self._tag_files(below[-1]):
+            return True
+        if candidate.from_id is not None:
+            above = [t for t in tags if t.snapshot_id >= candidate.from_id]
+            if above and candidate.path in self._tag_files(above[0]):
+                return True
+        return False
+
+    def _tag_files(self, tag: "Tag") -> set[str]:
+        files = self._files_by_tag.get(tag.name)
+        if files is None:
+            files = self._files_by_tag[tag.name] = set(self.table.manifest_io.read_state(tag.snapshot))
+        return files
+
+    def _manifests_held_by(self, tags: list["Tag"]) -> set[str]:
+        held: set[str] = set()
+        for tag in tags:
+            held |= self.table.manifest_io.names_of(tag.snapshot)
+        return held

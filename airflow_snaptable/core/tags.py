@@ -1,0 +1,227 @@
+"""Tags: named, durable references to a snapshot's state (``tag/tag-<name>``).
+
+A tag file holds a copy of the snapshot it names, so the tagged state stays
+readable after the snapshot itself expires. Expiry never deletes a file that
+a tag still holds, and deleting a tag frees the files only it held.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+
+from airflow_snaptable.core.errors import CorruptMetadataError, TagNotFoundError
+from airflow_snaptable.core.names import validate_name
+from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.storage import Storage
+
+TAG_DIR = "tag"
+TAG_PREFIX = "tag-"
+MANUAL = "manual"
+PERIODIC = "periodic"
+
+
+@dataclass(frozen=True)
+class Tag:
+    name: str
+    snapshot: Snapshot
+    create_time_millis: int
+    time_retained_millis: int | None = None
+    source: str = MANUAL  # MANUAL or PERIODIC: only periodic tags are pruned by tag.num-retained-max
+
+    @property
+    def snapshot_id(self) -> int:
+        return self.snapshot.id
+
+    @property
+    def expires_at_millis(self) -> int | None:
+        if self.time_retained_millis is None:
+            return None
+        return self.create_time_millis + self.time_retained_millis
+
+    def is_expired(self, now_millis: int) -> bool:
+        expires = self.expires_at_millis
+        return expires is not None and now_millis > expires
+
+    def to_json(self) -> bytes:
+        doc = {
+            "name": self.name,
+            "snapshot": self.snapshot.to_dict(),
+            "tagCreateTime": self.create_time_millis,
+            "tagTimeRetainedMillis": self.time_retained_millis,
+            "source": self.source,
+        }
+        return json.dumps(doc, indent=2, sort_keys=True).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str) -> "Tag":
+        try:
+            doc = json.loads(data)
+            snapshot = Snapshot.from_json(json.dumps(doc["snapshot"]).encode(), where=where)
+            return cls(
+                name=str(doc["name"]),
+                snapshot=snapshot,
+                create_time_millis=int(doc["tagCreateTime"]),
+                time_retained_millis=None if doc.get("tagTimeRetainedMillis") is None else int(doc["tagTimeRetainedMillis"]),
+                source=str(doc.get("source", MANUAL)),
+            )
+        except CorruptMetadataError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
+            raise CorruptMetadataError(f"{where}: cannot parse tag file: {exc}") from exc
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "snapshot_id": self.snapshot_id,
+            "snapshot_time_millis": self.snapshot.time_millis,
+            "create_time_millis": self.create_time_millis,
+            "time_retained_millis": self.time_retained_millis,
+            "expires_at_millis": self.expires_at_millis,
+            "source": self.source,
+            "record_count": self.snapshot.total_record_count,
+        }
+
+
+def tag_path(name: str) -> str:
+    return f"{TAG_DIR}/{TAG_PREFIX}{name}"
+
+
+def retained_millis(time_retained) -> int | None:
+    if time_retained is None:
+        return None
+    from airflow_snaptable.core.options import parse_duration
+
+    return int(parse_duration(time_retained, "time_retained") / timedelta(milliseconds=1))
+
+
+class TagManager:
+    """Reads and writes tag files. Reading is fail-closed: an unreadable tag is an error, never "no tag"."""
+
+    def __init__(self, storage: Storage):
+        self.storage = storage
+
+    def names(self) -> list[str]:
+        names = []
+        for entry in self.storage.list_names(TAG_DIR):
+            if entry.startswith(TAG_PREFIX) and not entry.endswith(".tmp") and not entry.startswith("."):
+                names.append(entry[len(TAG_PREFIX):])
+        return names
+
+    def tag(self, name: str) -> Tag:
+        validate_name(name, "tag")
+        path = tag_path(name)
+        try:
+            data = self.storage.read_bytes(path)
+        except FileNotFoundError:
+            raise TagNotFoundError(f"tag {name!r} does not exist in {self.storage.uri}") from None
+        return Tag.from_json(data, where=self.storage.full_uri(path))
+
+    def exists(self, name: str) -> bool:
+        return self.storage.exists(tag_path(validate_name(name, "tag")))
+
+    def tags(self) -> list[Tag]:
+        """Every tag, ordered by snapshot id then name. Raises if any tag file cannot be read."""
+        found = []
+        for name in self.names():
+            try:
+                found.append(self.tag(name))
+            except TagNotFoundError:
+                continue  # deleted while we listed
+        return sorted(found, key=lambda t: (t.snapshot_id, t.name))
+
+    def create(self, tag: Tag) -> bool:
+        return self.storage.create_exclusive(tag_path(tag.name), tag.to_json())
+
+    def replace(self, tag: Tag) -> None:
+        self.storage.write_bytes(tag_path(tag.name), tag.to_json())
+
+    def delete(self, name: str) -> None:
+        self.storage.delete(tag_path(name))
+
+
+# -- operations on a table (checked against deletion plans; see core/plans.py) --------
+
+
+def create_tag(table, name: str, snapshot_id: int | None = None, time_retained=None, source: str = MANUAL) -> Tag:
+    """Tag a snapshot (default: the latest). A snapshot that expired can be tagged while another tag holds it."""
+    from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError, TagAlreadyExistsError
+
+    validate_name(name, "tag")
+    if time_retained is None and table.options.get("tag.default-time-retained") is not None:
+        time_retained = table.options.get("tag.default-time-retained")
+    retained = retained_millis(time_retained)
+    if snapshot_id is None:
+        snapshot = table.latest_snapshot()
+        if snapshot is None:
+            raise SnapshotNotFoundError("the table has no snapshot to tag")
+    else:
+        if isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int) or snapshot_id < 1:
+            raise InvalidArgumentError(f"snapshot id must be an int >= 1, got {snapshot_id!r}")
+        snapshot = _snapshot_or_tagged(table, snapshot_id)
+    tag = Tag(name, snapshot, table.clock(), retained, source)
+    if not table.tag_manager.create(tag):
+        raise TagAlreadyExistsError(f"tag {name!r} exists already")
+    if not _still_held(table, tag):
+        table.tag_manager.delete(name)
+        raise SnapshotNotFoundError(f"snapshot {snapshot.id} was expired while the tag was being created")
+    return tag
+
+
+def _snapshot_or_tagged(table, snapshot_id: int) -> Snapshot:
+    from airflow_snaptable.core.errors import SnapshotNotFoundError
+
+    try:
+        return table.snapshot_manager.snapshot(snapshot_id)
+    except SnapshotNotFoundError:
+        for tag in table.tag_manager.tags():
+            if tag.snapshot_id == snapshot_id:
+                return tag.snapshot
+        raise
+
+
+def _still_held(table, tag: Tag) -> bool:
+    """After writing ``tag``: is its snapshot still kept by the table or by another tag nobody is deleting?
+
+    Either an expiry plan's executor reads tags after this tag was written (and so
+    protects its files), or this check sees that plan's fence and backs out.
+    """
+    from airflow_snaptable.core.plans import PlanManager
+
+    plans = PlanManager(table)
+    fence = plans.fence()
+    if tag.snapshot_id >= fence and table.snapshot_manager.exists(tag.snapshot_id):
+        return True
+    doomed = plans.doomed_tags()
+    return any(
+        other.snapshot_id == tag.snapshot_id and other.name != tag.name and other.name not in doomed
+        for other in table.tag_manager.tags()
+    )
+
+
+def delete_tag(table, name: str) -> list[str]:
+    """Delete a tag; if its snapshot expired, also the files only this tag still held. Returns deleted paths."""
+    from airflow_snaptable.core.plans import DELETE_TAG, DataCandidate, DeletionPlan, PlanManager
+
+    tag = table.tag_manager.tag(name)
+    plans = PlanManager(table)
+    # An unfinished expiry decides what "still used by the table" means: finish it first.
+    plans.finish_all()
+    snapshot_kept = tag.snapshot_id >= plans.fence() and table.snapshot_manager.exists(tag.snapshot_id)
+    if snapshot_kept:
+        table.tag_manager.delete(name)  # the snapshot still holds everything; expiry frees it later
+        return []
+    earliest = table.snapshot_manager.earliest_snapshot()
+    kept_files = set() if earliest is None else set(table.manifest_io.read_state(earliest))
+    kept_manifests = set() if earliest is None else table.manifest_io.names_of(earliest)
+    data = [
+        DataCandidate(f.path, f.file_size, below=tag.snapshot_id + 1, from_id=tag.snapshot_id)
+        for f in table.manifest_io.read_state(tag.snapshot).values()
+        if f.path not in kept_files
+    ]
+    manifest_files = sorted((n, s) for n, s in table.manifest_io.sizes_of(tag.snapshot).items() if n not in kept_manifests)
+    plan = DeletionPlan(kind=DELETE_TAG, fence=0, snapshot_ids=[], data_files=data, manifest_files=manifest_files, tag_name=name)
+    plans.publish(plan)
+    outcome = plans.execute(plan)
+    return outcome.deleted_data_files
