@@ -104,13 +104,15 @@ def update_consumer(table, consumer_id: str, next_snapshot: int) -> Consumer:
     previous = manager.get(consumer_id)
     consumer = Consumer(consumer_id, next_snapshot, table.clock())
     manager.write(consumer)
-    if next_snapshot < PlanManager(table).fence():
-        # An expiry is removing that snapshot right now: back out.
+    plans = PlanManager(table)
+    ceiling = plans.ceiling()
+    if next_snapshot < plans.fence() or (ceiling is not None and next_snapshot > ceiling + 1):
+        # An expiry or a rollback is removing that snapshot right now: back out.
         if previous is None:
             manager.delete(consumer_id)
         else:
             manager.write(previous)
-        raise SnapshotNotFoundError(f"snapshot {next_snapshot} is being expired")
+        raise SnapshotNotFoundError(f"snapshot {next_snapshot} is being expired or rolled back")
     return consumer
 
 

@@ -133,6 +133,9 @@ class StreamScan:
         self._next: int | None = None
         self._full_pending: int | None = None
         self._started = False
+        # (id, delta manifest list) of the last snapshot read: tells a rolled-back history apart.
+        self._last: tuple[int, str] | None = None
+        self._start()  # "latest" means the latest when the stream is made
 
     # -- position ----------------------------------------------------------
 
@@ -147,6 +150,7 @@ class StreamScan:
         self._started = True
         self._full_pending = None
         self._next = next_snapshot_id
+        self._last = None
 
     def _start(self) -> None:
         if self._started:
@@ -191,12 +195,15 @@ class StreamScan:
             files = list(self.table.manifest_io.read_state(snapshot).values())
             self._full_pending = None
             self._next = snapshot.id + 1
+            self._last = (snapshot.id, snapshot.delta_manifest_list)
             return StreamPlan(snapshot.id, snapshot.commit_kind.value, True, files, [])
         while True:
             snapshot = self._read_next()
             if snapshot is None:
                 return None
+            self._check_same_history()
             self._next = snapshot.id + 1
+            self._last = (snapshot.id, snapshot.delta_manifest_list)
             if snapshot.commit_kind is CommitKind.COMPACT:
                 continue
             if snapshot.commit_kind is CommitKind.OVERWRITE and not self.include_overwrite:
@@ -218,7 +225,28 @@ class StreamScan:
                 f"the stream's next snapshot {self._next} has expired (earliest is {earliest}); "
                 "continuing would skip data. Protect stream positions with a consumer"
             )
+        latest = snapshots.latest_id() or 0
+        if self._next > latest + 1:
+            raise StreamPositionLostError(
+                f"the stream's next snapshot {self._next} is beyond latest + 1 ({latest + 1}): the table was rolled back"
+            )
         return None
+
+    def _check_same_history(self) -> None:
+        """The snapshot read last must still be the one the stream read (not replaced by a rollback)."""
+        if self._last is None or self._last[0] != self._next - 1:
+            return
+        try:
+            previous = self.table.snapshot_manager.snapshot(self._last[0])
+        except SnapshotNotFoundError:
+            earliest = self.table.snapshot_manager.earliest_id() or 0
+            if self._last[0] < earliest:
+                return  # expired since: nothing to compare, and nothing was skipped
+            raise StreamPositionLostError(f"snapshot {self._last[0]}, read last, is gone: the table was rolled back") from None
+        if previous.delta_manifest_list != self._last[1]:
+            raise StreamPositionLostError(
+                f"snapshot {self._last[0]} is not the one this stream read: the table was rolled back past it"
+            )
 
     def read(self, plan: StreamPlan, columns: list[str] | None = None) -> pa.Table:
         return self.table.read_files(plan.added_files, columns=columns)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 PLAN_DIR = "plan"
 EXPIRE = "expire"
 DELETE_TAG = "delete-tag"
+ROLLBACK = "rollback"
 
 
 @dataclass(frozen=True)
@@ -50,11 +51,18 @@ class DataCandidate:
 @dataclass
 class DeletionPlan:
     kind: str
+    #: Snapshot ids below the fence are being expired (0: none).
     fence: int
+    #: Snapshot files to remove, in this order (ascending for expiry, descending for rollback).
     snapshot_ids: list[int]
     data_files: list[DataCandidate]
     manifest_files: list[tuple[str, int]]
-    tag_name: str | None = None
+    #: Tags this plan deletes.
+    tag_names: list[str] = field(default_factory=list)
+    #: Rollback: snapshot ids above the ceiling are being discarded.
+    ceiling: int | None = None
+    #: Rollback to an expired snapshot: its JSON (from the tag), recreated first.
+    restore_snapshot: str | None = None
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @property
@@ -109,8 +117,12 @@ class PlanManager:
         """Snapshot ids below this are being removed by an unfinished plan (0: none)."""
         return max((p.fence for p in self.plans() if p.kind == EXPIRE), default=0)
 
+    def ceiling(self) -> int | None:
+        """Snapshot ids above this are being discarded by an unfinished rollback (None: none)."""
+        return min((p.ceiling for p in self.plans() if p.ceiling is not None), default=None)
+
     def doomed_tags(self) -> set[str]:
-        return {p.tag_name for p in self.plans() if p.kind == DELETE_TAG and p.tag_name}
+        return {name for p in self.plans() for name in p.tag_names}
 
     def publish(self, plan: DeletionPlan) -> None:
         self.storage.write_bytes(plan.path, plan.to_json())
@@ -138,18 +150,25 @@ class PlanManager:
                 outcome.aborted = True
                 return outcome
 
-        tags = [t for t in table.tag_manager.tags() if t.name != plan.tag_name]  # fail closed
+        tags = [t for t in table.tag_manager.tags() if t.name not in plan.tag_names]  # fail closed
 
-        if plan.kind == EXPIRE:
-            for snapshot_id in plan.snapshot_ids:
-                self.storage.delete(snapshot_path(snapshot_id))
-                outcome.deleted_snapshot_files += 1
-            if plan.snapshot_ids:
-                table.snapshot_manager.write_earliest_hint(plan.fence)
-        elif plan.kind == DELETE_TAG and plan.tag_name:
+        # Unpublish first, delete files after: a crash in between leaks, never loses.
+        if plan.restore_snapshot is not None and plan.ceiling is not None:
+            if not table.snapshot_manager.exists(plan.ceiling):
+                self.storage.create_exclusive(snapshot_path(plan.ceiling), plan.restore_snapshot.encode())
+        for name in plan.tag_names:
             from airflow_snaptable.core.tags import tag_path
 
-            self.storage.delete(tag_path(plan.tag_name))
+            self.storage.delete(tag_path(name))
+        for snapshot_id in plan.snapshot_ids:
+            self.storage.delete(snapshot_path(snapshot_id))
+            outcome.deleted_snapshot_files += 1
+        if plan.kind == EXPIRE and plan.snapshot_ids:
+            table.snapshot_manager.write_earliest_hint(plan.fence)
+        if plan.kind == ROLLBACK and plan.ceiling is not None:
+            table.snapshot_manager.write_latest_hint(plan.ceiling)
+            if plan.restore_snapshot is not None:
+                table.snapshot_manager.write_earliest_hint(plan.ceiling)
 
         held_manifests = self._manifests_held_by(tags)
         for name, size in plan.manifest_files:

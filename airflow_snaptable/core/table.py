@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import pendulum
 import pyarrow as pa
 
-from airflow_snaptable.core import orphans
+from airflow_snaptable.core import orphans, rollback
 from airflow_snaptable.core import tags as tag_ops
 from airflow_snaptable.core.commit import WHOLE_TABLE, CommitRequest, FileStoreCommit
 from airflow_snaptable.core.errors import (
@@ -28,6 +28,7 @@ from airflow_snaptable.core.incremental import ChangeSet, StreamScan, compute_ch
 from airflow_snaptable.core.manifest import DataFile, ManifestIO
 from airflow_snaptable.core.options import TableOptions
 from airflow_snaptable.core.orphans import OrphanResult, VerifyResult
+from airflow_snaptable.core.rollback import RollbackResult
 from airflow_snaptable.core.scan import TableScan, check_columns, read_files, to_expression
 from airflow_snaptable.core.schema import SCHEMA_DIR, TableSchema, parse_schema_id, schema_path
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot, SnapshotManager
@@ -419,6 +420,19 @@ class Table:
         """
         return expire_snapshots(self, retain_min, retain_max, time_retained, older_than, retain_last, limit, dry_run, now)
 
+
+    # -- rollback --------------------------------------------------------------------
+
+    def rollback_to(
+        self, snapshot_id: int | None = None, tag: str | None = None, as_of=None, keep_history: bool = False, force: bool = False
+    ) -> RollbackResult:
+        """Make the table's state that of a snapshot, a tag or a time (see core/rollback.py).
+
+        Default: later snapshots and tags are discarded with the files only they used.
+        ``keep_history=True``: a new snapshot with the target's state, nothing discarded.
+        Consumers past the target refuse the default mode unless ``force=True``.
+        """
+        return rollback.rollback_to(self, snapshot_id, tag, as_of, keep_history, force)
 
     # -- files ---------------------------------------------------------------------
 

@@ -190,8 +190,10 @@ def _still_held(table, tag: Tag) -> bool:
     from airflow_snaptable.core.plans import PlanManager
 
     plans = PlanManager(table)
-    fence = plans.fence()
-    if tag.snapshot_id >= fence and table.snapshot_manager.exists(tag.snapshot_id):
+    ceiling = plans.ceiling()
+    if ceiling is not None and tag.snapshot_id > ceiling:
+        return False  # a rollback is discarding that snapshot
+    if tag.snapshot_id >= plans.fence() and table.snapshot_manager.exists(tag.snapshot_id):
         return True
     doomed = plans.doomed_tags()
     return any(
@@ -221,7 +223,7 @@ def delete_tag(table, name: str) -> list[str]:
         if f.path not in kept_files
     ]
     manifest_files = sorted((n, s) for n, s in table.manifest_io.sizes_of(tag.snapshot).items() if n not in kept_manifests)
-    plan = DeletionPlan(kind=DELETE_TAG, fence=0, snapshot_ids=[], data_files=data, manifest_files=manifest_files, tag_name=name)
+    plan = DeletionPlan(kind=DELETE_TAG, fence=0, snapshot_ids=[], data_files=data, manifest_files=manifest_files, tag_names=[name])
     plans.publish(plan)
     outcome = plans.execute(plan)
     return outcome.deleted_data_files

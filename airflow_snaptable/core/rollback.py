@@ -1,0 +1,176 @@
+"""Rollback to a snapshot, a tag or a time.
+
+Default (Paimon's rollback): the target becomes the latest snapshot; later
+snapshots and later tags are discarded, and so are the data files only they
+referenced, by the rollback itself, through a deletion plan (crash-safe,
+finished by a rerun or by the next expiry). Rolling back to a tag whose
+snapshot expired recreates that snapshot from the tag. Snapshot ids above the
+target are reused by later commits, so a consumer past the target refuses the
+rollback unless ``force=True`` (which moves such consumers back to the target's
+successor); an in-process stream past it gets StreamPositionLostError.
+
+``keep_history=True`` instead commits a new snapshot whose state equals the
+target (Iceberg-like: nothing is discarded). That re-adds files the table had
+deleted, so a tag pinning the target is created first: expiry only deletes a
+file deleted at snapshot ``s`` when the newest tag below ``s`` does not hold it,
+and the pin tag (or a newer tag, which then holds it too) is that tag.
+
+Rollback must not race with writers: like Paimon, it is an operator's action
+on a quiet table. It checks that no commit landed after it planned and
+refuses otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+from airflow_snaptable.core.errors import CommitConflictError, InvalidArgumentError, SnapshotNotFoundError
+from airflow_snaptable.core.manifest import FileKind
+from airflow_snaptable.core.plans import ROLLBACK, DataCandidate, DeletionPlan, PlanManager
+from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+
+if TYPE_CHECKING:
+    from airflow_snaptable.core.table import Table
+
+
+@dataclass
+class RollbackResult:
+    target_snapshot_id: int
+    latest_snapshot_id: int
+    keep_history: bool
+    discarded_snapshot_ids: list[int] = field(default_factory=list)
+    discarded_tags: list[str] = field(default_factory=list)
+    deleted_data_files: int = 0
+    deleted_manifest_files: int = 0
+    bytes_freed: int = 0
+    moved_consumers: list[str] = field(default_factory=list)
+    pin_tag: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def resolve_target(table: "Table", snapshot_id=None, tag=None, as_of=None) -> Snapshot:
+    given = [x for x in (snapshot_id, tag, as_of) if x is not None]
+    if len(given) != 1:
+        raise InvalidArgumentError("give exactly one of snapshot_id, tag and as_of")
+    if tag is not None:
+        return table.tag_manager.tag(tag).snapshot
+    if as_of is not None:
+        target = table.snapshot_at(as_of)
+        if target is None:
+            raise SnapshotNotFoundError(f"no snapshot at or before {as_of} (or it has expired)")
+        return target
+    if isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int) or snapshot_id < 1:
+        raise InvalidArgumentError(f"snapshot id must be an int >= 1, got {snapshot_id!r}")
+    from airflow_snaptable.core.tags import _snapshot_or_tagged
+
+    return _snapshot_or_tagged(table, snapshot_id)
+
+
+def rollback_to(table: "Table", snapshot_id=None, tag=None, as_of=None, keep_history: bool = False, force: bool = False) -> RollbackResult:
+    target = resolve_target(table, snapshot_id, tag, as_of)
+    plans = PlanManager(table)
+    plans.finish_all()
+    latest = table.snapshot_manager.latest_id()
+    if latest is None:
+        raise SnapshotNotFoundError("the table has no snapshots")
+    if keep_history:
+        return _rollback_keeping_history(table, target, tag)
+
+    r = target.id
+    late_consumers = [c for c in table.consumer_manager.consumers() if c.next_snapshot > r + 1]
+    if late_consumers and not force:
+        names = ", ".join(f"{c.id} (next {c.next_snapshot})" for c in late_consumers)
+        raise InvalidArgumentError(
+            f"consumers have read past snapshot {r}: {names}. Their position would point at discarded "
+            "history; pass force=True to move them back to the rollback target"
+        )
+    result = RollbackResult(target_snapshot_id=r, latest_snapshot_id=r, keep_history=False)
+    if r == latest:
+        return result
+    if r > latest:
+        raise SnapshotNotFoundError(f"snapshot {r} is newer than the latest snapshot {latest}")
+
+    plan = _plan(table, target, latest)
+    plans.publish(plan)
+    if table.snapshot_manager.latest_id() != latest:
+        plans.storage.delete(plan.path)
+        raise CommitConflictError("a commit landed while the rollback was being planned; rollback needs a quiet table")
+    for consumer in late_consumers:
+        table.consumer_manager.write(type(consumer)(consumer.id, r + 1, table.clock()))
+        result.moved_consumers.append(consumer.id)
+    outcome = plans.execute(plan)
+    result.discarded_snapshot_ids = sorted(i for i in plan.snapshot_ids if i > r)
+    result.discarded_tags = plan.tag_names
+    result.deleted_data_files = len(outcome.deleted_data_files)
+    result.deleted_manifest_files = len(outcome.deleted_manifest_files)
+    result.bytes_freed = outcome.bytes_freed
+    return result
+
+
+def _plan(table: "Table", target: Snapshot, latest: int) -> DeletionPlan:
+    snapshots = table.snapshot_manager
+    manifests = table.manifest_io
+    r = target.id
+    earliest = snapshots.earliest_id()
+    restore = None if snapshots.exists(r) else target.to_json().decode()
+    first_discarded = r + 1 if restore is None else earliest
+    discarded_ids = list(range(latest, first_discarded - 1, -1))  # newest first: the rest stays contiguous
+    discarded_tags = [t for t in table.tag_manager.tags() if t.snapshot_id > r]
+
+    kept_files = set(manifests.read_state(target))
+    kept_manifests = manifests.names_of(target)
+    candidates: dict[str, int] = {}
+    manifest_sizes: dict[str, int] = {}
+    if restore is not None and earliest is not None:
+        # The whole retained history is discarded: start from the earliest state.
+        for path, data_file in manifests.read_state(snapshots.snapshot(earliest)).items():
+            candidates[path] = data_file.file_size
+    for snapshot_id in discarded_ids:
+        snapshot = snapshots.snapshot(snapshot_id)
+        for entry in manifests.read_delta(snapshot):
+            if entry.kind is FileKind.ADD:
+                candidates[entry.file.path] = entry.file.file_size
+        manifest_sizes.update(manifests.sizes_of(snapshot))
+    for tag in discarded_tags:
+        for path, data_file in manifests.read_state(tag.snapshot).items():
+            candidates[path] = data_file.file_size
+        manifest_sizes.update(manifests.sizes_of(tag.snapshot))
+    data = [DataCandidate(path, size, below=r + 1) for path, size in sorted(candidates.items()) if path not in kept_files]
+    manifest_files = sorted((n, s) for n, s in manifest_sizes.items() if n not in kept_manifests)
+    return DeletionPlan(
+        kind=ROLLBACK,
+        fence=0,
+        snapshot_ids=[i for i in discarded_ids if i != r],
+        data_files=data,
+        manifest_files=manifest_files,
+        tag_names=[t.name for t in discarded_tags],
+        ceiling=r,
+        restore_snapshot=restore,
+    )
+
+
+def _rollback_keeping_history(table: "Table", target: Snapshot, tag_name: str | None) -> RollbackResult:
+    from airflow_snaptable.core.commit import CommitRequest
+    from airflow_snaptable.core.tags import create_tag
+
+    latest = table.latest_snapshot()
+    pin = None
+    if tag_name is None:
+        pin = f"rollback-pin-{target.id}-{latest.id + 1}"
+        create_tag(table, pin, target.id)
+    target_files = table.manifest_io.read_state(target)
+    live = table.manifest_io.read_state(latest)
+    request = CommitRequest(
+        kind=CommitKind.OVERWRITE,
+        added=[f for path, f in target_files.items() if path not in live],
+        deleted=[f for path, f in live.items() if path not in target_files],
+        base_snapshot=latest,
+        commit_user="rollback",
+        overwrite_scope="WHOLE_TABLE",
+        extra_summary={"rollback_to": target.id},
+    )
+    snapshot = table.new_commit().commit(request)
+    return RollbackResult(target_snapshot_id=target.id, latest_snapshot_id=snapshot.id, keep_history=True, pin_tag=pin or tag_name)
