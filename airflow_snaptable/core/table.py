@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import pendulum
 import pyarrow as pa
 
-from airflow_snaptable.core import orphans, rollback
+from airflow_snaptable.core import orphans, periodic, rollback
 from airflow_snaptable.core import tags as tag_ops
 from airflow_snaptable.core.commit import WHOLE_TABLE, CommitRequest, FileStoreCommit
 from airflow_snaptable.core.errors import (
@@ -28,6 +28,7 @@ from airflow_snaptable.core.incremental import ChangeSet, StreamScan, compute_ch
 from airflow_snaptable.core.manifest import DataFile, ManifestIO
 from airflow_snaptable.core.options import TableOptions
 from airflow_snaptable.core.orphans import OrphanResult, VerifyResult
+from airflow_snaptable.core.periodic import PeriodicTagResult
 from airflow_snaptable.core.rollback import RollbackResult
 from airflow_snaptable.core.scan import TableScan, check_columns, read_files, to_expression
 from airflow_snaptable.core.schema import SCHEMA_DIR, TableSchema, parse_schema_id, schema_path
@@ -358,6 +359,23 @@ class Table:
             time_retained = timedelta(milliseconds=old.time_retained_millis)
         self.delete_tag(name)
         return tag_ops.create_tag(self, name, target.id, time_retained, old.source)
+
+    def create_periodic_tags(
+        self,
+        period=None,
+        delay=None,
+        formatter: str | None = None,
+        num_retained_max: int | None = None,
+        catch_up: bool = False,
+        time_retained=None,
+        now=None,
+    ) -> PeriodicTagResult:
+        """Tag the state at the end of each elapsed period ("daily", "hourly", "two-hours" or a timedelta).
+
+        Defaults come from the options ``tag.creation-period``, ``tag.creation-delay``,
+        ``tag.period-formatter`` and ``tag.num-retained-max`` (see core/periodic.py).
+        """
+        return periodic.create_periodic_tags(self, period, delay, formatter, num_retained_max, catch_up, time_retained, now)
 
     def tags(self) -> list[Tag]:
         """Every tag, ordered by snapshot id."""

@@ -144,7 +144,9 @@ class TagManager:
 # -- operations on a table (checked against deletion plans; see core/plans.py) --------
 
 
-def create_tag(table, name: str, snapshot_id: int | None = None, time_retained=None, source: str = MANUAL) -> Tag:
+def create_tag(
+    table, name: str, snapshot_id: int | None = None, time_retained=None, source: str = MANUAL, now_millis: int | None = None
+) -> Tag:
     """Tag a snapshot (default: the latest). A snapshot that expired can be tagged while another tag holds it."""
     from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError, TagAlreadyExistsError
 
@@ -160,7 +162,7 @@ def create_tag(table, name: str, snapshot_id: int | None = None, time_retained=N
         if isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int) or snapshot_id < 1:
             raise InvalidArgumentError(f"snapshot id must be an int >= 1, got {snapshot_id!r}")
         snapshot = _snapshot_or_tagged(table, snapshot_id)
-    tag = Tag(name, snapshot, table.clock(), retained, source)
+    tag = Tag(name, snapshot, table.clock() if now_millis is None else now_millis, retained, source)
     if not table.tag_manager.create(tag):
         raise TagAlreadyExistsError(f"tag {name!r} exists already")
     if not _still_held(table, tag):
