@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from airflow_snaptable.core import SnapTableError, Table
+from airflow_snaptable.core import actions
 
 
 def format_time(millis: int | None) -> str:
@@ -83,6 +84,62 @@ def cmd_show(args) -> Any:
     return "\n".join(lines)
 
 
+def cmd_tags(args) -> Any:
+    tags = _open(args).tags()
+    if args.json:
+        return [t.to_dict() for t in tags]
+    rows = [
+        (t.name, t.snapshot_id, format_time(t.snapshot.time_millis), t.snapshot.total_record_count, t.source,
+         format_time(t.expires_at_millis) if t.expires_at_millis else None)
+        for t in tags
+    ]
+    return render_table(["tag", "snapshot", "snapshot committed (UTC)", "records", "source", "expires (UTC)"], rows)
+
+
+def cmd_consumers(args) -> Any:
+    consumers = _open(args).consumers()
+    if args.json:
+        return [c.to_dict() for c in consumers]
+    return render_table(["consumer", "next snapshot", "updated (UTC)"], [(c.id, c.next_snapshot, format_time(c.update_time_millis)) for c in consumers])
+
+
+def cmd_verify(args) -> Any:
+    result = _open(args).verify()
+    args.exit_code = 0 if result.ok else 1
+    if args.json:
+        return result.to_dict()
+    lines = [f"snapshots {len(result.snapshot_ids)}, tags {len(result.tags)}: " + ("OK" if result.ok else "PROBLEMS")]
+    lines += [f"missing      {m['path']} (referenced by {m['referenced_by']})" for m in result.missing_files]
+    lines += [f"unreferenced {path}" for path in result.unreferenced_files]
+    return "\n".join(lines)
+
+
+def _action_command(build):
+    """A command that builds an action from its arguments and runs it through core.actions."""
+
+    def run(args) -> Any:
+        options = json.loads(args.storage_options) if args.storage_options else None
+        outcome = actions.run_action(build(args), storage_options=options)
+        if args.json:
+            return outcome
+        return render_result(outcome["result"])
+
+    return run
+
+
+def render_result(result: Any) -> str:
+    if isinstance(result, dict):
+        rows = []
+        for key, value in result.items():
+            if isinstance(value, list) and len(value) > 8:
+                value = f"{len(value)} items: " + ", ".join(map(str, value[:8])) + ", ..."
+            rows.append((key, value))
+        return render_table(["field", "value"], rows)
+    if isinstance(result, list):
+        return "\n".join(map(str, result)) or "(none)"
+    return str(result)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="snaptable", description="Inspect and maintain snapshot tables.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -97,18 +154,91 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("snapshots", cmd_snapshots, "list the table's snapshots, earliest first")
     add("show", cmd_show, "show the table's schema, options and snapshot range")
+    add("tags", cmd_tags, "list the table's tags")
+    add("consumers", cmd_consumers, "list the table's consumers")
+    add("verify", cmd_verify, "report missing and unreferenced files (exit 1 if any)")
+
+    tag = commands.add_parser("tag", help="create or delete tags")
+    tag_commands = tag.add_subparsers(dest="tag_command", required=True)
+    for name, handler, help_text in (
+        ("create", _action_command(lambda a: actions.CreateTag(a.uri, tag_name=a.name, snapshot_id=a.snapshot_id, as_of=a.as_of, time_retained=a.time_retained)), "tag a snapshot (default: latest)"),
+        ("delete", _action_command(lambda a: actions.DeleteTag(a.uri, tag_name=a.name)), "delete a tag and the files only it held"),
+    ):
+        sub = tag_commands.add_parser(name, help=help_text)
+        sub.add_argument("uri")
+        sub.add_argument("name")
+        sub.add_argument("--storage-options")
+        sub.add_argument("--json", action="store_true")
+        if name == "create":
+            sub.add_argument("--snapshot-id", type=int)
+            sub.add_argument("--as-of", help="tag the state at this time (ISO-8601)")
+            sub.add_argument("--time-retained", help="time to live, e.g. '7 d'")
+        sub.set_defaults(handler=handler)
+    periodic = tag_commands.add_parser("periodic", help="create the periodic tags due now")
+    periodic.add_argument("uri")
+    periodic.add_argument("--storage-options")
+    periodic.add_argument("--json", action="store_true")
+    periodic.add_argument("--period", help="daily, hourly or two-hours (default: option tag.creation-period)")
+    periodic.add_argument("--delay")
+    periodic.add_argument("--formatter")
+    periodic.add_argument("--num-retained-max", type=int)
+    periodic.add_argument("--catch-up", action="store_true")
+    periodic.set_defaults(handler=_action_command(lambda a: actions.CreatePeriodicTags(
+        a.uri, period=a.period, delay=a.delay, formatter=a.formatter, num_retained_max=a.num_retained_max, catch_up=a.catch_up)))
+    expire_tags = tag_commands.add_parser("expire", help="delete tags past their time to live")
+    expire_tags.add_argument("uri")
+    expire_tags.add_argument("--storage-options")
+    expire_tags.add_argument("--json", action="store_true")
+    expire_tags.set_defaults(handler=_action_command(lambda a: actions.ExpireTags(a.uri)))
+
+    expire = add("expire", _action_command(lambda a: actions.ExpireSnapshots(
+        a.uri, retain_min=a.retain_min, retain_max=a.retain_max, time_retained=a.time_retained,
+        older_than=a.older_than, limit=a.limit, dry_run=a.dry_run)), "expire old snapshots and delete unused files")
+    expire.add_argument("--retain-min", type=int)
+    expire.add_argument("--retain-max", type=int)
+    expire.add_argument("--time-retained", help="e.g. '1 h' (default: option snapshot.time-retained)")
+    expire.add_argument("--older-than", help="ISO-8601 time")
+    expire.add_argument("--limit", type=int)
+    expire.add_argument("--dry-run", action="store_true")
+
+    rollback = add("rollback", _action_command(lambda a: actions.Rollback(
+        a.uri, snapshot_id=a.snapshot_id, tag=a.tag, as_of=a.as_of, keep_history=a.keep_history, force=a.force)), "roll the table back")
+    target = rollback.add_mutually_exclusive_group(required=True)
+    target.add_argument("--snapshot-id", type=int)
+    target.add_argument("--tag")
+    target.add_argument("--as-of")
+    rollback.add_argument("--keep-history", action="store_true", help="commit the target state as a new snapshot instead")
+    rollback.add_argument("--force", action="store_true", help="move consumers that read past the target back")
+
+    orphans = add("clean-orphans", _action_command(lambda a: actions.RemoveOrphanFiles(a.uri, older_than=a.older_than, dry_run=a.dry_run)),
+                  "delete files nothing references (older than --older-than, default 1 day)")
+    orphans.add_argument("--older-than", help="a time, or a duration back from now such as '2 d'")
+    orphans.add_argument("--dry-run", action="store_true")
+
+    compact = add("compact", _action_command(lambda a: actions.Compact(a.uri, min_file_num=a.min_file_num, target_file_size=a.target_file_size)),
+                  "rewrite small files into fewer files")
+    compact.add_argument("--min-file-num", type=int)
+    compact.add_argument("--target-file-size")
+
+    run = commands.add_parser("run-action", help="run a maintenance action given as JSON")
+    run.add_argument("action_json")
+    run.add_argument("--storage-options")
+    run.add_argument("--json", action="store_true")
+    run.set_defaults(handler=lambda a: (lambda outcome: outcome if a.json else render_result(outcome["result"]))(
+        actions.run_action(actions.action_from_json(a.action_json), json.loads(a.storage_options) if a.storage_options else None)))
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.exit_code = 0
     try:
         result = args.handler(args)
     except SnapTableError as exc:
         print(f"snaptable: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=2, default=str) if args.json else result)
-    return 0
+    return args.exit_code
 
 
 if __name__ == "__main__":
