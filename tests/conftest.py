@@ -63,3 +63,27 @@ class InjectedCrash(Exception):
 @pytest.fixture
 def fail_at():
     return FailAt
+
+
+# -- S3: real servers on 127.0.0.1, started once per session -------------------------
+
+
+@pytest.fixture(scope="session", params=["moto", "seaweedfs"])
+def s3_server(request):
+    from tests.s3_servers import make_server
+
+    with make_server(request.param) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def s3_bucket(s3_server) -> str:
+    # One bucket per server: a new SeaweedFS bucket costs a volume allocation.
+    return s3_server.create_bucket("snaptable")
+
+
+@pytest.fixture
+def s3_table_uri(s3_bucket) -> str:
+    import uuid
+
+    return f"s3://{s3_bucket}/{uuid.uuid4().hex}/table"

@@ -27,13 +27,13 @@ def _append_worker(uri: str, storage_options: dict | None, writer: int, commits:
     results.put((made, len(attempts)))
 
 
-def race_appends(uri: str, storage_options: dict | None = None) -> None:
+def race_appends(uri: str, storage_options: dict | None = None, commits_per_writer: int = COMMITS_PER_WRITER) -> None:
     """WRITERS processes append at once; every commit must land exactly once, ids contiguous, no row lost."""
     context = mp.get_context("spawn")
     start = context.Barrier(WRITERS)
     results = context.Queue()
     workers = [
-        context.Process(target=_append_worker, args=(uri, storage_options, w, COMMITS_PER_WRITER, start, results))
+        context.Process(target=_append_worker, args=(uri, storage_options, w, commits_per_writer, start, results))
         for w in range(WRITERS)
     ]
     for worker in workers:
@@ -47,7 +47,7 @@ def race_appends(uri: str, storage_options: dict | None = None) -> None:
 
     table = Table.open(uri, storage_options)
     history = table.snapshots()
-    total = WRITERS * COMMITS_PER_WRITER
+    total = WRITERS * commits_per_writer
     assert [s.id for s in history] == list(range(1, total + 1))
     assert sorted(m[0] for m in made) == list(range(1, total + 1))
     by_id = {s.id: s for s in history}
@@ -55,7 +55,7 @@ def race_appends(uri: str, storage_options: dict | None = None) -> None:
         assert (by_id[snapshot_id].commit_user, by_id[snapshot_id].commit_identifier) == (f"writer-{writer}", i)
     # The writers really raced: some snapshot ids were contended and retried.
     assert lost_races > 0
-    expected = sorted(w * 1000 + i * 10 + k for w in range(WRITERS) for i in range(COMMITS_PER_WRITER) for k in range(3))
+    expected = sorted(w * 1000 + i * 10 + k for w in range(WRITERS) for i in range(commits_per_writer) for k in range(3))
     assert sorted_ids(table.scan().to_arrow()) == expected
     assert history[-1].total_record_count == len(expected)
     # Every intermediate snapshot holds exactly the rows of the commits up to it.
