@@ -23,6 +23,7 @@ from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.manifest import FileKind
 from airflow_snaptable.core.options import parse_duration
 from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan, PlanManager
+from airflow_snaptable.core.readds import ReaddRegistry
 from airflow_snaptable.core.snapshot import snapshot_path
 
 if TYPE_CHECKING:
@@ -194,6 +195,7 @@ def expire_snapshots(
         result.bytes_freed = outcome.bytes_freed
         result.protected_data_files = outcome.protected_data_files
         result.earliest_after = plan.fence
+        ReaddRegistry(table.storage).prune(plan.fence)
         return result
     result.earliest_after = table.snapshot_manager.earliest_id()
     return result
@@ -201,12 +203,13 @@ def expire_snapshots(
 
 def _dry_run_result(table: "Table", plans: PlanManager, plan: DeletionPlan, result: ExpireResult) -> ExpireResult:
     tags = table.tag_manager.tags()
+    readds = ReaddRegistry(table.storage).entries()
     held_manifests = plans._manifests_held_by(tags)
     result.expired_snapshot_ids = plan.snapshot_ids
     result.snapshot_files = [snapshot_path(i) for i in plan.snapshot_ids]
     result.deleted_snapshot_files = len(plan.snapshot_ids)
     for candidate in plan.data_files:
-        if plans._held(candidate, tags):
+        if plans.is_protected(candidate, tags, readds):
             result.protected_data_files += 1
         else:
             result.data_files.append(candidate.path)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from airflow_snaptable.core.errors import CorruptMetadataError
 from airflow_snaptable.core.manifest import manifest_path
+from airflow_snaptable.core.readds import ReaddRegistry
 from airflow_snaptable.core.snapshot import snapshot_path
 
 if TYPE_CHECKING:
@@ -151,6 +152,7 @@ class PlanManager:
                 return outcome
 
         tags = [t for t in table.tag_manager.tags() if t.name not in plan.tag_names]  # fail closed
+        readds = ReaddRegistry(self.storage).entries()  # fail closed too
 
         # Unpublish first, delete files after: a crash in between leaks, never loses.
         if plan.restore_snapshot is not None and plan.ceiling is not None:
@@ -179,7 +181,7 @@ class PlanManager:
             outcome.bytes_freed += size
 
         for candidate in plan.data_files:
-            if self._held(candidate, tags):
+            if self.is_protected(candidate, tags, readds):
                 outcome.protected_data_files += 1
                 continue
             self.storage.delete(candidate.path)
@@ -188,6 +190,9 @@ class PlanManager:
 
         self.storage.delete(plan.path)
         return outcome
+
+    def is_protected(self, candidate: DataCandidate, tags: list["Tag"], readds) -> bool:
+        return self._held(candidate, tags) or any(e.protects(candidate.path, candidate.below) for e in readds)
 
     def _held(self, candidate: DataCandidate, tags: list["Tag"]) -> bool:
         below = [t for t in tags if t.snapshot_id < candidate.below]

@@ -11,9 +11,9 @@ successor); an in-process stream past it gets StreamPositionLostError.
 
 ``keep_history=True`` instead commits a new snapshot whose state equals the
 target (Iceberg-like: nothing is discarded). That re-adds files the table had
-deleted, so a tag pinning the target is created first: expiry only deletes a
-file deleted at snapshot ``s`` when the newest tag below ``s`` does not hold it,
-and the pin tag (or a newer tag, which then holds it too) is that tag.
+deleted, which every deletion rule otherwise assumes never happens, so the
+re-added files are registered first (core/readds.py) and deletion plans keep
+them.
 
 Rollback must not race with writers: like Paimon, it is an operator's action
 on a quiet table. It checks that no commit landed after it planned and
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from airflow_snaptable.core.errors import CommitConflictError, InvalidArgumentError, SnapshotNotFoundError
 from airflow_snaptable.core.manifest import FileKind
 from airflow_snaptable.core.plans import ROLLBACK, DataCandidate, DeletionPlan, PlanManager
+from airflow_snaptable.core.readds import ReaddRegistry
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot
 
 if TYPE_CHECKING:
@@ -45,7 +46,6 @@ class RollbackResult:
     deleted_manifest_files: int = 0
     bytes_freed: int = 0
     moved_consumers: list[str] = field(default_factory=list)
-    pin_tag: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -77,7 +77,7 @@ def rollback_to(table: "Table", snapshot_id=None, tag=None, as_of=None, keep_his
     if latest is None:
         raise SnapshotNotFoundError("the table has no snapshots")
     if keep_history:
-        return _rollback_keeping_history(table, target, tag)
+        return _rollback_keeping_history(table, target)
 
     r = target.id
     late_consumers = [c for c in table.consumer_manager.consumers() if c.next_snapshot > r + 1]
@@ -152,25 +152,37 @@ def _plan(table: "Table", target: Snapshot, latest: int) -> DeletionPlan:
     )
 
 
-def _rollback_keeping_history(table: "Table", target: Snapshot, tag_name: str | None) -> RollbackResult:
-    from airflow_snaptable.core.commit import CommitRequest
-    from airflow_snaptable.core.tags import create_tag
+def _rollback_keeping_history(table: "Table", target: Snapshot) -> RollbackResult:
+    from airflow_snaptable.core.commit import WHOLE_TABLE, CommitRequest
 
     latest = table.latest_snapshot()
-    pin = None
-    if tag_name is None:
-        pin = f"rollback-pin-{target.id}-{latest.id + 1}"
-        create_tag(table, pin, target.id)
     target_files = table.manifest_io.read_state(target)
     live = table.manifest_io.read_state(latest)
+    readded = [f for path, f in target_files.items() if path not in live]
+    registry = ReaddRegistry(table.storage)
+    # Register first, then check: either a deletion plan's executor sees the registry entry,
+    # or this sees the plan (or the file already gone) and backs out.
+    pending = registry.add_pending([f.path for f in readded])
+    doomed = {c.path for plan in PlanManager(table).plans() for c in plan.data_files}
+    missing = [f.path for f in readded if f.path in doomed or not table.storage.exists(f.path)]
+    if missing:
+        registry.discard(pending)
+        raise SnapshotNotFoundError(
+            f"snapshot {target.id} can no longer be restored: {len(missing)} of its files are deleted or being deleted "
+            f"(e.g. {missing[0]})"
+        )
     request = CommitRequest(
         kind=CommitKind.OVERWRITE,
-        added=[f for path, f in target_files.items() if path not in live],
+        added=readded,
         deleted=[f for path, f in live.items() if path not in target_files],
         base_snapshot=latest,
         commit_user="rollback",
-        overwrite_scope="WHOLE_TABLE",
+        overwrite_scope=WHOLE_TABLE,
         extra_summary={"rollback_to": target.id},
     )
     snapshot = table.new_commit().commit(request)
-    return RollbackResult(target_snapshot_id=target.id, latest_snapshot_id=snapshot.id, keep_history=True, pin_tag=pin or tag_name)
+    if readded:
+        registry.finalize(pending, snapshot.id, [f.path for f in readded])
+    else:
+        registry.discard(pending)
+    return RollbackResult(target_snapshot_id=target.id, latest_snapshot_id=snapshot.id, keep_history=True)
