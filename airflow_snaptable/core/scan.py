@@ -11,7 +11,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from airflow_snaptable.core.errors import InvalidArgumentError
+from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
 from airflow_snaptable.core.manifest import DataFile
 from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.snapshot import Snapshot
@@ -80,7 +80,11 @@ def read_files(
     """Rows of ``files`` in order, projected and filtered, with the table's exact types."""
     target = schema.arrow_schema if columns is None else pa.schema([schema.arrow_schema.field(c) for c in columns])
     for data_file in files:
-        with storage.open_read(data_file.path) as handle:
+        try:
+            handle = storage.open_read(data_file.path)
+        except FileNotFoundError:
+            raise CorruptMetadataError(f"data file {storage.full_uri(data_file.path)} is referenced but missing") from None
+        with handle:
             try:
                 table = pq.read_table(handle, columns=columns, filters=expression)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:

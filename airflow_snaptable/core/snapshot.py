@@ -131,7 +131,10 @@ class SnapshotManager:
             candidate = hint
             for _ in range(_MAX_FORWARD_PROBES):
                 if not self.exists(candidate + 1):
-                    return candidate
+                    # A hint past the end (damage, or a rollback that crashed) must not be trusted.
+                    if candidate > hint or self.exists(candidate):
+                        return candidate
+                    break
                 candidate += 1
         ids = self.list_ids()
         return ids[-1] if ids else None

@@ -82,7 +82,7 @@ class Table:
         """Create an empty table; raises TableAlreadyExistsError if one is there."""
         table_schema = TableSchema.new(schema, partition_by, options, _now_millis())
         storage = storage or Storage.from_uri(str(uri), storage_options)
-        if storage.list_names(SCHEMA_DIR):
+        if any(parse_schema_id(name) is not None for name in storage.list_names(SCHEMA_DIR)):
             raise TableAlreadyExistsError(f"a table exists already at {storage.uri}")
         _check_atomic_create(storage)
         if not storage.create_exclusive(schema_path(0), table_schema.to_json()):

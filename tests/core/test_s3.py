@@ -30,7 +30,7 @@ def test_table_lifecycle_on_s3(s3_server, s3_table_uri):
     assert sorted_ids(reopened.changes(4, 6).deleted_rows()) == [0, 1, 3, 4, 6, 7, 9, 10]
     reopened.storage.reset_counts()
     assert reopened.snapshot_manager.latest_id() == 7
-    assert reopened.storage.counts["read"] == 1 and reopened.storage.counts["exists"] == 1
+    assert reopened.storage.counts["read"] == 1 and reopened.storage.counts["exists"] == 2
 
     result = reopened.expire_snapshots(retain_min=1, time_retained="0 s")
     assert result.expired_snapshot_ids == list(range(1, 7))

@@ -1,0 +1,415 @@
+"""The ``snaptable`` PySpark data source (Spark 4.x ``pyspark.sql.datasource``).
+
+Batch reads plan their files with core (time travel, change ranges, partition
+pruning) and read them with core, one input partition per data file or per
+group of small files. Writes run core's writer in every task and make exactly
+one snapshot per job in ``commit``; streaming reads are in
+:mod:`airflow_snaptable.spark.streaming`.
+
+Options (all optional except the location):
+
+read
+    ``snapshot-id``, ``tag``, ``as-of`` (ISO time or epoch millis) or
+    ``incremental-between`` (``"from,to"``: rows added after snapshot ``from`` up to
+    ``to``); at most one. ``read.split-size`` (default 128 mb) packs small files into
+    one task.
+write
+    ``overwrite-partitions`` (``true``: dynamic partition overwrite), ``commit-user``
+    and ``commit-identifier`` (a retried job is applied once), ``partition-by``
+    (comma list, used when the write creates the table) and any table option
+    (``snapshot.num-retained.min`` ...) for a table the write creates.
+any
+    ``storage-options``: fsspec options as a JSON object (else the environment
+    variable ``SNAPTABLE_STORAGE_OPTIONS``, else fsspec's defaults, e.g. AWS_* for S3).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+
+from airflow_snaptable.core.commit import WHOLE_TABLE, CommitRequest
+from airflow_snaptable.core.errors import (
+    CommitConflictError,
+    InvalidArgumentError,
+    SchemaMismatchError,
+    SnapTableError,
+    TableAlreadyExistsError,
+)
+from airflow_snaptable.core.manifest import DataFile, FileKind
+from airflow_snaptable.core.options import OPTION_SPECS
+from airflow_snaptable.core.scan import prune_files, read_files
+from airflow_snaptable.core.schema import TableSchema
+from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.table import Table
+from airflow_snaptable.core.writer import split_by_partition, write_partition_files
+from airflow_snaptable.spark._common import (
+    DEFAULT_SPLIT_SIZE,
+    arrow_schema_for,
+    bool_option,
+    cast_batch,
+    check_castable,
+    filter_to_expression,
+    group_files,
+    int_option,
+    plain_options,
+    size_option,
+    spark_schema_for,
+    storage_options_from,
+    table_uri,
+)
+
+log = logging.getLogger(__name__)
+
+FORMAT_NAME = "snaptable"
+DEFAULT_SPARK_COMMIT_USER = "spark"
+
+
+class SnapTableDataSource(DataSource):
+    """``spark.read/readStream.format("snaptable")`` and ``df.write.format("snaptable")``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def schema(self):
+        options = plain_options(self.options)
+        table = Table.open(table_uri(options), storage_options_from(options))
+        return spark_schema_for(table.arrow_schema)
+
+    def reader(self, schema) -> "SnapTableBatchReader":
+        return SnapTableBatchReader(plain_options(self.options), schema)
+
+    def writer(self, schema, overwrite: bool) -> "SnapTableWriter":
+        return SnapTableWriter(plain_options(self.options), schema, overwrite)
+
+    def streamReader(self, schema):
+        from airflow_snaptable.spark.streaming import SnapTableStreamReader
+
+        return SnapTableStreamReader(plain_options(self.options), schema)
+
+
+# -- reading -----------------------------------------------------------------------
+
+
+class FilesPartition(InputPartition):
+    """One read task: some data files of the table (paths relative to its root)."""
+
+    def __init__(self, files: list[DataFile]):
+        super().__init__(None)
+        self.files = files
+
+    def __repr__(self) -> str:
+        return f"FilesPartition({len(self.files)} files)"
+
+
+class TableFiles:
+    """What every reader task needs to read files of one table; small and picklable."""
+
+    def __init__(self, uri: str, storage_options: dict | None, table_schema: TableSchema, spark_schema):
+        self.uri = uri
+        self.storage_options = storage_options
+        self.table_schema = table_schema
+        self.spark_schema = spark_schema
+        names = [f.name for f in spark_schema.fields]
+        unknown = [n for n in names if n not in table_schema.arrow_schema.names]
+        if unknown:
+            raise SchemaMismatchError(f"columns {unknown} are not in the table ({table_schema.arrow_schema.names})")
+        self.columns = names
+
+    def read(self, files: list[DataFile]) -> Iterator[pa.RecordBatch]:
+        if not files:
+            return
+        storage = Storage.from_uri(self.uri, self.storage_options)
+        target = arrow_schema_for(self.spark_schema)
+        for batch in read_files(storage, self.table_schema, files, self.columns):
+            if batch.num_rows:
+                yield cast_batch(batch, target)
+
+
+def select_read(table: Table, options: dict) -> tuple[Snapshot | None, tuple[int, int] | None]:
+    """The snapshot (time travel) or change range (incremental) a batch read asks for."""
+    snapshot_id = int_option(options, "snapshot-id", minimum=1)
+    tag = options.get("tag")
+    as_of = options.get("as-of")
+    between = options.get("incremental-between")
+    given = [k for k, v in (("snapshot-id", snapshot_id), ("tag", tag), ("as-of", as_of), ("incremental-between", between)) if v is not None]
+    if len(given) > 1:
+        raise InvalidArgumentError(f"give at most one of snapshot-id, tag, as-of and incremental-between; got {given}")
+    if between is not None:
+        parts = [p.strip() for p in str(between).split(",")]
+        try:
+            start, end = (int(p) for p in parts)
+        except ValueError:
+            raise InvalidArgumentError(f"incremental-between must be 'from,to' (two snapshot ids), got {between!r}") from None
+        return None, (start, end)
+    if as_of is not None:
+        text = str(as_of).strip()
+        as_of = int(text) if text.lstrip("-").isdigit() else text
+    # core resolves and validates (expired ids, unknown tags, times before the first snapshot)
+    scan = table.scan(snapshot_id=snapshot_id, tag=tag, as_of=as_of)
+    return scan.snapshot, None
+
+
+class SnapTableBatchReader(DataSourceReader):
+    """Plans in ``partitions()`` (after ``pushFilters``); the object is pickled to the tasks
+    before that, so it holds only the chosen snapshot, never the file list."""
+
+    def __init__(self, options: dict, schema):
+        uri = table_uri(options)
+        storage_options = storage_options_from(options)
+        table = Table.open(uri, storage_options)
+        self.files_reader = TableFiles(uri, storage_options, table.schema, schema)
+        self.snapshot, self.change_range = select_read(table, options)
+        self.split_size = size_option(options, "read.split-size", DEFAULT_SPLIT_SIZE)
+        self.expression = None
+        self.pushed: list = []
+
+    def pushFilters(self, filters):
+        types = dict(zip(self.files_reader.table_schema.partition_keys, self.files_reader.table_schema.partition_types()))
+        remaining = []
+        for spark_filter in filters:
+            expression = filter_to_expression(spark_filter, types) if types else None
+            if expression is None:
+                remaining.append(spark_filter)
+                continue
+            self.pushed.append(spark_filter)
+            self.expression = expression if self.expression is None else (self.expression & expression)
+        return remaining
+
+    def planned_files(self) -> list[DataFile]:
+        files_reader = self.files_reader
+        table = Table.open(files_reader.uri, files_reader.storage_options)
+        if self.change_range is not None:
+            files = table.changes(*self.change_range).added_files
+        elif self.snapshot is None:
+            files = []
+        else:
+            files = list(table.manifest_io.read_state(self.snapshot).values())
+        return prune_files(files_reader.table_schema, files, self.expression)
+
+    def partitions(self):
+        groups = group_files(self.planned_files(), self.split_size)
+        return [FilesPartition(group) for group in groups] or [FilesPartition([])]
+
+    def read(self, partition):
+        files = getattr(partition, "files", None) or []
+        return self.files_reader.read(files)
+
+
+# -- writing -----------------------------------------------------------------------
+
+
+@dataclass
+class SnapTableCommitMessage(WriterCommitMessage):
+    """The data files one task wrote (not yet part of any snapshot)."""
+
+    files: list[DataFile] = field(default_factory=list)
+
+
+def _partition_by(options: dict) -> list[str] | None:
+    text = options.get("partition-by")
+    if text is None:
+        return None
+    keys = [k.strip() for k in str(text).split(",") if k.strip()]
+    return keys
+
+
+def _table_options(options: dict) -> dict[str, str]:
+    return {k: v for k, v in options.items() if k in OPTION_SPECS}
+
+
+class SnapTableWriter(DataSourceArrowWriter):
+    """One Spark write job = one snapshot.
+
+    ``__init__`` runs on the driver: it opens (or prepares to create) the table and
+    records the snapshot the write starts from. ``write`` runs in every task: it
+    writes Parquet data files with core's writer and returns their metadata.
+    ``commit``/``abort`` run on a pickled copy of this object in another driver-side
+    Python worker: everything they need is set in ``__init__``.
+    """
+
+    def __init__(self, options: dict, schema, overwrite: bool):
+        self.uri = table_uri(options)
+        self.storage_options = storage_options_from(options)
+        self.overwrite = bool(overwrite)
+        self.dynamic = bool_option(options, "overwrite-partitions")
+        if self.dynamic and not self.overwrite:
+            raise InvalidArgumentError("overwrite-partitions=true needs mode('overwrite')")
+        self.commit_user = options.get("commit-user") or None
+        self.commit_identifier = int_option(options, "commit-identifier", minimum=0)
+        if self.commit_identifier is not None and self.commit_user is None:
+            raise InvalidArgumentError("commit-identifier needs commit-user (identifiers increase per user)")
+        partition_by = _partition_by(options)
+        source_schema = arrow_schema_for(schema)
+        if Table.exists(self.uri, self.storage_options):
+            table = Table.open(self.uri, self.storage_options)
+            if partition_by is not None and tuple(partition_by) != table.partition_keys:
+                raise InvalidArgumentError(
+                    f"partition-by {partition_by} differs from the table's partition keys {list(table.partition_keys)}"
+                )
+            self.table_schema = table.schema
+            self.create = False
+            self.base = table.latest_snapshot()
+        else:
+            # Created in commit(), so a failed first write leaves nothing behind.
+            self.table_schema = TableSchema.new(source_schema, partition_by or (), _table_options(options), int(time.time() * 1000))
+            self.create = True
+            self.base = None
+        check_castable(source_schema, self.table_schema.arrow_schema, f"writing to {self.uri}")
+        table_options = self.table_schema.table_options
+        self.target_file_size = table_options.get("target-file-size")
+        self.compression = table_options.get("file.compression")
+
+    # -- tasks ---------------------------------------------------------------
+
+    def write(self, iterator) -> SnapTableCommitMessage:
+        storage = Storage.from_uri(self.uri, self.storage_options)
+        target = self.table_schema.arrow_schema
+        written: list[DataFile] = []
+        try:
+            buffered: list[pa.RecordBatch] = []
+            buffered_bytes = 0
+            for batch in iterator:
+                if batch.num_rows == 0:
+                    continue
+                buffered.append(cast_batch(batch, target))
+                buffered_bytes += batch.nbytes
+                if buffered_bytes >= self.target_file_size:
+                    written.extend(self._write_files(storage, buffered))
+                    buffered, buffered_bytes = [], 0
+            written.extend(self._write_files(storage, buffered))
+        except BaseException:
+            # A failing task removes what it wrote; Spark's abort only sees finished tasks.
+            _delete_quietly(storage, [f.path for f in written])
+            raise
+        return SnapTableCommitMessage(written)
+
+    def _write_files(self, storage: Storage, batches: list[pa.RecordBatch]) -> list[DataFile]:
+        if not batches:
+            return []
+        rows = self.table_schema.conform(pa.Table.from_batches(batches))
+        files: list[DataFile] = []
+        for partition, group in split_by_partition(rows, self.table_schema):
+            files.extend(write_partition_files(storage, self.table_schema, partition, group, self.target_file_size, self.compression))
+        return files
+
+    # -- driver ----------------------------------------------------------------
+
+    def _open_or_create(self) -> Table:
+        if not self.create:
+            return Table.open(self.uri, self.storage_options)
+        schema = self.table_schema
+        try:
+            return Table.create(self.uri, schema.arrow_schema, schema.partition_keys, dict(schema.options), self.storage_options)
+        except TableAlreadyExistsError:
+            table = Table.open(self.uri, self.storage_options)  # created by a concurrent first write
+            if not table.arrow_schema.equals(schema.arrow_schema) or table.partition_keys != schema.partition_keys:
+                raise SchemaMismatchError(
+                    f"{self.uri} was created concurrently with another schema or partitioning; this write was not committed"
+                ) from None
+            return table
+
+    def commit(self, messages) -> None:
+        added = [f for m in messages if m is not None for f in m.files]
+        table = self._open_or_create()
+        commit = table.new_commit()
+        if self.commit_identifier is not None:
+            done = commit.find_committed(self.commit_user, self.commit_identifier)
+            if done is not None:
+                log.info("%s/%s was committed already as snapshot %s", self.commit_user, self.commit_identifier, done.id)
+                _delete_quietly(table.storage, [f.path for f in added])
+                return
+        base = self.base
+        scope = None
+        deleted: list[DataFile] = []
+        kind = CommitKind.APPEND
+        if self.overwrite:
+            kind = CommitKind.OVERWRITE
+            if self.dynamic and table.partition_keys:
+                partitions = sorted({f.partition for f in added}, key=str)
+                scope = [dict(zip(table.partition_keys, p)) for p in partitions]
+            else:
+                scope = WHOLE_TABLE
+            deleted = self._files_in_scope(table, base, scope)
+        request = CommitRequest(
+            kind=kind,
+            added=added,
+            deleted=deleted,
+            base_snapshot=base,
+            commit_user=self.commit_user or DEFAULT_SPARK_COMMIT_USER,
+            commit_identifier=self.commit_identifier,
+            overwrite_scope=scope,
+            replan_deleted=(lambda latest: self._files_in_scope(table, latest, scope)) if scope is not None else None,
+            extra_summary={"engine": "spark"},
+        )
+        snapshot = commit.commit(request)
+        if self.commit_identifier is not None and added and not _adds_file(table, snapshot, added[0].path):
+            # A concurrent retry of the same job won the race: ours is a duplicate.
+            _delete_quietly(table.storage, [f.path for f in added])
+        log.info("committed snapshot %s to %s (%s files)", snapshot.id, self.uri, len(added))
+
+    @staticmethod
+    def _files_in_scope(table: Table, snapshot: Snapshot | None, scope) -> list[DataFile]:
+        if snapshot is None or scope == []:
+            return []
+        try:
+            files = table.manifest_io.read_state(snapshot).values()
+        except SnapTableError as exc:
+            raise CommitConflictError(f"snapshot {snapshot.id}, which this overwrite replaces, cannot be read any more: {exc}") from exc
+        if scope == WHOLE_TABLE:
+            return list(files)
+        return [f for f in files if table.schema.partition_matches(f.partition, scope)]
+
+    def abort(self, messages) -> None:
+        paths = [f.path for m in messages if m is not None for f in m.files]
+        if not paths:
+            return
+        storage = Storage.from_uri(self.uri, self.storage_options)
+        if _committed_since(self, paths):
+            log.warning("abort: the write's files are part of a snapshot already; keeping them")
+            return
+        _delete_quietly(storage, paths)
+
+
+def _adds_file(table: Table, snapshot: Snapshot, path: str) -> bool:
+    return any(e.kind is FileKind.ADD and e.file.path == path for e in table.manifest_io.read_delta(snapshot))
+
+
+def _committed_since(writer: SnapTableWriter, paths: list[str]) -> bool:
+    """Did a snapshot after the write's base add one of ``paths``? (an ambiguous commit failure)"""
+    try:
+        if not Table.exists(writer.uri, writer.storage_options):
+            return False
+        table = Table.open(writer.uri, writer.storage_options)
+        latest = table.snapshot_manager.latest_id() or 0
+        first = (writer.base.id if writer.base is not None else 0) + 1
+        wanted = set(paths)
+        for snapshot_id in range(first, latest + 1):
+            snapshot = table.snapshot_manager.snapshot(snapshot_id)
+            if any(e.kind is FileKind.ADD and e.file.path in wanted for e in table.manifest_io.read_delta(snapshot)):
+                return True
+        return False
+    except Exception:  # noqa: BLE001 - cannot tell: keep the files (orphan cleaning removes them later)
+        log.warning("abort: cannot check whether the write was committed; keeping its files", exc_info=True)
+        return True
+
+
+def _delete_quietly(storage: Storage, paths: list[str]) -> None:
+    for path in paths:
+        try:
+            storage.delete(path)
+        except Exception:  # noqa: BLE001 - best effort: orphan cleaning removes leftovers
+            log.warning("could not delete %s", path, exc_info=True)
