@@ -191,18 +191,27 @@ class FileStoreCommit:
         )
 
     def _publish(self, snapshot: Snapshot) -> bool:
+        """Create the snapshot file; True if this attempt's snapshot is the one that exists.
+
+        "Already exists" and errors are both ambiguous: a client retry of a PUT that
+        landed gets 412, and a timeout may hide a success. The base list name is
+        unique to this attempt, so reading the file back tells whose it is.
+        """
         try:
-            return self.snapshots.commit(snapshot)
+            if self.snapshots.commit(snapshot):
+                return True
         except Exception:
-            # Ambiguous: the create may have happened before the error. Our base
-            # list name is unique to this attempt, so the file tells whose it is.
-            try:
-                existing = self.snapshots.snapshot(snapshot.id)
-            except Exception:  # noqa: BLE001 - the original error is the one to report
-                existing = None
-            if existing is not None and existing.base_manifest_list == snapshot.base_manifest_list:
+            if self._is_ours(snapshot):
                 return True
             raise
+        return self._is_ours(snapshot)
+
+    def _is_ours(self, snapshot: Snapshot) -> bool:
+        try:
+            existing = self.snapshots.snapshot(snapshot.id)
+        except Exception:  # noqa: BLE001 - unreadable or absent: not provably ours
+            return False
+        return existing.base_manifest_list == snapshot.base_manifest_list
 
     def _write_hints(self, snapshot: Snapshot) -> None:
         try:

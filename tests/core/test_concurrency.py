@@ -135,3 +135,20 @@ def test_overwrite_replans_after_concurrent_compaction(table):
     )
     table.new_commit().commit(request)
     assert sorted_ids(table.scan().to_arrow()) == [0, 1, 3, 4, 6, 7]
+
+
+def test_create_reported_as_lost_but_landed_is_not_committed_twice(table):
+    """A client retry of a conditional PUT that landed answers 412: the commit must see its own snapshot."""
+    table.append(make_rows([1]))
+    real_create = table.storage.create_exclusive
+
+    def create_then_claim_exists(rel, data):
+        real_create(rel, data)
+        return False
+
+    table.storage.create_exclusive = create_then_claim_exists
+    snapshot = table.append(make_rows([2]))
+    table.storage.create_exclusive = real_create
+    assert snapshot.id == 2
+    assert [s.id for s in table.snapshots()] == [1, 2]
+    assert sorted_ids(table.scan().to_arrow()) == [1, 2]
