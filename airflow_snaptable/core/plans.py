@@ -152,7 +152,12 @@ class PlanManager:
                 return outcome
 
         tags = [t for t in table.tag_manager.tags() if t.name not in plan.tag_names]  # fail closed
-        readds = ReaddRegistry(self.storage).entries()  # fail closed too
+        registry = ReaddRegistry(self.storage)
+        readds = registry.entries()  # fail closed too
+        if plan.kind == ROLLBACK and plan.ceiling is not None:
+            # Re-adds by discarded snapshots were accounted for when the rollback was planned.
+            discarded = [e for e in readds if e.snapshot_id is not None and e.snapshot_id > plan.ceiling]
+            readds = [e for e in readds if e not in discarded]
 
         # Unpublish first, delete files after: a crash in between leaks, never loses.
         if plan.restore_snapshot is not None and plan.ceiling is not None:
@@ -188,6 +193,9 @@ class PlanManager:
             outcome.deleted_data_files.append(candidate.path)
             outcome.bytes_freed += candidate.size
 
+        if plan.kind == ROLLBACK and plan.ceiling is not None:
+            for entry in discarded:
+                registry.discard(entry.name)
         self.storage.delete(plan.path)
         return outcome
 

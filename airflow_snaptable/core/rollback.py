@@ -138,6 +138,9 @@ def _plan(table: "Table", target: Snapshot, latest: int) -> DeletionPlan:
         for path, data_file in manifests.read_state(tag.snapshot).items():
             candidates[path] = data_file.file_size
         manifest_sizes.update(manifests.sizes_of(tag.snapshot))
+    if any(e.snapshot_id is None or e.snapshot_id > r for e in ReaddRegistry(table.storage).entries()):
+        # A discarded snapshot re-added files: those may also be used by retained snapshots before r.
+        kept_files |= _files_of_range(table, earliest, r) if earliest is not None and earliest <= r else set()
     data = [DataCandidate(path, size, below=r + 1) for path, size in sorted(candidates.items()) if path not in kept_files]
     manifest_files = sorted((n, s) for n, s in manifest_sizes.items() if n not in kept_manifests)
     return DeletionPlan(
@@ -150,6 +153,15 @@ def _plan(table: "Table", target: Snapshot, latest: int) -> DeletionPlan:
         ceiling=r,
         restore_snapshot=restore,
     )
+
+
+def _files_of_range(table: "Table", first: int, last: int) -> set[str]:
+    """Every data file any snapshot in ``[first, last]`` references."""
+    snapshots, manifests = table.snapshot_manager, table.manifest_io
+    files = set(manifests.read_state(snapshots.snapshot(first)))
+    for snapshot_id in range(first + 1, last + 1):
+        files.update(e.file.path for e in manifests.read_delta(snapshots.snapshot(snapshot_id)) if e.kind is FileKind.ADD)
+    return files
 
 
 def _rollback_keeping_history(table: "Table", target: Snapshot) -> RollbackResult:

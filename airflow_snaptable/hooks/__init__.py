@@ -1,0 +1,5 @@
+"""Airflow hooks for snapshot tables."""
+
+from airflow_snaptable.hooks.snaptable import SnapTableHook
+
+__all__ = ["SnapTableHook"]

@@ -1,0 +1,45 @@
+"""Spark front end of snapshot tables (PySpark 4.x): data source, fast reads, maintenance job.
+
+- :func:`register` makes ``format("snaptable")`` available to a session:
+  ``spark.read.format("snaptable").load(uri)`` (options ``snapshot-id``, ``tag``,
+  ``as-of``, ``incremental-between``), ``df.write.format("snaptable").mode("append" |
+  "overwrite").save(uri)`` (``overwrite-partitions``, ``commit-user`` +
+  ``commit-identifier``, ``partition-by``) and ``spark.readStream.format("snaptable")``
+  (``scan.mode``, ``consumer-id``, ``max-files-per-trigger``). See
+  :mod:`airflow_snaptable.spark.datasource` and :mod:`airflow_snaptable.spark.streaming`.
+  Partition pruning needs ``spark.sql.python.filterPushdown.enabled=true``.
+- :func:`read_table` plans with core and reads with Spark's native Parquet reader
+  (fastest for big reads; ``s3://`` tables are read as ``s3a://``, which needs the
+  hadoop-aws jars and S3A configuration in Spark).
+- :func:`job_path` is the maintenance job for ``spark-submit`` (see
+  :mod:`airflow_snaptable.spark.job`).
+
+Importing this package does not import pyspark.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["FORMAT", "job_path", "read_table", "register"]
+
+FORMAT = "snaptable"
+
+
+def register(spark) -> None:
+    """Register the ``snaptable`` data source with ``spark`` (a SparkSession)."""
+    from airflow_snaptable.spark.datasource import SnapTableDataSource
+
+    spark.dataSource.register(SnapTableDataSource)
+
+
+def read_table(spark, uri, snapshot_id=None, tag=None, as_of=None, filter=None, storage_options=None, columns=None):
+    """A native ``spark.read.parquet`` DataFrame of a table snapshot planned by core (see fastread)."""
+    from airflow_snaptable.spark.fastread import read_table as _read_table
+
+    return _read_table(spark, uri, snapshot_id, tag, as_of, filter, storage_options, columns)
+
+
+def job_path() -> str:
+    """Path of the maintenance job file to give ``spark-submit``."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "job.py")

@@ -139,8 +139,8 @@ class TableFiles:
                 yield cast_batch(batch, target)
 
 
-def select_read(table: Table, options: dict) -> tuple[Snapshot | None, tuple[int, int] | None]:
-    """The snapshot (time travel) or change range (incremental) a batch read asks for."""
+def select_read(table: Table, options: dict) -> tuple[Snapshot | None, tuple[int, int] | None, list[DataFile]]:
+    """The snapshot (time travel) or change range (incremental) a batch read asks for, and its files."""
     snapshot_id = int_option(options, "snapshot-id", minimum=1)
     tag = options.get("tag")
     as_of = options.get("as-of")
@@ -154,13 +154,14 @@ def select_read(table: Table, options: dict) -> tuple[Snapshot | None, tuple[int
             start, end = (int(p) for p in parts)
         except ValueError:
             raise InvalidArgumentError(f"incremental-between must be 'from,to' (two snapshot ids), got {between!r}") from None
-        return None, (start, end)
+        changes = table.changes(start, end)
+        return None, (start, end), changes.added_files
     if as_of is not None:
         text = str(as_of).strip()
         as_of = int(text) if text.lstrip("-").isdigit() else text
     # core resolves and validates (expired ids, unknown tags, times before the first snapshot)
     scan = table.scan(snapshot_id=snapshot_id, tag=tag, as_of=as_of)
-    return scan.snapshot, None
+    return scan.snapshot, None, scan.all_files
 
 
 class SnapTableBatchReader(DataSourceReader):
@@ -172,7 +173,7 @@ class SnapTableBatchReader(DataSourceReader):
         storage_options = storage_options_from(options)
         table = Table.open(uri, storage_options)
         self.files_reader = TableFiles(uri, storage_options, table.schema, schema)
-        self.snapshot, self.change_range = select_read(table, options)
+        self.snapshot, self.change_range, self._files = select_read(table, options)
         self.split_size = size_option(options, "read.split-size", DEFAULT_SPLIT_SIZE)
         self.expression = None
         self.pushed: list = []
@@ -189,15 +190,23 @@ class SnapTableBatchReader(DataSourceReader):
             self.expression = expression if self.expression is None else (self.expression & expression)
         return remaining
 
+    def __getstate__(self) -> dict:
+        # Spark pickles the reader into every read task: leave the (possibly long) file list out.
+        state = dict(self.__dict__)
+        state["_files"] = None
+        return state
+
     def planned_files(self) -> list[DataFile]:
         files_reader = self.files_reader
-        table = Table.open(files_reader.uri, files_reader.storage_options)
-        if self.change_range is not None:
-            files = table.changes(*self.change_range).added_files
-        elif self.snapshot is None:
-            files = []
-        else:
-            files = list(table.manifest_io.read_state(self.snapshot).values())
+        files = self._files
+        if files is None:  # planning on an unpickled copy: read the same snapshot / range again
+            table = Table.open(files_reader.uri, files_reader.storage_options)
+            if self.change_range is not None:
+                files = table.changes(*self.change_range).added_files
+            elif self.snapshot is None:
+                files = []
+            else:
+                files = list(table.manifest_io.read_state(self.snapshot).values())
         return prune_files(files_reader.table_schema, files, self.expression)
 
     def partitions(self):

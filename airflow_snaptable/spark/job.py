@@ -1,0 +1,136 @@
+"""The snaptable maintenance job: ``spark-submit job.py --action-file ACTION.json --result RESULT.json``.
+
+Runs one maintenance action (core.actions' JSON format, e.g.
+``{"action": "expire-snapshots", "table": "s3://bucket/t", "retain_max": 5}``)
+with the same core call the CLI and the operators use; bulk file deletes run on
+the executors (see airflow_snaptable.spark.maintenance).
+
+Arguments:
+  --action-file PATH   the action JSON; ``-`` reads it from stdin
+  --result PATH        where to write the result JSON (local path or fsspec URL);
+                       on success core's result ``{"action", "table", "result"}``,
+                       on failure ``{"action", "table", "error": {"type", "message"}}``
+
+Storage credentials never go on the command line: the job reads fsspec storage
+options (a JSON object) from the Spark conf ``spark.snaptable.storage-options``
+(set it in a properties file or spark-defaults.conf) or from the environment
+variable ``SNAPTABLE_STORAGE_OPTIONS``; without either, fsspec's defaults apply
+(for S3: AWS_* variables, instance profiles ...). They are never printed.
+
+Exit status: 0 done; 1 the action failed (the last stderr line is
+``snaptable-job: <ErrorType>: <message>``); 2 bad command line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# spark-submit puts this file's directory first on sys.path; the package is imported by its full name.
+if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
+    sys.path.pop(0)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+from typing import Any  # noqa: E402
+
+PROG = "snaptable-job"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Run one snaptable maintenance action (core.actions JSON) in Spark.",
+    )
+    parser.add_argument("--action-file", required=True, metavar="PATH", help="the action as JSON; '-' reads stdin")
+    parser.add_argument("--result", metavar="PATH_OR_URL", help="write the result JSON here (local path or fsspec URL)")
+    return parser.parse_args(argv)
+
+
+def _read_action_text(path: str) -> str:
+    from airflow_snaptable.core.errors import InvalidArgumentError
+
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise InvalidArgumentError(f"cannot read the action file {path}: {exc.strerror or exc}") from None
+
+
+def write_result(location: str, doc: dict[str, Any], storage_options: dict | None) -> None:
+    import fsspec
+
+    data = json.dumps(doc, indent=2, sort_keys=True, default=str)
+    protocol = fsspec.core.split_protocol(location)[0]
+    if protocol in (None, "file", "local"):
+        path = location[len("file://"):] if location.startswith("file://") else location
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+        return
+    with fsspec.open(location, "w", **(storage_options or {})) as handle:
+        handle.write(data)
+
+
+def _storage_options(spark) -> dict | None:
+    from airflow_snaptable.spark._common import (
+        STORAGE_OPTIONS_CONF,
+        STORAGE_OPTIONS_ENV,
+        parse_storage_options,
+    )
+
+    text = spark.sparkContext.getConf().get(STORAGE_OPTIONS_CONF, None)
+    if text:
+        return parse_storage_options(text, f"Spark conf {STORAGE_OPTIONS_CONF}")
+    return parse_storage_options(os.environ.get(STORAGE_OPTIONS_ENV), f"environment variable {STORAGE_OPTIONS_ENV}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from airflow_snaptable.core.actions import action_from_json
+
+    action = None
+    storage_options = None
+    spark = None
+    try:
+        action = action_from_json(_read_action_text(args.action_file))
+        from pyspark.sql import SparkSession
+
+        from airflow_snaptable.spark.maintenance import run_action_distributed
+
+        spark = SparkSession.builder.appName(f"snaptable {action.name} {action.table}").getOrCreate()
+        storage_options = _storage_options(spark)
+        run = run_action_distributed(spark, action, storage_options)
+        if args.result:
+            write_result(args.result, run.result, storage_options)
+        print(
+            f"{PROG}: {action.name} on {action.table} done"
+            f" ({run.deleted_on_executors} files deleted on executors in {run.spark_jobs} Spark jobs)",
+            file=sys.stderr,
+        )
+        print(json.dumps(run.result, sort_keys=True, default=str))
+        return 0
+    except Exception as exc:  # noqa: BLE001 - every failure becomes one clear line and exit status 1
+        message = f"{type(exc).__name__}: {' '.join(str(exc).split()) or 'no message'}"
+        if args.result:
+            doc = {
+                "action": getattr(action, "name", None),
+                "table": getattr(action, "table", None),
+                "error": {"type": type(exc).__name__, "message": str(exc)},
+            }
+            try:
+                write_result(args.result, doc, storage_options)
+            except Exception as write_exc:  # noqa: BLE001 - the original failure is the one to report
+                print(f"{PROG}: could not write the result to {args.result}: {type(write_exc).__name__}", file=sys.stderr)
+        print(f"{PROG}: {message}", file=sys.stderr)
+        return 1
+    finally:
+        if spark is not None:
+            spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
