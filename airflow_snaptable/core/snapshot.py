@@ -163,10 +163,10 @@ class SnapshotManager:
         return None if earliest is None else self.snapshot(earliest)
 
     def write_latest_hint(self, snapshot_id: int) -> None:
-        self.storage.write_bytes(LATEST_HINT, str(snapshot_id).encode())
+        self.storage.write_bytes(LATEST_HINT, str(snapshot_id).encode(), durable=False)
 
     def write_earliest_hint(self, snapshot_id: int) -> None:
-        self.storage.write_bytes(EARLIEST_HINT, str(snapshot_id).encode())
+        self.storage.write_bytes(EARLIEST_HINT, str(snapshot_id).encode(), durable=False)
 
     # -- history -------------------------------------------------------------
 

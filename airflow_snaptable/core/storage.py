@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import threading
 import uuid
 from collections import Counter
 from typing import Any, Callable, Iterable
@@ -65,6 +66,7 @@ class Storage:
         self.root = root.rstrip("/") or "/"
         self.uri = uri or root
         self.counts: Counter[str] = Counter({kind: 0 for kind in OPERATION_KINDS})
+        self._counts_lock = threading.Lock()
         #: Called as ``on_operation(kind, relative_path)`` before every operation;
         #: tests set it to raise at the N-th operation to simulate a crash there.
         self.on_operation: Callable[[str, str], None] | None = None
@@ -93,7 +95,8 @@ class Storage:
         return {kind: self.counts[kind] for kind in OPERATION_KINDS}
 
     def _op(self, kind: str, rel: str, n: int = 1) -> None:
-        self.counts[kind] += n
+        with self._counts_lock:  # data files are written from several threads
+            self.counts[kind] += n
         if self.on_operation is not None:
             self.on_operation(kind, rel)
 
@@ -116,12 +119,15 @@ class Storage:
         self._op("read", rel)
         return self.fs.open(self.full_path(rel), "rb")
 
-    def write_bytes(self, rel: str, data: bytes) -> None:
-        """Write (or replace) a file so that readers see the old or the new bytes, never a part."""
+    def write_bytes(self, rel: str, data: bytes, durable: bool = True) -> None:
+        """Write (or replace) a file so that readers see the old or the new bytes, never a part.
+
+        ``durable=False`` skips the fsync, for files that are only hints.
+        """
         self._op("write", rel)
         path = self.full_path(rel)
         if self._is_local:
-            self._local_write_replace(path, data)
+            self._local_write_replace(path, data, durable)
         else:
             self.fs.pipe_file(path, data)
 
@@ -202,7 +208,7 @@ class Storage:
 
     # -- local helpers -----------------------------------------------------
 
-    def _local_write_replace(self, path: str, data: bytes) -> None:
+    def _local_write_replace(self, path: str, data: bytes, durable: bool) -> None:
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
@@ -210,7 +216,8 @@ class Storage:
             with open(tmp, "wb") as f:
                 f.write(data)
                 f.flush()
-                os.fsync(f.fileno())
+                if durable:
+                    os.fsync(f.fileno())
             os.replace(tmp, path)
         except BaseException:
             _unlink_quietly(tmp)
