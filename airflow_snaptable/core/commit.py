@@ -28,11 +28,12 @@ from typing import Callable
 from airflow_snaptable.core.errors import (
     CommitConflictError,
     CommitFailedError,
+    CorruptMetadataError,
     SnapshotNotFoundError,
 )
 from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestEntry, ManifestFileMeta, ManifestIO, last_entries
 from airflow_snaptable.core.schema import TableSchema
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot, SnapshotManager
+from airflow_snaptable.core.snapshot import CommitKind, Snapshot, SnapshotManager, snapshot_path
 
 log = logging.getLogger(__name__)
 
@@ -89,12 +90,24 @@ class FileStoreCommit:
         backoff = 0.01
         for attempt in range(1, self.max_retries + 1):
             new_id = 1 if latest is None else latest.id + 1
-            base_metas = self._next_base(latest)
+            try:
+                base_metas = self._next_base(latest)
+            except CorruptMetadataError:
+                # The base we planned on may have expired meanwhile (its lists are gone): not corruption
+                # if a newer snapshot exists; then treat it like a lost race.
+                newer = self.snapshots.latest_snapshot()
+                if latest is None or newer is None or newer.id <= latest.id:
+                    raise
+                if self._check_intervening(request, latest, newer):
+                    delta_list = self._write_delta(request)
+                latest = newer
+                continue
             base_list = self.manifests.write_list(base_metas)
             snapshot = self._new_snapshot(new_id, latest, request, base_list, delta_list)
             if self._publish(snapshot):
-                self._write_hints(snapshot)
-                return snapshot
+                if not self._resurrected(snapshot):
+                    self._write_hints(snapshot)
+                    return snapshot
 
             newer = self.snapshots.latest_snapshot()
             if newer is None or (latest is not None and newer.id <= latest.id):
@@ -205,6 +218,20 @@ class FileStoreCommit:
                 return True
             raise
         return self._is_ours(snapshot)
+
+    def _resurrected(self, snapshot: Snapshot) -> bool:
+        """Did this commit re-create an id that expiry had just removed (its base was stale)?
+
+        Expiry deletes ids oldest first and never the latest, so a created id whose
+        predecessor is gone while newer ids exist lies in the expired past: undo it.
+        """
+        if snapshot.id == 1 or self.snapshots.exists(snapshot.id - 1):
+            return False
+        if not any(i > snapshot.id for i in self.snapshots.list_ids()):
+            return False
+        self.snapshots.storage.delete(snapshot_path(snapshot.id))
+        log.warning("snapshot %s re-created an expired id from a stale base; undone, retrying", snapshot.id)
+        return True
 
     def _is_ours(self, snapshot: Snapshot) -> bool:
         try:

@@ -106,7 +106,12 @@ def update_consumer(table, consumer_id: str, next_snapshot: int) -> Consumer:
     manager.write(consumer)
     plans = PlanManager(table)
     ceiling = plans.ceiling()
-    if next_snapshot < plans.fence() or (ceiling is not None and next_snapshot > ceiling + 1):
+    earliest_now = table.snapshot_manager.earliest_id() or 1
+    if (
+        next_snapshot < plans.fence()
+        or next_snapshot < earliest_now  # an expiry ran to completion since the first check
+        or (ceiling is not None and next_snapshot > ceiling + 1)
+    ):
         # An expiry or a rollback is removing that snapshot right now: back out.
         if previous is None:
             manager.delete(consumer_id)

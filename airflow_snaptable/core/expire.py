@@ -184,10 +184,20 @@ def expire_snapshots(
         plan = plan_expiry(table, *bounds)
         if dry_run:
             return _dry_run_result(table, plans, plan, result)
-        plans.publish(plan)
-        outcome = plans.execute(plan)
-        if outcome.aborted:
-            continue  # a consumer moved into the range; plan again
+        # Pending first: the fence is up, so from now on new tags and consumers below it
+        # back out; then re-check the consumers that came in before, and read what protects.
+        plans.publish_pending(plan)
+        try:
+            lowest = table.consumer_manager.min_next_snapshot()
+            if lowest is not None and lowest < plan.fence:
+                plans.discard_pending(plan)
+                continue  # a consumer moved into the range: plan again
+            protection = plans.protection(plan)
+        except BaseException:
+            plans.discard_pending(plan)
+            raise
+        plans.activate(plan)
+        outcome = plans.execute(plan, protection)
         result.expired_snapshot_ids = plan.snapshot_ids
         result.deleted_snapshot_files = outcome.deleted_snapshot_files
         result.deleted_data_files = len(outcome.deleted_data_files)
@@ -202,20 +212,18 @@ def expire_snapshots(
 
 
 def _dry_run_result(table: "Table", plans: PlanManager, plan: DeletionPlan, result: ExpireResult) -> ExpireResult:
-    tags = table.tag_manager.tags()
-    readds = ReaddRegistry(table.storage).entries()
-    held_manifests = plans._manifests_held_by(tags)
+    protection = plans.protection(plan)
     result.expired_snapshot_ids = plan.snapshot_ids
     result.snapshot_files = [snapshot_path(i) for i in plan.snapshot_ids]
     result.deleted_snapshot_files = len(plan.snapshot_ids)
     for candidate in plan.data_files:
-        if plans.is_protected(candidate, tags, readds):
+        if candidate.path in protection.protected_paths:
             result.protected_data_files += 1
         else:
             result.data_files.append(candidate.path)
             result.bytes_freed += candidate.size
     for name, size in plan.manifest_files:
-        if name not in held_manifests:
+        if name not in protection.held_manifests:
             result.manifest_files.append(f"manifest/{name}")
             result.bytes_freed += size
     result.deleted_data_files = len(result.data_files)

@@ -11,7 +11,7 @@ def validate_name(name: object, what: str) -> str:
     """Return ``name`` if it is safe as one path component, else raise InvalidNameError.
 
     Rejected: non-strings, empty or blank names, leading/trailing spaces, path
-    separators, ``.``/``..``, control characters, and names over 200 characters.
+    separators, ``.``/``..``, control characters, and names over 200 bytes (UTF-8).
     """
     if not isinstance(name, str):
         raise InvalidNameError(f"{what} name must be a string, got {type(name).__name__}")
@@ -25,6 +25,7 @@ def validate_name(name: object, what: str) -> str:
         raise InvalidNameError(f"{what} name {name!r} must not contain '..'")
     if any(ord(c) < 32 or ord(c) == 127 for c in name):
         raise InvalidNameError(f"{what} name {name!r} must not contain control characters")
-    if len(name) > MAX_NAME_LENGTH:
-        raise InvalidNameError(f"{what} name is longer than {MAX_NAME_LENGTH} characters")
+    if len(name.encode("utf-8")) > MAX_NAME_LENGTH:
+        # File names are limited in bytes (255 on most file systems, with our prefix and suffixes).
+        raise InvalidNameError(f"{what} name is longer than {MAX_NAME_LENGTH} bytes in UTF-8")
     return name

@@ -30,13 +30,19 @@ def parse_duration(value: Any, key: str = "duration") -> timedelta:
     if isinstance(value, timedelta):
         result = value
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        result = timedelta(seconds=value)
+        try:
+            result = timedelta(seconds=value)
+        except OverflowError:
+            raise InvalidOptionError(f"{key}: duration {value!r} is too large") from None
     elif isinstance(value, str):
         match = _NUMBER_UNIT.match(value)
         unit = match.group(2).lower() if match else None
         if not match or (unit and unit not in _DURATION_UNITS):
             raise InvalidOptionError(f"{key}: cannot parse duration {value!r} (examples: '1 h', '30 min', '7 d')")
-        result = timedelta(seconds=float(match.group(1)) * _DURATION_UNITS[unit or "s"])
+        try:
+            result = timedelta(seconds=float(match.group(1)) * _DURATION_UNITS[unit or "s"])
+        except OverflowError:
+            raise InvalidOptionError(f"{key}: duration {value!r} is too large") from None
     else:
         raise InvalidOptionError(f"{key}: expected a duration, got {type(value).__name__}")
     if result < timedelta(0):

@@ -125,6 +125,8 @@ class OrphanResult:
 def remove_orphan_files(table: "Table", older_than=None, dry_run: bool = True, now=None) -> OrphanResult:
     """Delete (or, on a dry run, list) files under the table that nothing references and that are
     older than ``older_than`` (a time, or a duration back from now; default 1 day)."""
+    if not isinstance(dry_run, bool):
+        raise InvalidArgumentError(f"dry_run must be True or False, got {dry_run!r}")
     now_millis = table.clock() if now is None else table.to_millis(now)
     if older_than is None:
         cutoff = now_millis - int(DEFAULT_ORPHAN_WINDOW.total_seconds() * 1000)

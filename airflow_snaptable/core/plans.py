@@ -20,14 +20,16 @@ Rules:
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from airflow_snaptable.core.errors import CorruptMetadataError
+from airflow_snaptable.core.errors import CorruptMetadataError, TagNotFoundError
 from airflow_snaptable.core.manifest import manifest_path
 from airflow_snaptable.core.readds import ReaddRegistry
 from airflow_snaptable.core.snapshot import snapshot_path
+from airflow_snaptable.core.tags import tag_path
 
 if TYPE_CHECKING:
     from airflow_snaptable.core.table import Table
@@ -64,6 +66,8 @@ class DeletionPlan:
     ceiling: int | None = None
     #: Rollback to an expired snapshot: its JSON (from the tag), recreated first.
     restore_snapshot: str | None = None
+    #: Create time of each tag in ``tag_names``: a later tag of the same name is not this plan's.
+    tag_create_times: dict[str, int] = field(default_factory=dict)
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     @property
@@ -91,20 +95,38 @@ class PlanOutcome:
     deleted_manifest_files: list[str] = field(default_factory=list)
     bytes_freed: int = 0
     protected_data_files: int = 0
-    aborted: bool = False
+
+
+@dataclass
+class Protection:
+    """What a plan must not delete, computed (fail closed) before anything is unpublished."""
+
+    held_manifests: set[str]
+    protected_paths: set[str]
+    discarded_readds: list
+
+
+STALE_PENDING_SECONDS = 600
 
 
 class PlanManager:
+    """Publishes and executes deletion plans.
+
+    A plan is first *pending* (``plan/pending-<id>.json``): a fence for new tags
+    and consumers, but never executed by anyone else, so its owner can still
+    drop it. Once its owner has re-checked consumers and computed what tags
+    protect, it becomes *active* (``plan/plan-<id>.json``) and anyone may finish it.
+    """
+
     def __init__(self, table: "Table"):
         self.table = table
         self.storage = table.storage
         self._files_by_tag: dict[str, set[str]] = {}
 
-    def plans(self) -> list[DeletionPlan]:
-        """Unfinished plans. An unreadable plan is an error: its fence must not silently disappear."""
+    def _read_plans(self, prefix: str) -> list[DeletionPlan]:
         found = []
         for name in self.storage.list_names(PLAN_DIR):
-            if not (name.startswith("plan-") and name.endswith(".json")):
+            if not (name.startswith(prefix) and name.endswith(".json")):
                 continue
             path = f"{PLAN_DIR}/{name}"
             try:
@@ -114,22 +136,45 @@ class PlanManager:
             found.append(DeletionPlan.from_json(data, where=self.storage.full_uri(path)))
         return found
 
+    def plans(self) -> list[DeletionPlan]:
+        """Active, unfinished plans. An unreadable plan is an error: its fence must not silently disappear."""
+        return self._read_plans("plan-")
+
+    def fences(self) -> list[DeletionPlan]:
+        """Every plan whose fence stands: active and pending."""
+        return self._read_plans("")
+
     def fence(self) -> int:
         """Snapshot ids below this are being removed by an unfinished plan (0: none)."""
-        return max((p.fence for p in self.plans() if p.kind == EXPIRE), default=0)
+        return max((p.fence for p in self.fences() if p.kind == EXPIRE), default=0)
 
     def ceiling(self) -> int | None:
         """Snapshot ids above this are being discarded by an unfinished rollback (None: none)."""
-        return min((p.ceiling for p in self.plans() if p.ceiling is not None), default=None)
+        return min((p.ceiling for p in self.fences() if p.ceiling is not None), default=None)
 
     def doomed_tags(self) -> set[str]:
-        return {name for p in self.plans() for name in p.tag_names}
+        return {name for p in self.fences() for name in p.tag_names}
 
     def publish(self, plan: DeletionPlan) -> None:
+        """Publish a plan as active at once (its owner has nothing to re-check)."""
         self.storage.write_bytes(plan.path, plan.to_json())
 
+    def publish_pending(self, plan: DeletionPlan) -> None:
+        self.storage.write_bytes(self._pending_path(plan), plan.to_json())
+
+    def activate(self, plan: DeletionPlan) -> None:
+        self.storage.write_bytes(plan.path, plan.to_json())
+        self.storage.delete(self._pending_path(plan))
+
+    def discard_pending(self, plan: DeletionPlan) -> None:
+        self.storage.delete(self._pending_path(plan))
+
+    @staticmethod
+    def _pending_path(plan: DeletionPlan) -> str:
+        return f"{PLAN_DIR}/pending-{plan.id}.json"
+
     def finish_all(self) -> PlanOutcome:
-        """Complete every unfinished plan (left by a crash); returns what they deleted together."""
+        """Complete every active plan (left by a crash); drop pending plans whose owner died."""
         total = PlanOutcome()
         for plan in self.plans():
             outcome = self.execute(plan)
@@ -137,35 +182,56 @@ class PlanManager:
             total.deleted_data_files += outcome.deleted_data_files
             total.deleted_manifest_files += outcome.deleted_manifest_files
             total.bytes_freed += outcome.bytes_freed
+        now = time.time()  # compared with storage modification times, not the table's clock
+        for rel, _size, mtime in self.storage.list_files(PLAN_DIR):
+            name = rel.rsplit("/", 1)[-1]
+            # A pending plan deleted nothing; one this old lost its owner.
+            if name.startswith("pending-") and mtime is not None and now - mtime > STALE_PENDING_SECONDS:
+                self.storage.delete(rel)
         return total
 
-    def execute(self, plan: DeletionPlan) -> PlanOutcome:
-        table = self.table
-        outcome = PlanOutcome()
+    def protection(self, plan: DeletionPlan) -> Protection:
+        """Read tags, their manifests and file sets, and the re-add registry. Raises on anything unreadable."""
         self._files_by_tag = {}
-        if plan.kind == EXPIRE and plan.snapshot_ids and table.snapshot_manager.exists(plan.snapshot_ids[0]):
-            # Nothing unpublished yet: a consumer that moved into the range since planning wins.
-            lowest = table.consumer_manager.min_next_snapshot()
-            if lowest is not None and lowest < plan.fence:
-                self.storage.delete(plan.path)
-                outcome.aborted = True
-                return outcome
-
-        tags = [t for t in table.tag_manager.tags() if t.name not in plan.tag_names]  # fail closed
-        registry = ReaddRegistry(self.storage)
-        readds = registry.entries()  # fail closed too
+        doomed = self._doomed_tag_names(plan)
+        tags = [t for t in self.table.tag_manager.tags() if t.name not in doomed]
+        readds = ReaddRegistry(self.storage).entries()
+        discarded = []
         if plan.kind == ROLLBACK and plan.ceiling is not None:
             # Re-adds by discarded snapshots were accounted for when the rollback was planned.
             discarded = [e for e in readds if e.snapshot_id is not None and e.snapshot_id > plan.ceiling]
             readds = [e for e in readds if e not in discarded]
+        return Protection(
+            held_manifests=self._manifests_held_by(tags),
+            protected_paths={c.path for c in plan.data_files if self.is_protected(c, tags, readds)},
+            discarded_readds=discarded,
+        )
+
+    def _doomed_tag_names(self, plan: DeletionPlan) -> set[str]:
+        """The plan's tags that are still the very tags it planned for (a new tag of the same name is not)."""
+        doomed = set()
+        for name in plan.tag_names:
+            expected = plan.tag_create_times.get(name)
+            try:
+                current = self.table.tag_manager.tag(name)
+            except TagNotFoundError:
+                continue
+            if expected is None or current.create_time_millis == expected:
+                doomed.add(name)
+        return doomed
+
+    def execute(self, plan: DeletionPlan, protection: Protection | None = None) -> PlanOutcome:
+        table = self.table
+        outcome = PlanOutcome()
+        doomed = self._doomed_tag_names(plan)
+        if protection is None:
+            protection = self.protection(plan)
 
         # Unpublish first, delete files after: a crash in between leaks, never loses.
         if plan.restore_snapshot is not None and plan.ceiling is not None:
             if not table.snapshot_manager.exists(plan.ceiling):
                 self.storage.create_exclusive(snapshot_path(plan.ceiling), plan.restore_snapshot.encode())
-        for name in plan.tag_names:
-            from airflow_snaptable.core.tags import tag_path
-
+        for name in doomed:
             self.storage.delete(tag_path(name))
         for snapshot_id in plan.snapshot_ids:
             self.storage.delete(snapshot_path(snapshot_id))
@@ -177,25 +243,24 @@ class PlanManager:
             if plan.restore_snapshot is not None:
                 table.snapshot_manager.write_earliest_hint(plan.ceiling)
 
-        held_manifests = self._manifests_held_by(tags)
         for name, size in plan.manifest_files:
-            if name in held_manifests:
+            if name in protection.held_manifests:
                 continue
             self.storage.delete(manifest_path(name))
             outcome.deleted_manifest_files.append(name)
             outcome.bytes_freed += size
 
         for candidate in plan.data_files:
-            if self.is_protected(candidate, tags, readds):
+            if candidate.path in protection.protected_paths:
                 outcome.protected_data_files += 1
                 continue
             self.storage.delete(candidate.path)
             outcome.deleted_data_files.append(candidate.path)
             outcome.bytes_freed += candidate.size
 
-        if plan.kind == ROLLBACK and plan.ceiling is not None:
-            for entry in discarded:
-                registry.discard(entry.name)
+        registry = ReaddRegistry(self.storage)
+        for entry in protection.discarded_readds:
+            registry.discard(entry.name)
         self.storage.delete(plan.path)
         return outcome
 

@@ -94,14 +94,19 @@ def rollback_to(table: "Table", snapshot_id=None, tag=None, as_of=None, keep_his
         raise SnapshotNotFoundError(f"snapshot {r} is newer than the latest snapshot {latest}")
 
     plan = _plan(table, target, latest)
-    plans.publish(plan)
-    if table.snapshot_manager.latest_id() != latest:
-        plans.storage.delete(plan.path)
-        raise CommitConflictError("a commit landed while the rollback was being planned; rollback needs a quiet table")
+    plans.publish_pending(plan)
+    try:
+        if table.snapshot_manager.latest_id() != latest:
+            raise CommitConflictError("a commit landed while the rollback was being planned; rollback needs a quiet table")
+        protection = plans.protection(plan)
+    except BaseException:
+        plans.discard_pending(plan)
+        raise
     for consumer in late_consumers:
         table.consumer_manager.write(type(consumer)(consumer.id, r + 1, table.clock()))
         result.moved_consumers.append(consumer.id)
-    outcome = plans.execute(plan)
+    plans.activate(plan)
+    outcome = plans.execute(plan, protection)
     result.discarded_snapshot_ids = sorted(i for i in plan.snapshot_ids if i > r)
     result.discarded_tags = plan.tag_names
     result.deleted_data_files = len(outcome.deleted_data_files)
@@ -150,6 +155,7 @@ def _plan(table: "Table", target: Snapshot, latest: int) -> DeletionPlan:
         data_files=data,
         manifest_files=manifest_files,
         tag_names=[t.name for t in discarded_tags],
+        tag_create_times={t.name: t.create_time_millis for t in discarded_tags},
         ceiling=r,
         restore_snapshot=restore,
     )

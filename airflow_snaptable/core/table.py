@@ -19,6 +19,7 @@ from airflow_snaptable.core.errors import (
     SnapshotNotFoundError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    TagNotFoundError,
     UnsupportedStorageError,
 )
 from airflow_snaptable.core import consumers as consumer_ops
@@ -29,6 +30,7 @@ from airflow_snaptable.core.manifest import DataFile, ManifestIO
 from airflow_snaptable.core.options import TableOptions
 from airflow_snaptable.core.orphans import OrphanResult, VerifyResult
 from airflow_snaptable.core.periodic import PeriodicTagResult
+from airflow_snaptable.core.plans import PlanManager
 from airflow_snaptable.core.rollback import RollbackResult
 from airflow_snaptable.core.scan import TableScan, check_columns, read_files, to_expression
 from airflow_snaptable.core.schema import SCHEMA_DIR, TableSchema, parse_schema_id, schema_path
@@ -352,13 +354,8 @@ class Table:
         return tag_ops.delete_tag(self, name)
 
     def replace_tag(self, name: str, snapshot_id: int, time_retained=None) -> Tag:
-        """Point an existing tag at another snapshot (the old tag's freed files are cleaned up)."""
-        old = self.tag_manager.tag(name)
-        target = self.snapshot(snapshot_id)  # must be a live snapshot: checked before anything changes
-        if time_retained is None and old.time_retained_millis is not None:
-            time_retained = timedelta(milliseconds=old.time_retained_millis)
-        self.delete_tag(name)
-        return tag_ops.create_tag(self, name, target.id, time_retained, old.source)
+        """Point an existing tag at another snapshot (the old target's freed files are cleaned up)."""
+        return tag_ops.replace_tag(self, name, snapshot_id, time_retained)
 
     def create_periodic_tags(
         self,
@@ -387,9 +384,13 @@ class Table:
     def expire_tags(self, now=None) -> list[str]:
         """Delete the tags whose time to live has passed; returns their names."""
         now_millis = self.clock() if now is None else self.to_millis(now)
+        PlanManager(self).finish_all()  # an interrupted run's deletions first
         expired = [t.name for t in self.tag_manager.tags() if t.is_expired(now_millis)]
         for name in expired:
-            self.delete_tag(name)
+            try:
+                self.delete_tag(name)
+            except TagNotFoundError:
+                pass  # deleted concurrently: the outcome wanted
         return expired
 
     # -- consumers -------------------------------------------------------------------

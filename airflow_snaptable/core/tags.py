@@ -105,7 +105,7 @@ class TagManager:
     def names(self) -> list[str]:
         names = []
         for entry in self.storage.list_names(TAG_DIR):
-            if entry.startswith(TAG_PREFIX) and not entry.endswith(".tmp") and not entry.startswith("."):
+            if entry.startswith(TAG_PREFIX):  # temp files of atomic writes start with "."
                 names.append(entry[len(TAG_PREFIX):])
         return names
 
@@ -206,26 +206,89 @@ def _still_held(table, tag: Tag) -> bool:
 
 def delete_tag(table, name: str) -> list[str]:
     """Delete a tag; if its snapshot expired, also the files only this tag still held. Returns deleted paths."""
-    from airflow_snaptable.core.plans import DELETE_TAG, DataCandidate, DeletionPlan, PlanManager
+    from airflow_snaptable.core.plans import PlanManager
 
-    tag = table.tag_manager.tag(name)
+    validate_name(name, "tag")
     plans = PlanManager(table)
-    # An unfinished expiry decides what "still used by the table" means: finish it first.
-    plans.finish_all()
-    snapshot_kept = tag.snapshot_id >= plans.fence() and table.snapshot_manager.exists(tag.snapshot_id)
-    if snapshot_kept:
+    # An unfinished plan (maybe this very deletion, interrupted) decides what is still used: finish it first.
+    interrupted = name in {n for p in plans.plans() for n in p.tag_names}
+    finished = plans.finish_all()
+    if interrupted and not table.tag_manager.exists(name):
+        return finished.deleted_data_files  # a crashed run of this same call, now complete
+    tag = table.tag_manager.tag(name)
+    plan = _release_plan(table, plans, tag, delete_tag_file=True)
+    if plan is None:
         table.tag_manager.delete(name)  # the snapshot still holds everything; expiry frees it later
         return []
-    earliest = table.snapshot_manager.earliest_snapshot()
-    kept_files = set() if earliest is None else set(table.manifest_io.read_state(earliest))
-    kept_manifests = set() if earliest is None else table.manifest_io.names_of(earliest)
+    return run_plan(plans, plan).deleted_data_files
+
+
+def replace_tag(table, name: str, snapshot_id: int, time_retained=None) -> Tag:
+    """Point an existing tag at another snapshot in one write, then free what only the old target held."""
+    from airflow_snaptable.core.errors import SnapshotNotFoundError
+    from airflow_snaptable.core.plans import PlanManager
+
+    validate_name(name, "tag")
+    plans = PlanManager(table)
+    plans.finish_all()
+    old = table.tag_manager.tag(name)
+    target = table.snapshot(snapshot_id)  # a live snapshot, checked before anything changes
+    retained = retained_millis(time_retained) if time_retained is not None else old.time_retained_millis
+    new = Tag(name, target, table.clock(), retained, old.source)
+    plan = _release_plan(table, plans, old, delete_tag_file=False)
+    if plan is not None:
+        # Active at once: whoever finishes it (this call, or the next maintenance run after a
+        # crash) frees only what no tag holds then, the old or the new version of this one.
+        plans.publish(plan)
+    table.tag_manager.replace(new)
+    if not _still_held(table, new):
+        table.tag_manager.replace(old)
+        raise SnapshotNotFoundError(f"snapshot {target.id} was expired while the tag was being replaced")
+    if plan is not None:
+        plans.execute(plan)
+    return new
+
+
+def _release_plan(table, plans, tag: Tag, delete_tag_file: bool):
+    """The plan freeing the files only ``tag`` holds, or None while its snapshot is still retained."""
+    from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError
+    from airflow_snaptable.core.plans import DELETE_TAG, DataCandidate, DeletionPlan
+
+    if tag.snapshot_id >= plans.fence() and table.snapshot_manager.exists(tag.snapshot_id):
+        return None
+    for attempt in range(3):
+        try:
+            earliest = table.snapshot_manager.earliest_snapshot()
+            kept_files = set() if earliest is None else set(table.manifest_io.read_state(earliest))
+            kept_manifests = set() if earliest is None else table.manifest_io.names_of(earliest)
+            break
+        except (SnapshotNotFoundError, CorruptMetadataError):
+            if attempt == 2:
+                raise  # not a moving EARLIEST: real damage
     data = [
         DataCandidate(f.path, f.file_size, below=tag.snapshot_id + 1, from_id=tag.snapshot_id)
         for f in table.manifest_io.read_state(tag.snapshot).values()
         if f.path not in kept_files
     ]
     manifest_files = sorted((n, s) for n, s in table.manifest_io.sizes_of(tag.snapshot).items() if n not in kept_manifests)
-    plan = DeletionPlan(kind=DELETE_TAG, fence=0, snapshot_ids=[], data_files=data, manifest_files=manifest_files, tag_names=[name])
-    plans.publish(plan)
-    outcome = plans.execute(plan)
-    return outcome.deleted_data_files
+    return DeletionPlan(
+        kind=DELETE_TAG,
+        fence=0,
+        snapshot_ids=[],
+        data_files=data,
+        manifest_files=manifest_files,
+        tag_names=[tag.name] if delete_tag_file else [],
+        tag_create_times={tag.name: tag.create_time_millis} if delete_tag_file else {},
+    )
+
+
+def run_plan(plans, plan):
+    """Publish ``plan`` pending, read what protects (fail closed: drop the plan on error), then execute it."""
+    plans.publish_pending(plan)
+    try:
+        protection = plans.protection(plan)
+    except BaseException:
+        plans.discard_pending(plan)
+        raise
+    plans.activate(plan)
+    return plans.execute(plan, protection)

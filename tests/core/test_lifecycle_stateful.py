@@ -210,3 +210,52 @@ def test_rollback_keeps_a_readded_file_that_older_snapshots_use(tmp_path):
     table.rollback_to(snapshot_id=4)  # discards 5, but snapshots 1-3 still use that file
     assert [sorted_ids(table.scan(snapshot_id=i).to_arrow()) for i in range(1, 5)] == [[0], [0, 3], [0, 3, 6], [99]]
     assert table.verify().ok
+
+
+def test_stale_pending_plan_is_dropped_and_never_executed(tmp_path, fail_at):
+    """A crash between publishing a pending plan and activating it deleted nothing; the plan only
+    fences until it is stale, then the next maintenance run drops it."""
+    import os
+    import time
+
+    from airflow_snaptable.core.plans import STALE_PENDING_SECONDS
+    from tests.conftest import InjectedCrash
+
+    table = Table.create(str(tmp_path / "t"), SCHEMA, partition_by=["p"])
+    for i in range(6):
+        table.append(make_rows([i]))
+    table.storage.on_operation = _crash_after_pending(fail_at)
+    try:
+        table.expire_snapshots(retain_min=1, time_retained="0 s")
+    except InjectedCrash:
+        pass
+    table.storage.on_operation = None
+    plan_dir = tmp_path / "t" / "plan"
+    pending = [p for p in os.listdir(plan_dir) if p.startswith("pending-")]
+    assert len(pending) == 1
+    assert [s.id for s in table.snapshots()] == list(range(1, 7))  # nothing deleted
+    try:
+        table.update_consumer("reader", 2)  # below the pending plan's fence: refused
+    except SnapshotNotFoundError:
+        pass
+    else:  # pragma: no cover
+        raise AssertionError("a consumer was placed below a pending plan's fence")
+    old = time.time() - STALE_PENDING_SECONDS - 5
+    os.utime(plan_dir / pending[0], (old, old))
+    table.expire_snapshots(retain_min=1, time_retained="0 s")
+    assert os.listdir(plan_dir) == []
+    assert [s.id for s in table.snapshots()] == [6]
+    assert table.verify().ok
+
+
+def _crash_after_pending(fail_at):
+    state = {"armed": False}
+    crash = fail_at(1)
+
+    def hook(kind, path):
+        if state["armed"]:
+            crash(kind, path)
+        if kind == "write" and path.startswith("plan/pending-"):
+            state["armed"] = True
+
+    return hook
