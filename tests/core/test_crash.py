@@ -297,8 +297,12 @@ def crash_points(mode: str, ops: list[tuple[str, str]]) -> list[int]:
 @pytest.mark.parametrize("op", OPERATIONS, ids=[o.name for o in OPERATIONS])
 def test_crash_at_every_operation(workdir, op: Operation, mode: str):
     ops, commit_point = count_operations(workdir, op)
-    assert ops[commit_point:] and all(path in HINTS for _kind, path in ops[commit_point:]), (
-        f"only hint writes may follow the commit point: {ops[commit_point:]}"
+    # After the commit point come only the hints and read-only checks (has the commit re-created an
+    # expired id?); failures there do not fail the call.
+    assert ops[commit_point:] and all(
+        path in HINTS or (kind in ("exists", "list") and path.startswith("snapshot")) for kind, path in ops[commit_point:]
+    ), (
+        f"only hint writes and read-only checks may follow the commit point: {ops[commit_point:]}"
     )
     previous = op.history
     states = history_states(previous)
