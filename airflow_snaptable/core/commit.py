@@ -108,6 +108,9 @@ class FileStoreCommit:
                 if not self._resurrected(snapshot):
                     self._write_hints(snapshot)
                     return snapshot
+                # While it was visible, an expiry may have taken the undone snapshot's
+                # delta manifests with it: write them anew for the retry.
+                delta_list = self._write_delta(request)
 
             newer = self.snapshots.latest_snapshot()
             if newer is None or (latest is not None and newer.id <= latest.id):
