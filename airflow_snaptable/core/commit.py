@@ -31,7 +31,15 @@ from airflow_snaptable.core.errors import (
     CorruptMetadataError,
     SnapshotNotFoundError,
 )
-from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestEntry, ManifestFileMeta, ManifestIO, last_entries
+from airflow_snaptable.core.manifest import (
+    DataFile,
+    FileKind,
+    ManifestEntry,
+    ManifestFileMeta,
+    ManifestIO,
+    last_entries,
+    manifest_path,
+)
 from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot, SnapshotManager, snapshot_path
 
@@ -88,6 +96,15 @@ class FileStoreCommit:
         delta_list = self._write_delta(request)
         latest = request.base_snapshot
         backoff = 0.01
+        attempt_files: list[str] = []  # base lists of attempts that did not become the snapshot
+        try:
+            return self._attempt(request, latest, delta_list, attempt_files, backoff)
+        except (CommitConflictError, CommitFailedError):
+            # Nothing of this commit is referenced: take its metadata with it (data files are the caller's).
+            self._delete_quietly(attempt_files + self._delta_names(delta_list))
+            raise
+
+    def _attempt(self, request: CommitRequest, latest, delta_list: str, attempt_files: list[str], backoff: float) -> Snapshot:
         for attempt in range(1, self.max_retries + 1):
             new_id = 1 if latest is None else latest.id + 1
             try:
@@ -104,9 +121,11 @@ class FileStoreCommit:
                 continue
             base_list = self.manifests.write_list(base_metas)
             snapshot = self._new_snapshot(new_id, latest, request, base_list, delta_list)
+            attempt_files.append(base_list)
             if self._publish(snapshot):
                 if not self._resurrected(snapshot):
                     self._write_hints(snapshot)
+                    self._delete_quietly(attempt_files[:-1])
                     return snapshot
                 # While it was visible, an expiry may have taken the undone snapshot's
                 # delta manifests with it: write them anew for the retry.
@@ -221,6 +240,20 @@ class FileStoreCommit:
                 return True
             raise
         return self._is_ours(snapshot)
+
+    def _delta_names(self, delta_list: str) -> list[str]:
+        try:
+            return [delta_list] + [m.file_name for m in self.manifests.read_list(delta_list)]
+        except Exception:  # noqa: BLE001 - best effort cleanup
+            return [delta_list]
+
+    def _delete_quietly(self, names: list[str]) -> None:
+        """Remove metadata files no snapshot references; a failure only leaves work for orphan cleaning."""
+        for name in names:
+            try:
+                self.snapshots.storage.delete(manifest_path(name))
+            except Exception as exc:  # noqa: BLE001
+                log.warning("could not remove unused %s: %s", name, exc)
 
     def _resurrected(self, snapshot: Snapshot) -> bool:
         """Did this commit re-create an id that expiry had just removed (its base was stale)?

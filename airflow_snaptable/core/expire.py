@@ -6,7 +6,8 @@ Range rule, with ids contiguous from ``earliest`` to ``latest``:
 - between those, snapshot ``id`` expires only if its successor was committed
   before ``now - time_retained`` (so the table's state at any time inside the
   window stays readable);
-- a consumer's ``next_snapshot`` and everything after it are kept;
+- a consumer's ``next_snapshot``, the snapshot before it (the base of its next change
+  set) and everything after are kept;
 - one run expires at most ``limit`` snapshots.
 
 Cost: O(k) for k expired snapshots: only their snapshot files, manifest lists
@@ -108,7 +109,20 @@ def _duration(value) -> timedelta:
         raise InvalidArgumentError(str(exc)) from exc
 
 
-def expire_range(table: "Table", settings: ExpireSettings) -> tuple[int, int] | None:
+class _Snapshots:
+    """Reads each snapshot file at most once during one expiry run."""
+
+    def __init__(self, table: "Table"):
+        self.manager = table.snapshot_manager
+        self.cache: dict[int, object] = {}
+
+    def get(self, snapshot_id: int):
+        if snapshot_id not in self.cache:
+            self.cache[snapshot_id] = self.manager.snapshot(snapshot_id)
+        return self.cache[snapshot_id]
+
+
+def expire_range(table: "Table", settings: ExpireSettings, read=None) -> tuple[int, int] | None:
     """``(earliest, end)``: snapshots ``earliest .. end-1`` expire; None if nothing does."""
     snapshots = table.snapshot_manager
     latest = snapshots.latest_id()
@@ -119,11 +133,13 @@ def expire_range(table: "Table", settings: ExpireSettings) -> tuple[int, int] | 
     end_bound = latest - settings.retain_min + 1
     consumer_next = table.consumer_manager.min_next_snapshot()
     if consumer_next is not None:
-        end_bound = min(end_bound, consumer_next)
+        # Keep the consumer's last read snapshot too: its changes since then are read as changes(next - 1, ...).
+        end_bound = min(end_bound, consumer_next - 1)
     end_bound = min(end_bound, earliest + settings.limit)
     end = end_bound
+    read = read or _Snapshots(table)
     for snapshot_id in range(lowest, end_bound):
-        if snapshots.snapshot(snapshot_id + 1).time_millis > settings.threshold_millis:
+        if read.get(snapshot_id + 1).time_millis > settings.threshold_millis:
             end = snapshot_id
             break
     if end <= earliest:
@@ -131,22 +147,22 @@ def expire_range(table: "Table", settings: ExpireSettings) -> tuple[int, int] | 
     return earliest, end
 
 
-def plan_expiry(table: "Table", earliest: int, end: int) -> DeletionPlan:
+def plan_expiry(table: "Table", earliest: int, end: int, read=None) -> DeletionPlan:
     """Candidates: files deleted by snapshots earliest+1 .. end (unused by ``end`` and later),
     and manifests of the expired snapshots that ``end`` does not use."""
-    snapshots = table.snapshot_manager
+    read = read or _Snapshots(table)
     manifests = table.manifest_io
     data: dict[str, DataCandidate] = {}
     for snapshot_id in range(earliest + 1, end + 1):
-        entries = manifests.read_delta(snapshots.snapshot(snapshot_id))
+        entries = manifests.read_delta(read.get(snapshot_id))
         added_here = {e.file.path for e in entries if e.kind is FileKind.ADD}
         for entry in entries:
             if entry.kind is FileKind.DELETE and entry.file.path not in added_here:
                 data[entry.file.path] = DataCandidate(entry.file.path, entry.file.file_size, below=snapshot_id)
-    kept = manifests.names_of(snapshots.snapshot(end))
+    kept = manifests.names_of(read.get(end))
     manifest_sizes: dict[str, int] = {}
     for snapshot_id in range(earliest, end):
-        manifest_sizes.update(manifests.sizes_of(snapshots.snapshot(snapshot_id)))
+        manifest_sizes.update(manifests.sizes_of(read.get(snapshot_id)))
     manifest_files = sorted((name, size) for name, size in manifest_sizes.items() if name not in kept)
     return DeletionPlan(
         kind=EXPIRE,
@@ -177,11 +193,12 @@ def expire_snapshots(
     result.earliest_before = table.snapshot_manager.earliest_id()
 
     for _attempt in range(3):
-        bounds = expire_range(table, settings)
+        read = _Snapshots(table)
+        bounds = expire_range(table, settings, read)
         if bounds is None:
             result.earliest_after = table.snapshot_manager.earliest_id()
             return result
-        plan = plan_expiry(table, *bounds)
+        plan = plan_expiry(table, *bounds, read=read)
         if dry_run:
             return _dry_run_result(table, plans, plan, result)
         # Pending first: the fence is up, so from now on new tags and consumers below it

@@ -98,7 +98,8 @@ def _to_parquet(table: pa.Table) -> bytes:
 
 def _from_parquet(data: bytes, schema: pa.Schema, where: str) -> pa.Table:
     try:
-        table = pq.read_table(io.BytesIO(data))
+        # ParquetFile.read on a buffer: several times faster than read_table for these small files.
+        table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
     except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
         raise CorruptMetadataError(f"{where}: cannot read Parquet: {exc}") from exc
     if not table.schema.remove_metadata().equals(schema):
@@ -183,7 +184,7 @@ class ManifestIO:
     by name can never be stale.
     """
 
-    def __init__(self, storage, partition_types: list[pa.DataType], cache_size: int = 256):
+    def __init__(self, storage, partition_types: list[pa.DataType], cache_size: int = 2048):
         from collections import OrderedDict
 
         self.storage = storage

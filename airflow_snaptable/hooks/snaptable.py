@@ -308,11 +308,11 @@ def find_new_snapshots(
     if latest is None or latest <= after_snapshot_id:
         return None, latest or 0
     earliest = manager.earliest_id() or 1
-    if after_snapshot_id + 1 < earliest and not (after_snapshot_id == 0 and earliest == 1):
+    # Same rule as Table.changes: the rows deleted by snapshot from+1 are only readable while `from` lives.
+    if after_snapshot_id < earliest and not (after_snapshot_id == 0 and earliest == 1):
         raise SnapshotNotFoundError(
-            f"snapshots {after_snapshot_id + 1}..{earliest - 1} of {table.uri} have expired: the changes after "
-            f"snapshot {after_snapshot_id} cannot be read completely (earliest is {earliest}). "
-            "Protect a reader's position with a consumer"
+            f"snapshot {after_snapshot_id} of {table.uri} has expired (earliest is {earliest}): the changes after "
+            "it cannot be read completely. Protect a reader's position with a consumer"
         )
     ids, kinds = [], []
     for snapshot_id in range(after_snapshot_id + 1, latest + 1):
@@ -349,10 +349,11 @@ def consumer_baseline(table: "Table", consumer_id: str) -> int:
     earliest = table.snapshot_manager.earliest_id()
     if earliest is None or earliest == 1:
         return 0
+    latest = table.snapshot_manager.latest_id() or 0
     raise InvalidArgumentError(
-        f"consumer {consumer_id!r} does not exist in {table.uri} and snapshots before {earliest} have expired; "
-        f"create it first (AdvanceConsumerOperator with next_snapshot={earliest}, or "
-        f"`snaptable consumer`) so it knows where to start"
+        f"consumer {consumer_id!r} does not exist in {table.uri} and snapshots before {earliest} have expired, "
+        f"so the whole history cannot be read; create the consumer first where it should start, e.g. "
+        f"AdvanceConsumerOperator(consumer_id={consumer_id!r}, next_snapshot={latest + 1}) to read from now on"
     )
 
 
@@ -636,7 +637,8 @@ def _summary(result: Any) -> str:
         parts = []
         for key, value in result.items():
             if isinstance(value, (list, tuple)):
-                parts.append(f"{key}=[{len(value)}]")
+                short = len(value) <= 10 and all(isinstance(v, (int, str)) for v in value)
+                parts.append(f"{key}={list(value)}" if short else f"{key}=<{len(value)} items>")
             elif isinstance(value, dict):
                 parts.append(f"{key}={{...}}")
             else:

@@ -344,12 +344,12 @@ class RollbackOperator(SnapTableBaseOperator):
     :param tag: Or: to this tag. (templated)
     :param as_of: Or: to the latest snapshot at or before this time. (templated)
     :param keep_history: Commit a new snapshot with the target's state instead of discarding
-        the later snapshots and tags.
-    :param force: Roll back even if consumers have read past the target (default mode only).
+        the later snapshots and tags. (templated)
+    :param force: Roll back even if consumers have read past the target (default mode only). (templated)
     """
 
     action = core_actions.Rollback
-    template_fields: Sequence[str] = (*SnapTableBaseOperator.template_fields, "snapshot_id", "tag", "as_of")
+    template_fields: Sequence[str] = (*SnapTableBaseOperator.template_fields, "snapshot_id", "tag", "as_of", "keep_history", "force")
 
     def __init__(
         self,

@@ -7,7 +7,8 @@
   ``commit-identifier``, ``partition-by``) and ``spark.readStream.format("snaptable")``
   (``scan.mode``, ``consumer-id``, ``max-files-per-trigger``). See
   :mod:`airflow_snaptable.spark.datasource` and :mod:`airflow_snaptable.spark.streaming`.
-  Partition pruning needs ``spark.sql.python.filterPushdown.enabled=true``.
+  Partition pruning needs ``spark.sql.python.filterPushdown.enabled=true`` when
+  ``register`` is called.
 - :func:`read_table` plans with core and reads with Spark's native Parquet reader
   (fastest for big reads; ``s3://`` tables are read as ``s3a://``, which needs the
   hadoop-aws jars and S3A configuration in Spark).
@@ -26,11 +27,22 @@ __all__ = ["FORMAT", "job_path", "read_table", "register"]
 FORMAT = "snaptable"
 
 
-def register(spark) -> None:
-    """Register the ``snaptable`` data source with ``spark`` (a SparkSession)."""
-    from airflow_snaptable.spark.datasource import SnapTableDataSource
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
-    spark.dataSource.register(SnapTableDataSource)
+
+def register(spark, pushdown: bool | None = None) -> None:
+    """Register the ``snaptable`` data source with ``spark`` (a SparkSession).
+
+    ``pushdown``: prune partitions with the filters Spark pushes down. Spark only
+    accepts that when ``spark.sql.python.filterPushdown.enabled`` is true (it is
+    false by default), so the default follows that conf; register again after
+    changing it.
+    """
+    from airflow_snaptable.spark.datasource import SnapTableDataSource, SnapTablePushdownDataSource
+
+    if pushdown is None:
+        pushdown = str(spark.conf.get(PUSHDOWN_CONF, "false")).strip().lower() == "true"
+    spark.dataSource.register(SnapTablePushdownDataSource if pushdown else SnapTableDataSource)
 
 
 def read_table(spark, uri, snapshot_id=None, tag=None, as_of=None, filter=None, storage_options=None, columns=None):

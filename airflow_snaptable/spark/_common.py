@@ -20,8 +20,9 @@ STORAGE_OPTIONS_ENV = "SNAPTABLE_STORAGE_OPTIONS"
 #: Spark conf key read by the maintenance job (set it in a properties file, not on the command line).
 STORAGE_OPTIONS_CONF = "spark.snaptable.storage-options"
 
-#: Files smaller than this are packed together into one input partition.
-DEFAULT_SPLIT_SIZE = 128 * 1024 * 1024
+#: Files smaller than this are packed together into one input partition (up to this size);
+#: bigger files get one each. Small, so that a small table still spreads over the cores.
+DEFAULT_SPLIT_SIZE = 8 * 1024 * 1024
 
 
 # -- options -----------------------------------------------------------------------

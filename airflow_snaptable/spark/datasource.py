@@ -11,8 +11,8 @@ Options (all optional except the location):
 read
     ``snapshot-id``, ``tag``, ``as-of`` (ISO time or epoch millis) or
     ``incremental-between`` (``"from,to"``: rows added after snapshot ``from`` up to
-    ``to``); at most one. ``read.split-size`` (default 128 mb) packs small files into
-    one task.
+    ``to``); at most one. ``read.split-size`` (default 8 mb) packs files smaller than
+    that into one task, up to that size; bigger files get a task each.
 write
     ``overwrite-partitions`` (``true``: dynamic partition overwrite), ``commit-user``
     and ``commit-identifier`` (a retried job is applied once), ``partition-by``
@@ -78,7 +78,15 @@ DEFAULT_SPARK_COMMIT_USER = "spark"
 
 
 class SnapTableDataSource(DataSource):
-    """``spark.read/readStream.format("snaptable")`` and ``df.write.format("snaptable")``."""
+    """``spark.read/readStream.format("snaptable")`` and ``df.write.format("snaptable")``.
+
+    This variant does no filter pushdown: Spark refuses a reader with ``pushFilters``
+    unless ``spark.sql.python.filterPushdown.enabled`` is true (false by default), so
+    :func:`airflow_snaptable.spark.register` picks :class:`SnapTablePushdownDataSource`
+    when that conf is on.
+    """
+
+    reader_class: type = None  # set below
 
     @classmethod
     def name(cls) -> str:
@@ -90,7 +98,7 @@ class SnapTableDataSource(DataSource):
         return spark_schema_for(table.arrow_schema)
 
     def reader(self, schema) -> "SnapTableBatchReader":
-        return SnapTableBatchReader(plain_options(self.options), schema)
+        return self.reader_class(plain_options(self.options), schema)
 
     def writer(self, schema, overwrite: bool) -> "SnapTableWriter":
         return SnapTableWriter(plain_options(self.options), schema, overwrite)
@@ -178,18 +186,6 @@ class SnapTableBatchReader(DataSourceReader):
         self.expression = None
         self.pushed: list = []
 
-    def pushFilters(self, filters):
-        types = dict(zip(self.files_reader.table_schema.partition_keys, self.files_reader.table_schema.partition_types()))
-        remaining = []
-        for spark_filter in filters:
-            expression = filter_to_expression(spark_filter, types) if types else None
-            if expression is None:
-                remaining.append(spark_filter)
-                continue
-            self.pushed.append(spark_filter)
-            self.expression = expression if self.expression is None else (self.expression & expression)
-        return remaining
-
     def __getstate__(self) -> dict:
         # Spark pickles the reader into every read task: leave the (possibly long) file list out.
         state = dict(self.__dict__)
@@ -216,6 +212,31 @@ class SnapTableBatchReader(DataSourceReader):
     def read(self, partition):
         files = getattr(partition, "files", None) or []
         return self.files_reader.read(files)
+
+
+class SnapTablePushdownReader(SnapTableBatchReader):
+    """The batch reader with partition pruning from Spark's pushed filters."""
+
+    def pushFilters(self, filters):
+        types = dict(zip(self.files_reader.table_schema.partition_keys, self.files_reader.table_schema.partition_types()))
+        remaining = []
+        for spark_filter in filters:
+            expression = filter_to_expression(spark_filter, types) if types else None
+            if expression is None:
+                remaining.append(spark_filter)
+                continue
+            self.pushed.append(spark_filter)
+            self.expression = expression if self.expression is None else (self.expression & expression)
+        return remaining
+
+
+class SnapTablePushdownDataSource(SnapTableDataSource):
+    """``snaptable`` with partition pruning (needs ``spark.sql.python.filterPushdown.enabled=true``)."""
+
+    reader_class = SnapTablePushdownReader
+
+
+SnapTableDataSource.reader_class = SnapTableBatchReader
 
 
 # -- writing -----------------------------------------------------------------------

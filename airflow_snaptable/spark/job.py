@@ -5,8 +5,9 @@ Runs one maintenance action (core.actions' JSON format, e.g.
 with the same core call the CLI and the operators use; bulk file deletes run on
 the executors (see airflow_snaptable.spark.maintenance).
 
-Arguments:
-  --action-file PATH   the action JSON; ``-`` reads it from stdin
+Arguments (give one of --action-file and --action):
+  --action-file PATH   a file holding the action JSON (local path or fsspec URL)
+  --action JSON        the action JSON itself (actions hold no credentials)
   --result PATH        where to write the result JSON (local path or fsspec URL);
                        on success core's result ``{"action", "table", "result"}``,
                        on failure ``{"action", "table", "error": {"type", "message"}}``
@@ -17,8 +18,9 @@ options (a JSON object) from the Spark conf ``spark.snaptable.storage-options``
 variable ``SNAPTABLE_STORAGE_OPTIONS``; without either, fsspec's defaults apply
 (for S3: AWS_* variables, instance profiles ...). They are never printed.
 
-Exit status: 0 done; 1 the action failed (the last stderr line is
-``snaptable-job: <ErrorType>: <message>``); 2 bad command line.
+Exit status: 0 done; 1 the action failed (the last line the job prints on
+stderr is ``snaptable-job: <ErrorType>: <message>``; spark-submit merges the
+Python driver's stderr into its own stdout); 2 bad command line.
 """
 
 from __future__ import annotations
@@ -42,21 +44,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog=PROG,
         description="Run one snaptable maintenance action (core.actions JSON) in Spark.",
     )
-    parser.add_argument("--action-file", required=True, metavar="PATH", help="the action as JSON; '-' reads stdin")
+    source = parser.add_mutually_exclusive_group(required=True)
+    # No "-" for stdin: under spark-submit the driver's stdin is a pipe the JVM never closes.
+    source.add_argument("--action-file", metavar="PATH_OR_URL", help="a file holding the action JSON")
+    source.add_argument("--action", metavar="JSON", help="the action JSON itself")
     parser.add_argument("--result", metavar="PATH_OR_URL", help="write the result JSON here (local path or fsspec URL)")
     return parser.parse_args(argv)
 
 
-def _read_action_text(path: str) -> str:
+def _read_action_text(args: argparse.Namespace) -> str:
+    import fsspec
+
     from airflow_snaptable.core.errors import InvalidArgumentError
 
-    if path == "-":
-        return sys.stdin.read()
+    if args.action is not None:
+        return args.action
     try:
-        with open(path, encoding="utf-8") as handle:
+        with fsspec.open(args.action_file, "r", encoding="utf-8") as handle:
             return handle.read()
     except OSError as exc:
-        raise InvalidArgumentError(f"cannot read the action file {path}: {exc.strerror or exc}") from None
+        raise InvalidArgumentError(f"cannot read the action file {args.action_file}: {exc.strerror or exc}") from None
 
 
 def write_result(location: str, doc: dict[str, Any], storage_options: dict | None) -> None:
@@ -96,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     storage_options = None
     spark = None
     try:
-        action = action_from_json(_read_action_text(args.action_file))
+        action = action_from_json(_read_action_text(args))
         from pyspark.sql import SparkSession
 
         from airflow_snaptable.spark.maintenance import run_action_distributed
@@ -108,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             write_result(args.result, run.result, storage_options)
         print(
             f"{PROG}: {action.name} on {action.table} done"
-            f" ({run.deleted_on_executors} files deleted on executors in {run.spark_jobs} Spark jobs)",
+            f" ({run.deleted_on_executors} files deleted on executors in {run.spark_jobs} Spark job(s))",
             file=sys.stderr,
         )
         print(json.dumps(run.result, sort_keys=True, default=str))

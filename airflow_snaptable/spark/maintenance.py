@@ -99,34 +99,39 @@ class DistributedDeleteStorage(Storage):
         self.flush()
         super().delete(rel)
 
-    # Every other operation first completes the deletes issued before it.
-    def read_bytes(self, rel: str) -> bytes:
+    # Every other operation first completes the deletes issued before it. Core funnels
+    # every operation through _op(); the public methods are wrapped too, in case it stops.
+    def _op(self, kind: str, rel: str, *args, **kwargs):
         self.flush()
-        return super().read_bytes(rel)
+        return super()._op(kind, rel, *args, **kwargs)
 
-    def open_read(self, rel: str):
+    def read_bytes(self, *args, **kwargs):
         self.flush()
-        return super().open_read(rel)
+        return super().read_bytes(*args, **kwargs)
 
-    def write_bytes(self, rel: str, data: bytes) -> None:
+    def open_read(self, *args, **kwargs):
         self.flush()
-        super().write_bytes(rel, data)
+        return super().open_read(*args, **kwargs)
 
-    def create_exclusive(self, rel: str, data: bytes) -> bool:
+    def write_bytes(self, *args, **kwargs):
         self.flush()
-        return super().create_exclusive(rel, data)
+        return super().write_bytes(*args, **kwargs)
 
-    def exists(self, rel: str) -> bool:
+    def create_exclusive(self, *args, **kwargs):
         self.flush()
-        return super().exists(rel)
+        return super().create_exclusive(*args, **kwargs)
 
-    def list_names(self, rel_dir: str) -> list[str]:
+    def exists(self, *args, **kwargs):
         self.flush()
-        return super().list_names(rel_dir)
+        return super().exists(*args, **kwargs)
 
-    def list_files(self, rel_dir: str):
+    def list_names(self, *args, **kwargs):
         self.flush()
-        return super().list_files(rel_dir)
+        return super().list_names(*args, **kwargs)
+
+    def list_files(self, *args, **kwargs):
+        self.flush()
+        return super().list_files(*args, **kwargs)
 
 
 @dataclass

@@ -262,13 +262,14 @@ def test_consumer_keeps_its_next_snapshot_and_everything_after(history):
     history.appends(10)
     history.table.update_consumer("reader", 6)
     result = history.table.expire_snapshots(retain_min=1, retain_max=2, time_retained="0 s", now=FAR_FUTURE)
-    # retain_max would expire 1..8, but the consumer only lets 1..5 go.
-    assert result.expired_snapshot_ids == [1, 2, 3, 4, 5]
-    assert remaining_ids(history.table) == list(range(6, 11))
+    # retain_max would expire 1..8, but the consumer keeps 6 and later, and 5, the base of its next changes(5, ...).
+    assert result.expired_snapshot_ids == [1, 2, 3, 4]
+    assert remaining_ids(history.table) == list(range(5, 11))
+    assert history.table.changes(5).snapshot_ids == list(range(6, 11))
     check_clean(history.table.uri, history.model)
     # Moving the consumer forward releases more history.
     history.table.update_consumer("reader", 9)
-    assert history.table.expire_snapshots(retain_min=1, time_retained="0 s", now=FAR_FUTURE).expired_snapshot_ids == [6, 7, 8]
+    assert history.table.expire_snapshots(retain_min=1, time_retained="0 s", now=FAR_FUTURE).expired_snapshot_ids == [5, 6, 7]
     check_clean(history.table.uri, history.model)
 
 
@@ -276,7 +277,7 @@ def test_slowest_consumer_decides(history):
     history.appends(10)
     history.table.update_consumer("fast", 10)
     history.table.update_consumer("slow", 4)
-    assert history.table.expire_snapshots(retain_min=1, time_retained="0 s", now=FAR_FUTURE).expired_snapshot_ids == [1, 2, 3]
+    assert history.table.expire_snapshots(retain_min=1, time_retained="0 s", now=FAR_FUTURE).expired_snapshot_ids == [1, 2]
 
 
 def test_consumer_at_earliest_blocks_expiry_entirely(history):
@@ -766,8 +767,8 @@ def test_expire_consumers_by_expiration_time(table_uri):
     assert table.expire_consumers(now=t_idle + 3_600_000) == []  # not *older* than 1 h yet
     assert table.expire_consumers(now=t_idle + 3_600_001) == ["idle"]
     assert [c.id for c in table.consumers()] == ["busy"]
-    # The expired consumer no longer blocks expiry; the live one still does.
-    assert table.expire_snapshots(retain_min=1, time_retained="0 s", now=FAR_FUTURE).expired_snapshot_ids == [1, 2]
+    # The expired consumer no longer blocks expiry; the live one (at 3: keeps 2 and later) still does.
+    assert table.expire_snapshots(retain_min=1, time_retained="0 s", now=FAR_FUTURE).expired_snapshot_ids == [1]
     history.clock.advance(2 * 3_600_000)
     assert table.expire_consumers() == ["busy"]
     check_clean(table_uri, history.model)
@@ -1219,8 +1220,8 @@ def test_consumer_registered_before_the_plan_is_published_aborts_and_replans(his
     state = _run_inside(expirer, lambda k, p: k == "write" and p.startswith("plan/"), lambda: reader.update_consumer("r", 3))
     result = expirer.expire_snapshots(retain_min=1, time_retained="0 s", now=FAR_FUTURE)
     assert state["error"] is None
-    assert result.expired_snapshot_ids == [1, 2]
-    assert remaining_ids(history.table) == [3, 4, 5, 6]
+    assert result.expired_snapshot_ids == [1]  # the consumer at 3 keeps 2 (its change-set base) and later
+    assert remaining_ids(history.table) == [2, 3, 4, 5, 6]
     check_clean(uri, history.model)
 
 

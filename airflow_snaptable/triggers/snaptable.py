@@ -1,0 +1,266 @@
+"""Triggers for snapshot tables: wait for new snapshots, off the event loop.
+
+- :class:`NewSnapshotTrigger`: one-shot; fires once the table has (matching) snapshots
+  newer than a baseline. Used by the deferrable ``NewSnapshotSensor``.
+- :class:`SnapshotEventTrigger`: an event trigger for ``AssetWatcher``; emits one event per
+  new snapshot range and keeps its position in the asset's state store, so a triggerer
+  restart neither loses nor (outside a short window) repeats events.
+
+Storage is only touched through ``asyncio.to_thread``; the connection is looked up with
+``await BaseHook.aget_connection()`` (a sync lookup on the event loop raises
+DeadlockImminentError in Airflow 3.3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator
+
+from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
+
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_snaptable.core.errors import SnapshotNotFoundError, SnapTableError, StorageError
+from airflow_snaptable.hooks.snaptable import (
+    DATA_COMMIT_KINDS,
+    DEFAULT_CONN_ID,
+    aget_connection_settings,
+    find_new_snapshots,
+    join_table_uri,
+    normalize_commit_kinds,
+)
+
+#: Consecutive storage failures (network, throttling) tolerated before a trigger gives up.
+MAX_CONSECUTIVE_ERRORS = 5
+#: Key of the position in the asset state store.
+POSITION_KEY = "snaptable_position"
+
+
+def is_fatal(exc: BaseException) -> bool:
+    """Errors that polling again cannot fix (bad table, connection, arguments); storage hiccups are retried."""
+    if isinstance(exc, StorageError):
+        return False
+    return isinstance(exc, (SnapTableError, AirflowException, ValueError, TypeError, LookupError))
+
+
+async def _open_table(table: str, snaptable_conn_id: str | None):
+    from airflow_snaptable.core.table import Table
+
+    settings = await aget_connection_settings(snaptable_conn_id)
+    uri = join_table_uri(settings.root, table)
+    return await asyncio.to_thread(Table.open, uri, settings.storage_options_for(uri))
+
+
+class NewSnapshotTrigger(BaseTrigger):
+    """
+    Fire once ``table`` has snapshots newer than ``after_snapshot_id`` with a kind in ``commit_kinds``.
+
+    The event payload is ``{"status": "success", **range}`` (see
+    :func:`~airflow_snaptable.hooks.snaptable.find_new_snapshots`) or
+    ``{"status": "error", "message": ...}``. A poll with nothing new costs O(1) storage reads.
+
+    :param table: The table's full URI, or a name under the connection's root.
+    :param after_snapshot_id: The baseline: snapshots after it are new.
+    :param snaptable_conn_id: The snaptable connection (storage options).
+    :param commit_kinds: Kinds that count (None: every kind).
+    :param poke_interval: Seconds between polls.
+    """
+
+    def __init__(
+        self,
+        table: str,
+        after_snapshot_id: int,
+        snaptable_conn_id: str | None = DEFAULT_CONN_ID,
+        commit_kinds: list[str] | None = None,
+        poke_interval: float = 60.0,
+    ) -> None:
+        super().__init__()
+        self.table = table
+        self.after_snapshot_id = int(after_snapshot_id)
+        self.snaptable_conn_id = snaptable_conn_id
+        self.commit_kinds = normalize_commit_kinds(commit_kinds)
+        self.poke_interval = float(poke_interval)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "table": self.table,
+                "after_snapshot_id": self.after_snapshot_id,
+                "snaptable_conn_id": self.snaptable_conn_id,
+                "commit_kinds": self.commit_kinds,
+                "poke_interval": self.poke_interval,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        errors = 0
+        table = None
+        while True:
+            try:
+                if table is None:
+                    table = await _open_table(self.table, self.snaptable_conn_id)
+                found, _ = await asyncio.to_thread(find_new_snapshots, table, self.after_snapshot_id, self.commit_kinds)
+                errors = 0
+            except Exception as exc:  # noqa: BLE001 - storage hiccups are retried, then reported
+                if is_fatal(exc):
+                    yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+                    return
+                errors += 1
+                self.log.warning("Polling %s failed (%d/%d): %s", self.table, errors, MAX_CONSECUTIVE_ERRORS, exc)
+                if errors >= MAX_CONSECUTIVE_ERRORS:
+                    yield TriggerEvent({"status": "error", "message": f"{type(exc).__name__}: {exc}"})
+                    return
+                found = None
+            if found is not None:
+                yield TriggerEvent({"status": "success", **found})
+                return
+            await asyncio.sleep(self.poke_interval)
+
+
+class SnapshotEventTrigger(BaseEventTrigger):
+    """
+    Emit one event per new snapshot range of ``table``, for ``AssetWatcher``.
+
+    Each event's payload is the range ``{table, from_snapshot_id, to_snapshot_id, snapshot_ids,
+    commit_kinds, matching_snapshot_ids, added_records, deleted_records}``; ranges of
+    consecutive events join up (the next ``from`` is the previous ``to``). Snapshots whose kind
+    is not in ``commit_kinds`` (by default COMPACT) are stepped over silently.
+
+    The position (the last snapshot an event covered) lives in the asset's state store
+    (``self.asset_state_store``), so after a triggerer restart the watcher continues where
+    it stopped. The position is stored ``commit_delay`` seconds after an event is yielded,
+    once the triggerer has persisted the event: a crash before that repeats the event
+    (never loses it). If expiry removed snapshots the watcher had not reported yet (it was
+    down for long), the next event starts at the earliest snapshot and carries
+    ``expired_after_snapshot_id``: snapshots after that id up to ``from_snapshot_id`` went
+    unreported. After a rollback below the position, the position moves back to the new latest.
+
+    :param table: The table's full URI, or a name under the connection's root.
+    :param snaptable_conn_id: The snaptable connection (storage options).
+    :param commit_kinds: Kinds that fire an event (default APPEND, OVERWRITE, DELETE; None: all).
+    :param poke_interval: Seconds between polls.
+    :param start_after_snapshot_id: Where a watcher without stored position starts
+        (default: the latest snapshot when it first runs: history is not replayed).
+    :param with_changes: Add the net added/deleted record counts (reads the delta manifests).
+    :param commit_delay: Seconds between yielding an event and storing the new position.
+    """
+
+    def __init__(
+        self,
+        table: str,
+        snaptable_conn_id: str | None = DEFAULT_CONN_ID,
+        commit_kinds: list[str] | None = list(DATA_COMMIT_KINDS),
+        poke_interval: float = 30.0,
+        start_after_snapshot_id: int | None = None,
+        with_changes: bool = True,
+        commit_delay: float = 5.0,
+    ) -> None:
+        super().__init__()
+        self.table = table
+        self.snaptable_conn_id = snaptable_conn_id
+        self.commit_kinds = normalize_commit_kinds(commit_kinds)
+        self.poke_interval = float(poke_interval)
+        self.start_after_snapshot_id = None if start_after_snapshot_id is None else int(start_after_snapshot_id)
+        self.with_changes = bool(with_changes)
+        self.commit_delay = float(commit_delay)
+        self._memory_state: dict[str, Any] | None = None
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "table": self.table,
+                "snaptable_conn_id": self.snaptable_conn_id,
+                "commit_kinds": self.commit_kinds,
+                "poke_interval": self.poke_interval,
+                "start_after_snapshot_id": self.start_after_snapshot_id,
+                "with_changes": self.with_changes,
+                "commit_delay": self.commit_delay,
+            },
+        )
+
+    # -- position in the asset state store ----------------------------------------------
+
+    def _accessors(self) -> list[Any]:
+        store = self.asset_state_store
+        if store is None:
+            return []
+        # One watcher trigger can serve several assets (same classpath and kwargs): keep them all in step.
+        found = list(getattr(store, "_by_name", {}).values()) + list(getattr(store, "_by_uri", {}).values())
+        return found or [store]
+
+    async def load_position(self, uri: str) -> int | None:
+        accessors = self._accessors()
+        states = [await a.aget(POSITION_KEY) for a in accessors] if accessors else [self._memory_state]
+        positions = [
+            int(s["last_snapshot_id"])
+            for s in states
+            if isinstance(s, dict) and s.get("table") == uri and s.get("last_snapshot_id") is not None
+        ]
+        # With several assets, the smallest position: an event too many rather than one too few.
+        return min(positions) if positions else None
+
+    async def save_position(self, uri: str, snapshot_id: int) -> None:
+        state = {"table": uri, "last_snapshot_id": int(snapshot_id)}
+        accessors = self._accessors()
+        for accessor in accessors:
+            await accessor.aset(POSITION_KEY, state)
+        if not accessors:
+            self._memory_state = state
+
+    # -- polling ---------------------------------------------------------------------------
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        table = await _open_table(self.table, self.snaptable_conn_id)
+        uri = table.uri
+        position = await self.load_position(uri)
+        if position is None:
+            position = self.start_after_snapshot_id
+            if position is None:
+                position = await asyncio.to_thread(table.snapshot_manager.latest_id) or 0
+            await self.save_position(uri, position)
+            self.log.info("Watching %s from snapshot %d (no stored position)", uri, position)
+        else:
+            self.log.info("Watching %s from stored position: snapshot %d", uri, position)
+        errors = 0
+        while True:
+            try:
+                found, checked = await asyncio.to_thread(self._poll, table, position)
+                errors = 0
+            except Exception as exc:  # noqa: BLE001 - storage hiccups: retry, give up after a few
+                if is_fatal(exc):
+                    raise
+                errors += 1
+                self.log.warning("Polling %s failed (%d/%d): %s", uri, errors, MAX_CONSECUTIVE_ERRORS, exc)
+                if errors >= MAX_CONSECUTIVE_ERRORS:
+                    raise
+                await asyncio.sleep(self.poke_interval)
+                continue
+            if found is not None:
+                yield TriggerEvent(found)
+                # Store the position only once the triggerer has synced and persisted the event.
+                await asyncio.sleep(self.commit_delay)
+                position = found["to_snapshot_id"]
+                await self.save_position(uri, position)
+            elif checked != position:
+                if checked < position:
+                    self.log.warning("%s was rolled back to snapshot %d, below position %d", uri, checked, position)
+                position = checked
+                await self.save_position(uri, position)
+            await asyncio.sleep(self.poke_interval)
+
+    def _poll(self, table, position: int) -> tuple[dict[str, Any] | None, int]:
+        try:
+            return find_new_snapshots(table, position, self.commit_kinds, self.with_changes)
+        except SnapshotNotFoundError:
+            earliest = table.snapshot_manager.earliest_id()
+            if earliest is None or earliest <= position:
+                # A snapshot vanished while it was read (a rollback running): look again next poll.
+                self.log.warning("Snapshots of %s changed while they were read; polling again", table.uri)
+                return None, position
+            # Report from the earliest snapshot on; the event says which snapshots went unreported.
+            found, checked = find_new_snapshots(table, earliest, self.commit_kinds, self.with_changes)
+            if found is not None:
+                found["expired_after_snapshot_id"] = position
+            return found, checked

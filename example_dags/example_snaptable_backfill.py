@@ -1,0 +1,55 @@
+"""
+Backfill: roll the table back to a tag, then re-ingest the days after it.
+
+Use when data after a known-good state was wrong (a bad upstream extract, a buggy job):
+
+1. ``rollback_to_tag`` makes the tag's state the table's latest state. The snapshots and tags
+   after it are discarded together with the files only they used. Consumers that already read
+   past the tag make the rollback refuse, unless ``force`` is set (they must re-read).
+2. ``reingest`` writes the corrected days again (the demo re-creates them; a real DAG runs the
+   ingestion job per day, e.g. with ``.expand()``).
+3. ``tag_backfill`` tags the repaired state.
+
+Trigger with ``{"tag": "2026-01-10", "days": ["2026-01-11", "2026-01-12"]}``.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, Param, task
+
+from airflow_snaptable.operators import CreateTagOperator, RollbackOperator
+from snaptable_example_data import EXAMPLE_TABLE, ingest_day
+
+with DAG(
+    dag_id="snaptable_backfill_from_tag",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    params={
+        "table": Param(EXAMPLE_TABLE, type="string"),
+        "tag": Param("", type="string", description="the known-good tag to roll back to"),
+        "days": Param([], type="array", description="days (YYYY-MM-DD) to ingest again"),
+        "force": Param(False, type="boolean", description="roll back even if consumers read past the tag"),
+    },
+    tags=["snaptable", "example"],
+    doc_md=__doc__,
+) as dag:
+    rollback_to_tag = RollbackOperator(
+        task_id="rollback_to_tag",
+        table="{{ params.table }}",
+        tag="{{ params.tag }}",
+        force="{{ params.force }}",
+    )
+
+    @task
+    def reingest(params: dict | None = None) -> list:
+        return [ingest_day(params["table"], day) for day in params["days"]]
+
+    tag_backfill = CreateTagOperator(
+        task_id="tag_backfill",
+        table="{{ params.table }}",
+        tag_name="backfill-{{ ts_nodash }}",
+    )
+
+    rollback_to_tag >> reingest() >> tag_backfill

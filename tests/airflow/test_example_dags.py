@@ -1,0 +1,297 @@
+"""The example DAGs, run for real: ``airflow dags test`` subprocesses, a real triggerer, spark-submit on S3.
+
+Each test points the examples at a table in a temporary directory through the
+snaptable connection (AIRFLOW_CONN_SNAPTABLE_DEFAULT, root = tmp dir) and the
+SNAPTABLE_EXAMPLE_TABLE variable, runs the DAG, then checks the table.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_snaptable.core import Table
+from tests.airflow.conftest import AIRFLOW_BIN, EXAMPLE_DAGS, base_env, conn_json, free_port, run_airflow, snaptable_conn
+
+sys.path.insert(0, str(EXAMPLE_DAGS))
+from snaptable_example_data import SCHEMA, demo_rows, ingest_day  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("airflow_db")
+
+DAY = dt.timedelta(days=1)
+BASE = dt.datetime(2026, 1, 10, 12, tzinfo=dt.timezone.utc)  # snapshot i is committed at noon on Jan 10 + i - 1
+
+
+def millis(when: dt.datetime) -> int:
+    return int(when.timestamp() * 1000)
+
+
+def make_table(uri: str, days: int, storage_options: dict | None = None) -> Table:
+    """A table with one APPEND per day at noon from BASE (clock set back, as if written then)."""
+    table = Table.create(uri, SCHEMA, partition_by=["day"], storage_options=storage_options)
+    for i in range(days):
+        when = BASE + i * DAY
+        table.clock = lambda w=when: millis(w)
+        table.append(demo_rows(when.date().isoformat(), 5, first_id=i * 100))
+    table.clock = lambda: int(time.time() * 1000)
+    return table
+
+
+@pytest.fixture
+def warehouse(tmp_path) -> Path:
+    root = tmp_path / "warehouse"
+    root.mkdir()
+    return root
+
+
+def dag_env(warehouse: Path, table: str = "orders", **extra: str) -> dict[str, str]:
+    return base_env(
+        AIRFLOW_CONN_SNAPTABLE_DEFAULT=snaptable_conn(str(warehouse)),
+        SNAPTABLE_EXAMPLE_TABLE=table,
+        SNAPTABLE_EXAMPLE_POKE_INTERVAL="1",
+        **extra,
+    )
+
+
+def dags_test(dag_id: str, env: dict, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    proc = run_airflow(["dags", "test", dag_id, *args], env=env, timeout=timeout)
+    output = proc.stdout + proc.stderr
+    assert "state=success" in output, output[-4000:]
+    return proc
+
+
+def test_daily_maintenance(warehouse):
+    table = make_table(str(warehouse / "orders"), days=6)
+    table.clock = lambda: millis(BASE - 10 * DAY)
+    table.create_tag("old", snapshot_id=1, time_retained="1 d")  # expired long ago
+    table.clock = lambda: int(time.time() * 1000)
+    stray = warehouse / "orders" / "data" / "stray.parquet"  # left by a crashed writer two days ago
+    stray.write_bytes(b"not committed")
+    os.utime(stray, (time.time() - 2 * 86400,) * 2)
+
+    # The run for Jan 12th (interval Jan 12th -> 13th) runs late: it must tag the state at the boundary.
+    dags_test("snaptable_daily_maintenance", dag_env(warehouse), "2026-01-13", "-c", json.dumps({"retain_max": 3, "time_retained": "1000 d"}))
+
+    table = Table.open(str(warehouse / "orders"))
+    tags = {t.name: t.snapshot_id for t in table.tags()}
+    assert tags == {"2026-01-12": 3}  # the daily tag at the state of Jan 12th's end; "old" expired
+    assert [s.id for s in table.snapshots()] == [4, 5, 6]  # retain_max=3
+    assert not stray.exists()
+    assert table.scan(tag="2026-01-12").to_arrow().num_rows == 15  # the tag still reads after expiry
+    assert table.verify().missing_files == []
+
+
+def test_incremental_with_a_deferrable_sensor_inside_dags_test(warehouse, tmp_path):
+    table = make_table(str(warehouse / "orders"), days=3)
+    table.update_consumer("orders_downstream", 4)  # everything read: the sensor must wait
+    log = tmp_path / "dags-test.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [AIRFLOW_BIN, "dags", "test", "snaptable_incremental"], env=dag_env(warehouse), stdout=out, stderr=subprocess.STDOUT
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while "running trigger in line" not in log.read_text():
+                assert proc.poll() is None, log.read_text()[-4000:]
+                assert time.monotonic() < deadline, "the sensor never deferred"
+                time.sleep(0.5)
+            time.sleep(2)  # the trigger polls and finds nothing
+            ingest_day(str(warehouse / "orders"), "2026-01-20", count=7, conn_id=None)
+            assert proc.wait(timeout=120) == 0, log.read_text()[-4000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    output = log.read_text()
+    assert "Pausing task as DEFERRED" in output and "Trigger completed" in output
+    assert "'from_snapshot_id': 3, 'to_snapshot_id': 4, 'added_rows': 7, 'deleted_rows': 0" in output
+    assert Table.open(str(warehouse / "orders")).consumer("orders_downstream").next_snapshot == 5
+
+
+def test_backfill_rolls_back_to_a_tag_and_reingests(warehouse):
+    table = make_table(str(warehouse / "orders"), days=5)
+    table.create_tag("good", snapshot_id=3)
+    table.create_tag("bad", snapshot_id=5)
+    table.update_consumer("reader", 6)
+
+    conf = {"tag": "good", "days": ["2026-01-13", "2026-01-14"], "force": True}
+    dags_test("snaptable_backfill_from_tag", dag_env(warehouse), "-c", json.dumps(conf))
+
+    table = Table.open(str(warehouse / "orders"))
+    assert [s.id for s in table.snapshots()] == [1, 2, 3, 4, 5]  # 4 and 5 are the re-ingested days
+    assert [s.commit_kind.value for s in table.snapshots()][3:] == ["OVERWRITE", "OVERWRITE"]
+    names = sorted(t.name for t in table.tags())
+    assert names[0].startswith("backfill-") and names[1:] == ["good"]  # "bad" was discarded
+    days = sorted(set(table.scan().to_arrow().column("day").to_pylist()))
+    assert days == ["2026-01-10", "2026-01-11", "2026-01-12", "2026-01-13", "2026-01-14"]
+    assert table.scan().to_arrow().num_rows == 15 + 20
+    assert table.consumer("reader").next_snapshot == 4  # moved back to the rollback target (force)
+
+
+def test_event_driven_dag_run_by_hand_reads_from_its_consumer(warehouse):
+    ingest_day(str(warehouse / "orders"), "2026-01-10", conn_id=None)
+    ingest_day(str(warehouse / "orders"), "2026-01-11", conn_id=None)
+    proc = dags_test("snaptable_event_driven", dag_env(warehouse))
+    assert "snapshots [1, 2]: 20 new rows" in proc.stdout + proc.stderr
+    assert Table.open(str(warehouse / "orders")).consumer("orders_event_driven").next_snapshot == 3
+
+
+# -- AssetWatcher in a real triggerer ----------------------------------------------------------------
+
+
+def _events(db: str) -> list[dict]:
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "select e.extra from asset_event e join asset a on a.id = e.asset_id "
+            "where a.name = 'snaptable_orders_snapshots' order by e.id"
+        ).fetchall()
+    return [json.loads(r[0])["payload"] for r in rows]
+
+
+def _position(db: str) -> dict | None:
+    with sqlite3.connect(db) as conn:
+        row = conn.execute("select value from asset_state_store where key = 'snaptable_position'").fetchone()
+    return None if row is None else json.loads(row[0])
+
+
+def _wait(what: str, check, timeout: float, log: Path | None = None):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            tail = log.read_text()[-5000:] if log and log.exists() else ""
+            raise AssertionError(f"timed out waiting for {what}\n{tail}")
+        time.sleep(0.5)
+
+
+class Triggerer:
+    """``airflow triggerer`` as a child process (its own process group, stopped by pid)."""
+
+    def __init__(self, env: dict, log: Path):
+        self.log = log
+        self.handle = open(log, "a")
+        self.proc = subprocess.Popen(
+            [AIRFLOW_BIN, "triggerer"], env=env, stdout=self.handle, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    def stop(self, timeout: float = 30) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.handle.close()
+
+
+def test_asset_watcher_in_a_real_triggerer_neither_loses_nor_repeats_events_across_a_restart(warehouse, airflow_home, tmp_path):
+    ingest_day(str(warehouse / "orders"), "2026-01-10", conn_id=None)  # snapshot 1: there before the watcher
+    env = dag_env(warehouse, AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()))
+    # Watchers run only for unpaused DAGs (DAGs are created unpaused in these tests); their triggers are
+    # registered when the DAG is parsed. The trigger's arguments name the table ("orders"); the root comes
+    # from the connection when the trigger runs, so this test's warehouse needs no new registration.
+    # (Airflow 3.3 needs two parses to replace a watcher whose trigger arguments changed.)
+    run_airflow(["dags", "reserialize"], env=env)
+    db = os.path.join(airflow_home, "airflow.db")
+    uri = str(warehouse / "orders")
+    log = tmp_path / "triggerer.log"
+    already = len(_events(db))
+
+    triggerer = Triggerer(env, log)
+    try:
+        _wait("the watcher to start", lambda: "Watching " + uri in log.read_text(), 120, log)
+        ingest_day(uri, "2026-01-11", conn_id=None)  # snapshot 2
+        _wait("the first event", lambda: len(_events(db)) == already + 1, 60, log)
+        _wait("the position to be stored", lambda: (_position(db) or {}).get("last_snapshot_id") == 2, 30, log)
+        triggerer.stop()
+
+        ingest_day(uri, "2026-01-12", conn_id=None)  # snapshots 3 and 4 land while no triggerer runs
+        ingest_day(uri, "2026-01-13", conn_id=None)
+
+        triggerer = Triggerer(env, log)
+        _wait("the event after the restart", lambda: len(_events(db)) == already + 2, 120, log)
+        _wait("the position to be stored", lambda: (_position(db) or {}).get("last_snapshot_id") == 4, 30, log)
+        time.sleep(3)  # two more polls: nothing new must be emitted
+    finally:
+        triggerer.stop()
+
+    events = _events(db)[already:]
+    assert [(e["from_snapshot_id"], e["to_snapshot_id"]) for e in events] == [(1, 2), (2, 4)]
+    assert [e["snapshot_ids"] for e in events] == [[2], [3, 4]]
+    assert all(e["table"] == uri and e["added_records"] > 0 for e in events)
+    assert _position(db) == {"table": uri, "last_snapshot_id": 4}
+    assert "Watching " + uri + " from stored position: snapshot 2" in log.read_text()
+
+
+# -- spark-submit on S3: credentials from the connection, never on a command line or in a log -----------
+
+
+SECRET = "spark-dag-SECRET-d41d8cd9"
+
+
+@pytest.fixture
+def moto():
+    from tests.s3_servers import MotoS3Server
+
+    with MotoS3Server() as server:
+        yield server
+
+
+def test_spark_maintenance_on_s3_keeps_secrets_off_command_lines_and_out_of_logs(moto, tmp_path, airflow_home):
+    bucket = moto.create_bucket("spark")
+    test_options = moto.storage_options()
+    table = make_table(f"s3://{bucket}/warehouse/orders", days=4, storage_options=test_options)
+
+    # A spark-submit that records its command line, then runs the real one.
+    wrapper_dir = tmp_path / "bin"
+    wrapper_dir.mkdir()
+    argv_log = tmp_path / "spark-submit-argv.log"
+    wrapper = wrapper_dir / "spark-submit"
+    real = Path(sys.executable).with_name("spark-submit")
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> "{argv_log}"\nexec "{real}" "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+
+    env = base_env(
+        AIRFLOW_CONN_SNAPTABLE_DEFAULT=snaptable_conn(
+            f"s3://{bucket}/warehouse",
+            login="AKIDSPARKTEST",
+            password=SECRET,
+            host=moto.endpoint_url,
+            extra={
+                "region_name": "eu-west-1",
+                "storage_options": json.dumps({"config_kwargs": {"s3": {"addressing_style": "path"}}}),
+            },
+        ),
+        AIRFLOW_CONN_SPARK_DEFAULT=conn_json("spark", host="local[1]"),
+        SNAPTABLE_EXAMPLE_TABLE="orders",
+        SPARK_LOCAL_IP="127.0.0.1",
+        NO_PROXY="127.0.0.1",
+        no_proxy="127.0.0.1",
+    )
+    env["PATH"] = os.pathsep.join([str(wrapper_dir), env["PATH"]])
+    proc = dags_test("snaptable_spark_maintenance", env, "-c", json.dumps({"retain_max": 2}), timeout=300)
+    output = proc.stdout + proc.stderr
+
+    table = Table.open(table.uri, test_options)
+    assert [s.id for s in table.snapshots()] == [4]  # older than a day: all but retain_min=1
+    assert table.verify().missing_files == []
+    assert output.count("Spark-Submit cmd:") == 2
+    commands = argv_log.read_text()
+    assert commands.count("--action-file") == 2
+    assert SECRET not in commands
+    assert SECRET not in output
+    # Nor anywhere under AIRFLOW_HOME: log files, the metadata database (XComs, rendered fields).
+    leaks = [p for p in Path(airflow_home).rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert leaks == []

@@ -1,0 +1,230 @@
+"""Operators: arguments checked at parse time, templates rendered and coerced, core actions run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import os
+import time
+
+import pytest
+
+from airflow_snaptable import operators as ops
+from airflow_snaptable.core import Table
+from airflow_snaptable.core.errors import InvalidArgumentError, TagAlreadyExistsError
+from tests.airflow.conftest import snaptable_conn
+from tests.conftest import SCHEMA, make_rows
+
+DAY = 86_400_000
+T0 = int(dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    root = str(tmp_path / "warehouse")
+    monkeypatch.setenv("AIRFLOW_CONN_SNAPTABLE_DEFAULT", snaptable_conn(root))
+    return root
+
+
+@pytest.fixture
+def orders(root):
+    """Six snapshots, one per day at noon from 2026-01-01."""
+    table = Table.create(f"{root}/orders", SCHEMA, partition_by=["p"])
+    for day in range(6):
+        table.clock = lambda d=day: T0 + d * DAY + DAY // 2
+        table.append(make_rows(range(day * 10, day * 10 + 10)))
+    table.clock = lambda: int(time.time() * 1000)
+    return table
+
+
+def render(op, **context):
+    """Render the operator's templates like the task runner does."""
+    op.render_template_fields(context)
+    return op
+
+
+def run(op, **context):
+    return render(op, **context).execute(context)
+
+
+ALL_OPERATORS = [
+    ops.SnapshotExpireOperator,
+    ops.CreateTagOperator,
+    ops.DeleteTagOperator,
+    ops.PeriodicTagOperator,
+    ops.ExpireTagsOperator,
+    ops.ExpireConsumersOperator,
+    ops.RollbackOperator,
+    ops.RemoveOrphanFilesOperator,
+    ops.CompactOperator,
+    ops.AdvanceConsumerOperator,
+]
+
+
+@pytest.mark.parametrize("cls", ALL_OPERATORS, ids=lambda c: c.__name__)
+def test_docstrings_name_every_parameter_and_templated_field(cls):
+    doc = inspect.getdoc(cls) + "\n" + inspect.getdoc(ops.SnapTableBaseOperator)
+    for field in cls.template_fields:
+        assert f":param {field}:" in doc, f"{cls.__name__}: {field} undocumented"
+        text = doc.split(f":param {field}:", 1)[1].split(":param", 1)[0]
+        assert "(templated)" in text, f"{cls.__name__}: {field} is templated but the docstring does not say so"
+    for name in inspect.signature(cls.__init__).parameters:
+        if name not in ("self", "kwargs"):
+            assert f":param {name}:" in doc, f"{cls.__name__}: parameter {name} undocumented"
+    assert issubclass(cls, ops.SnapTableBaseOperator)
+
+
+def test_sensor_docstring_names_every_templated_field():
+    from airflow_snaptable.sensors import NewSnapshotSensor
+
+    doc = inspect.getdoc(NewSnapshotSensor)
+    for field in NewSnapshotSensor.template_fields:
+        text = doc.split(f":param {field}:", 1)[1].split(":param", 1)[0]
+        assert "(templated)" in text, field
+
+
+def test_expire_with_templated_bounds(orders):
+    op = ops.SnapshotExpireOperator(
+        task_id="expire", table="orders", retain_min="{{ params.keep }}", retain_max="{{ params.keep + 2 }}", time_retained="0 s"
+    )
+    result = run(op, params={"keep": 2})
+    assert result["action"] == "expire-snapshots" and result["table"] == orders.uri
+    assert result["result"]["expired_snapshot_ids"] == [1, 2, 3, 4]
+    assert [s.id for s in orders.snapshots()] == [5, 6]
+
+
+def test_expire_dry_run_and_older_than(orders):
+    op = ops.SnapshotExpireOperator(task_id="expire", table=orders.uri, retain_min=1, older_than="{{ data_interval_start }}", dry_run=True)
+    result = run(op, data_interval_start="2026-01-03T00:00:00+00:00")
+    # A snapshot expires once its successor is older than the bound: 2 (Jan 2nd noon) is, 3 (Jan 3rd noon) is not.
+    assert result["result"]["expired_snapshot_ids"] == [1]
+    assert result["result"]["dry_run"] is True
+    assert [s.id for s in orders.snapshots()] == [1, 2, 3, 4, 5, 6]
+
+
+def test_create_tag_as_of_the_period_boundary_and_if_exists(orders):
+    op = ops.CreateTagOperator(
+        task_id="tag", table="orders", tag_name="{{ data_interval_start | ds }}", as_of="{{ data_interval_end }}", time_retained="7 d"
+    )
+    context = {"data_interval_start": dt.datetime(2026, 1, 3, tzinfo=dt.timezone.utc), "data_interval_end": dt.datetime(2026, 1, 4, tzinfo=dt.timezone.utc)}
+    result = run(op, **context)
+    # The state at the end of Jan 3rd is snapshot 3 (committed Jan 3rd noon), even though the run is late.
+    assert result["result"]["name"] == "2026-01-03" and result["result"]["snapshot_id"] == 3
+    assert result["result"]["time_retained_millis"] == 7 * DAY
+    again = ops.CreateTagOperator(task_id="tag", table="orders", tag_name="2026-01-03", snapshot_id=5)
+    with pytest.raises(TagAlreadyExistsError):
+        run(again)
+    skipped = run(ops.CreateTagOperator(task_id="tag", table="orders", tag_name="2026-01-03", snapshot_id=5, if_exists="skip"))
+    assert skipped["skipped"] is True and skipped["result"]["snapshot_id"] == 3
+
+
+def test_delete_tag_and_expire_tags(orders):
+    orders.create_tag("keep", snapshot_id=2)
+    orders.clock = lambda: T0
+    orders.create_tag("short", snapshot_id=3, time_retained="1 h")
+    assert run(ops.ExpireTagsOperator(task_id="x", table="orders"))["result"] == ["short"]
+    assert run(ops.DeleteTagOperator(task_id="d", table="orders", tag_name="{{ params.t }}"), params={"t": "keep"})["action"] == "delete-tag"
+    assert orders.tags() == []
+
+
+def test_periodic_tags(orders):
+    result = run(ops.PeriodicTagOperator(task_id="p", table="orders", period="daily", catch_up=True, num_retained_max="3"))
+    names = [t.name for t in orders.tags()]
+    assert len(names) == 3 and result["action"] == "periodic-tags"
+
+
+def test_rollback_to_tag_and_consumers(orders):
+    orders.create_tag("good", snapshot_id=4)
+    orders.update_consumer("reader", 7)
+    with pytest.raises(InvalidArgumentError, match="consumers have read past"):
+        run(ops.RollbackOperator(task_id="r", table="orders", tag="good"))
+    result = run(ops.RollbackOperator(task_id="r", table="orders", tag="{{ params.tag }}", force="{{ params.force }}"), params={"tag": "good", "force": True})
+    assert result["result"]["discarded_snapshot_ids"] == [5, 6]
+    assert orders.latest_snapshot().id == 4
+    assert orders.consumer("reader").next_snapshot == 5
+
+
+def test_remove_orphan_files_is_a_dry_run_unless_told(orders, root):
+    stray = os.path.join(orders.uri, "data", "stray.parquet")
+    os.makedirs(os.path.dirname(stray), exist_ok=True)
+    with open(stray, "wb") as handle:
+        handle.write(b"x")
+    old = time.time() - 3 * 86400
+    os.utime(stray, (old, old))
+    listed = run(ops.RemoveOrphanFilesOperator(task_id="o", table="orders", older_than="1 d"))
+    assert listed["result"]["orphan_files"] == ["data/stray.parquet"] and os.path.exists(stray)
+    deleted = run(ops.RemoveOrphanFilesOperator(task_id="o", table="orders", older_than="1 d", dry_run=False))
+    assert deleted["result"]["orphan_count"] == 1 and not os.path.exists(stray)
+
+
+def test_compact(root):
+    table = Table.create(f"{root}/small", SCHEMA, partition_by=["p"])
+    for i in range(3):
+        table.append(make_rows(range(i * 3, i * 3 + 3), partitions=1))
+    result = run(ops.CompactOperator(task_id="c", table="small", partitions=[{"p": 0}], min_file_num="2"))
+    assert result["action"] == "compact" and table.latest_snapshot().commit_kind.value == "COMPACT"
+
+
+def test_advance_consumer_from_the_sensors_xcom(orders):
+    op = ops.AdvanceConsumerOperator(
+        task_id="a", table="orders", consumer_id="{{ params.consumer }}", next_snapshot="{{ params.new['to_snapshot_id'] + 1 }}"
+    )
+    result = run(op, params={"consumer": "reader", "new": {"to_snapshot_id": 6}})
+    assert result["result"]["next_snapshot"] == 7
+    assert orders.consumer("reader").next_snapshot == 7
+
+
+# -- parse-time errors -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", retain_min=0), "retain_min must be >= 1"),
+        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", retain_max="many"), "retain_max must be an integer"),
+        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", older_than="2026-01-01", time_retained="1 d"), "only one of"),
+        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", dry_run="yes"), "dry_run must be True or False"),
+        (lambda: ops.SnapshotExpireOperator(task_id="t", table=""), "table must be a non-empty string"),
+        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", runner="emr"), "runner must be one of"),
+        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", runner="spark", spark_submit_kwargs={"conf": {}}), "may not set"),
+        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", spark_submit_kwargs={"deploy_mode": "cluster"}), "cluster"),
+        (lambda: ops.CreateTagOperator(task_id="t", table="x", tag_name=""), "tag_name"),
+        (lambda: ops.CreateTagOperator(task_id="t", table="x", tag_name="a", snapshot_id=3, as_of="2026-01-01"), "only one of"),
+        (lambda: ops.CreateTagOperator(task_id="t", table="x", tag_name="a", if_exists="replace"), "if_exists"),
+        (lambda: ops.RollbackOperator(task_id="t", table="x"), "give one of snapshot_id, tag, as_of"),
+        (lambda: ops.RollbackOperator(task_id="t", table="x", snapshot_id=1, tag="a"), "only one of"),
+        (lambda: ops.CompactOperator(task_id="t", table="x", partitions=["p=1"]), "list of dicts"),
+        (lambda: ops.CompactOperator(task_id="t", table="x", min_file_num=1), "min_file_num must be >= 2"),
+        (lambda: ops.AdvanceConsumerOperator(task_id="t", table="x", consumer_id="c", next_snapshot=None), "next_snapshot is required"),
+        (lambda: ops.AdvanceConsumerOperator(task_id="t", table="x", consumer_id="c", next_snapshot=1, runner="spark"), "cannot run 'update-consumer'"),
+        (lambda: ops.PeriodicTagOperator(task_id="t", table="x", num_retained_max=0), "num_retained_max must be >= 1"),
+    ],
+)
+def test_bad_arguments_fail_when_the_dag_is_parsed(make, message):
+    with pytest.raises(InvalidArgumentError, match=message):
+        make()
+
+
+def test_bad_rendered_values_fail_at_the_start_of_execute(orders):
+    op = ops.SnapshotExpireOperator(task_id="t", table="orders", retain_min="{{ params.n }}")
+    with pytest.raises(InvalidArgumentError, match="retain_min must be an integer"):
+        run(op, params={"n": "lots"})
+    assert [s.id for s in orders.snapshots()] == [1, 2, 3, 4, 5, 6]
+
+
+def test_spark_runner_operator_passes_its_settings(monkeypatch, orders):
+    calls = []
+
+    def fake_run_action(self, action, **kwargs):
+        calls.append((action, kwargs))
+        return {"action": action.name, "table": action.table, "result": {}}
+
+    monkeypatch.setattr("airflow_snaptable.hooks.snaptable.SnapTableHook.run_action", fake_run_action)
+    op = ops.SnapshotExpireOperator(
+        task_id="t", table="orders", retain_max=3, runner="spark", spark_conn_id="spark_x", spark_conf={"spark.a": "{{ params.v }}"},
+        spark_submit_kwargs={"driver_memory": "2g"},
+    )
+    run(op, params={"v": "b"})
+    (action, kwargs), = calls
+    assert action.retain_max == 3 and action.table == orders.uri
+    assert kwargs == {"runner": "spark", "spark_conn_id": "spark_x", "spark_conf": {"spark.a": "b"}, "spark_submit_kwargs": {"driver_memory": "2g"}}

@@ -1,0 +1,400 @@
+"""NewSnapshotSensor, NewSnapshotTrigger and SnapshotEventTrigger (state store, restarts, poll cost)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from airflow.sdk.exceptions import AirflowException, TaskDeferred
+from airflow.sdk.module_loading import import_string
+
+from airflow_snaptable.core import Table
+from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError
+from airflow_snaptable.sensors import NewSnapshotSensor
+from airflow_snaptable.triggers import NewSnapshotTrigger, SnapshotEventTrigger
+from airflow_snaptable.triggers.snaptable import POSITION_KEY
+from tests.airflow.conftest import DummyStateStore, snaptable_conn
+from tests.conftest import SCHEMA, make_rows
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    root = str(tmp_path / "warehouse")
+    monkeypatch.setenv("AIRFLOW_CONN_SNAPTABLE_DEFAULT", snaptable_conn(root))
+    return root
+
+
+def new_table(root, name="orders", snapshots=3) -> Table:
+    table = Table.create(f"{root}/{name}", SCHEMA, partition_by=["p"])
+    for i in range(snapshots):
+        table.append(make_rows(range(i * 10, i * 10 + 10)))
+    return table
+
+
+# -- sensor ------------------------------------------------------------------------------------
+
+
+def test_poke_returns_the_new_range(root):
+    table = new_table(root)
+    sensor = NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=1)
+    result = sensor.poke({})
+    assert result.is_done
+    assert result.xcom_value == {
+        "table": table.uri,
+        "from_snapshot_id": 1,
+        "to_snapshot_id": 3,
+        "snapshot_ids": [2, 3],
+        "commit_kinds": ["APPEND", "APPEND"],
+        "matching_snapshot_ids": [2, 3],
+        "added_records": 20,
+        "deleted_records": 0,
+    }
+    changes = table.changes(1, 3)
+    assert changes.added_record_count == 20
+    assert not NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=3).poke({}).is_done
+
+
+def test_commit_kinds_filter_ignores_compaction(root):
+    table = new_table(root)
+    table.append(make_rows(range(100, 103), partitions=1))
+    table.append(make_rows(range(103, 106), partitions=1))
+    assert table.compact(min_file_num=2) is not None  # snapshot 6: COMPACT
+    sensor = NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=5)
+    assert not sensor.poke({}).is_done
+    assert NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=5, commit_kinds=None).poke({}).is_done
+    table.delete(partitions=[{"p": 0}])  # snapshot 7
+    done = sensor.poke({})
+    assert done.is_done
+    assert done.xcom_value["snapshot_ids"] == [6, 7]
+    assert done.xcom_value["commit_kinds"] == ["COMPACT", "DELETE"]
+    assert done.xcom_value["matching_snapshot_ids"] == [7]
+    assert done.xcom_value["deleted_records"] > 0
+
+
+def test_consumer_baseline(root):
+    table = new_table(root)
+    sensor = NewSnapshotSensor(task_id="s", table="orders", consumer_id="reader")
+    assert sensor.poke({}).xcom_value["from_snapshot_id"] == 0  # a new consumer reads from the start
+    table.update_consumer("reader", 3)
+    sensor = NewSnapshotSensor(task_id="s", table="orders", consumer_id="reader")
+    assert sensor.poke({}).xcom_value["snapshot_ids"] == [3]
+    table.update_consumer("reader", 4)
+    assert not NewSnapshotSensor(task_id="s", table="orders", consumer_id="reader").poke({}).is_done
+
+
+def test_expired_history_is_an_error_not_a_silent_skip(root):
+    table = new_table(root, snapshots=5)
+    table.expire_snapshots(retain_min=2, time_retained="0 s")
+    with pytest.raises(SnapshotNotFoundError, match="has expired"):
+        NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=1).poke({})
+    with pytest.raises(InvalidArgumentError, match="does not exist"):
+        NewSnapshotSensor(task_id="s", table="orders", consumer_id="late").poke({})
+
+
+@pytest.mark.parametrize("history", [5, 60])
+def test_a_poke_with_nothing_new_costs_o1_storage_operations(root, history):
+    table = new_table(root, snapshots=history)
+    sensor = NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=history)
+    assert not sensor.poke({}).is_done  # opens the table
+    storage = sensor.hook.get_table("orders").storage
+    for _ in range(3):
+        storage.reset_counts()
+        assert not sensor.poke({}).is_done
+        counts = storage.snapshot_counts()
+        assert counts["list"] == 0 and counts["write"] == 0 and counts["delete"] == 0
+        assert counts["read"] + counts["exists"] <= 4, counts  # LATEST hint + checks, whatever the history
+    # Compactions do not fire the sensor and are not read again on every poke.
+    table.append(make_rows(range(1000, 1003), partitions=1))
+    table.append(make_rows(range(1003, 1006), partitions=1))
+    table.compact(min_file_num=2)
+    sensor = NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=history + 2)
+    assert not sensor.poke({}).is_done
+    storage = sensor.hook.get_table("orders").storage
+    storage.reset_counts()
+    assert not sensor.poke({}).is_done
+    assert sum(storage.snapshot_counts().values()) <= 4
+
+
+def test_sensor_arguments_are_checked_when_the_dag_is_parsed():
+    with pytest.raises(InvalidArgumentError, match="exactly one"):
+        NewSnapshotSensor(task_id="s", table="t")
+    with pytest.raises(InvalidArgumentError, match="exactly one"):
+        NewSnapshotSensor(task_id="s", table="t", after_snapshot_id=1, consumer_id="c")
+    with pytest.raises(InvalidArgumentError, match=">= 0"):
+        NewSnapshotSensor(task_id="s", table="t", after_snapshot_id=-1)
+    with pytest.raises(InvalidArgumentError, match="unknown commit kind"):
+        NewSnapshotSensor(task_id="s", table="t", after_snapshot_id=1, commit_kinds=["MERGE"])
+
+
+def test_poke_and_reschedule_modes_return_the_range(root):
+    from unittest import mock
+
+    from airflow.sdk.exceptions import AirflowRescheduleException
+
+    table = new_table(root)
+    ti = mock.Mock()
+    ti.get_first_reschedule_date.return_value = None
+    sensor = NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id="{{ params.after }}", mode="reschedule", poke_interval=30)
+    sensor.render_template_fields({"params": {"after": 3}})
+    with pytest.raises(AirflowRescheduleException):
+        sensor.execute({"ti": ti})
+    table.append(make_rows(range(50, 55)))
+    assert sensor.execute({"ti": ti})["snapshot_ids"] == [4]
+    poking = NewSnapshotSensor(task_id="p", table="orders", after_snapshot_id=3, mode="poke", poke_interval=0.01)
+    assert poking.execute({})["to_snapshot_id"] == 4
+
+
+def test_deferrable_sensor_defers_then_completes(root):
+    table = new_table(root)
+    sensor = NewSnapshotSensor(task_id="s", table="orders", consumer_id="reader", deferrable=True, poke_interval=7, timeout=60)
+    table.update_consumer("reader", 4)
+    with pytest.raises(TaskDeferred) as info:
+        sensor.execute({})
+    deferred = info.value
+    assert deferred.method_name == "execute_complete"
+    assert deferred.timeout.total_seconds() == 60
+    classpath, kwargs = deferred.trigger.serialize()
+    assert classpath == "airflow_snaptable.triggers.snaptable.NewSnapshotTrigger"
+    assert kwargs == {
+        "table": table.uri,
+        "after_snapshot_id": 3,
+        "snaptable_conn_id": "snaptable_default",
+        "commit_kinds": ["APPEND", "DELETE", "OVERWRITE"],
+        "poke_interval": 7.0,
+    }
+    # Something new: execute returns without deferring.
+    table.append(make_rows(range(50, 55)))
+    assert sensor.execute({})["to_snapshot_id"] == 4
+
+
+def test_execute_complete(root):
+    sensor = NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=0)
+    event = {"status": "success", "table": "/t", "from_snapshot_id": 0, "to_snapshot_id": 2}
+    assert sensor.execute_complete({}, event) == {"table": "/t", "from_snapshot_id": 0, "to_snapshot_id": 2}
+    with pytest.raises(AirflowException, match="boom"):
+        sensor.execute_complete({}, {"status": "error", "message": "boom"})
+    with pytest.raises(AirflowException, match="without an event"):
+        sensor.execute_complete({}, None)
+
+
+# -- NewSnapshotTrigger ---------------------------------------------------------------------------
+
+
+def first_event(trigger, timeout=20):
+    async def go():
+        return await asyncio.wait_for(anext(trigger.run()), timeout)
+
+    return asyncio.run(go())
+
+
+def test_trigger_serialization_round_trip():
+    trigger = NewSnapshotTrigger(table="s3://b/t", after_snapshot_id=4, snaptable_conn_id="c", commit_kinds=["append"], poke_interval=3)
+    classpath, kwargs = trigger.serialize()
+    rebuilt = import_string(classpath)(**kwargs)
+    assert rebuilt.serialize() == (classpath, kwargs)
+    assert kwargs["commit_kinds"] == ["APPEND"]
+    event_trigger = SnapshotEventTrigger(table="orders", start_after_snapshot_id=2, commit_delay=0.5)
+    classpath, kwargs = event_trigger.serialize()
+    assert import_string(classpath)(**kwargs).serialize() == (classpath, kwargs)
+
+
+def test_trigger_fires_when_a_snapshot_lands_polling_off_the_event_loop(root, monkeypatch):
+    table = new_table(root)
+    from airflow_snaptable.hooks import snaptable as hook_module
+
+    threads = []
+    real = hook_module.find_new_snapshots
+
+    def spy(*args, **kwargs):
+        threads.append(threading.current_thread() is threading.main_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("airflow_snaptable.triggers.snaptable.find_new_snapshots", spy)
+    trigger = NewSnapshotTrigger(table="orders", after_snapshot_id=3, poke_interval=0.05)
+
+    async def go():
+        events = trigger.run()
+        pending = asyncio.ensure_future(anext(events))
+        await asyncio.sleep(0.3)
+        assert not pending.done()
+        await asyncio.to_thread(table.append, make_rows(range(90, 95)))
+        return await asyncio.wait_for(pending, 10)
+
+    event = asyncio.run(go())
+    assert event.payload["status"] == "success"
+    assert event.payload["snapshot_ids"] == [4] and event.payload["added_records"] == 5
+    assert threads and not any(threads), "storage was read on the event loop thread"
+
+
+def test_trigger_reports_errors_as_events(root):
+    event = first_event(NewSnapshotTrigger(table="missing_table", after_snapshot_id=0, poke_interval=0.01))
+    assert event.payload["status"] == "error" and "TableNotFoundError" in event.payload["message"]
+    event = first_event(NewSnapshotTrigger(table="orders", after_snapshot_id=0, snaptable_conn_id="no_such_conn"))
+    assert event.payload["status"] == "error" and "no_such_conn" in event.payload["message"]
+
+
+# -- SnapshotEventTrigger ---------------------------------------------------------------------------
+
+
+class Watcher:
+    """Runs a SnapshotEventTrigger like the triggerer: collects events; stop() cancels it (a restart)."""
+
+    def __init__(self, store, **kwargs):
+        self.trigger = SnapshotEventTrigger(**{"poke_interval": 0.02, "commit_delay": 0.05, **kwargs})
+        self.trigger.asset_state_store = store
+        self.events: list[dict] = []
+
+    async def start(self):
+        async def consume():
+            async for event in self.trigger.run():
+                self.events.append(event.payload)
+
+        self.task = asyncio.ensure_future(consume())
+        await asyncio.sleep(0.2)
+
+    async def stop(self):
+        self.task.cancel()
+        try:
+            await self.task
+        except asyncio.CancelledError:
+            pass
+
+    async def wait_for(self, count, timeout=10.0):
+        async def until():
+            while len(self.events) < count:
+                await asyncio.sleep(0.02)
+
+        await asyncio.wait_for(until(), timeout)
+        await asyncio.sleep(0.2)  # let the position be committed
+
+
+def ranges(events):
+    return [(e["from_snapshot_id"], e["to_snapshot_id"]) for e in events]
+
+
+def test_event_trigger_emits_one_event_per_new_range_and_survives_restarts(root):
+    table = new_table(root)  # snapshots 1..3 exist before the watcher starts: not replayed
+    store = DummyStateStore()
+
+    async def scenario():
+        first = Watcher(store, table="orders")
+        await first.start()
+        assert store.data[POSITION_KEY] == {"table": table.uri, "last_snapshot_id": 3}
+        await asyncio.to_thread(table.append, make_rows(range(40, 45)))
+        await first.wait_for(1)
+        await asyncio.to_thread(table.append, make_rows(range(45, 50)))
+        await asyncio.to_thread(table.append, make_rows(range(50, 55)))
+        await first.wait_for(2)
+        await first.stop()
+        # While the triggerer is down, two more snapshots and a compaction land.
+        await asyncio.to_thread(table.append, make_rows(range(60, 62), partitions=1))
+        await asyncio.to_thread(table.append, make_rows(range(62, 64), partitions=1))
+        second = Watcher(store, table="orders")
+        await second.start()
+        await second.wait_for(1)
+        await asyncio.to_thread(table.compact, None, None, 2)
+        await asyncio.sleep(0.3)
+        await second.stop()
+        return first.events, second.events
+
+    first_events, second_events = asyncio.run(scenario())
+    assert ranges(first_events)[0] == (3, 4)
+    # Ranges join up: every snapshot exactly once, across the restart.
+    covered = [s for e in first_events + second_events for s in e["snapshot_ids"]]
+    assert covered == [4, 5, 6, 7, 8]
+    assert ranges(second_events) == [(6, 8)]
+    assert second_events[0]["added_records"] == 4
+    # The compaction (snapshot 9) fired nothing, but the position moved past it.
+    assert store.data[POSITION_KEY]["last_snapshot_id"] == 9
+
+
+def test_a_crash_before_the_position_is_stored_repeats_the_event_never_loses_it(root):
+    table = new_table(root)
+    store = DummyStateStore()
+
+    async def scenario():
+        watcher = Watcher(store, table="orders", commit_delay=30)
+        await watcher.start()
+        await asyncio.to_thread(table.append, make_rows(range(40, 45)))
+        await watcher.wait_for(1)
+        await watcher.stop()  # the triggerer dies during the commit delay
+        assert store.data[POSITION_KEY]["last_snapshot_id"] == 3
+        again = Watcher(store, table="orders")
+        await again.start()
+        await again.wait_for(1)
+        await again.stop()
+        return watcher.events, again.events
+
+    before, after = asyncio.run(scenario())
+    assert ranges(before) == ranges(after) == [(3, 4)]
+    assert store.data[POSITION_KEY]["last_snapshot_id"] == 4
+
+
+def test_event_trigger_start_position_rollback_and_expiry(root):
+    table = new_table(root, snapshots=5)
+    store = DummyStateStore()
+
+    async def scenario():
+        watcher = Watcher(store, table="orders", start_after_snapshot_id=1, with_changes=False)
+        await watcher.start()
+        await watcher.wait_for(1)
+        assert ranges(watcher.events) == [(1, 5)] and "added_records" not in watcher.events[0]
+        await asyncio.to_thread(table.rollback_to, 3)
+        await asyncio.sleep(0.3)
+        assert store.data[POSITION_KEY]["last_snapshot_id"] == 3  # moved back with the table
+        await asyncio.to_thread(table.append, make_rows(range(70, 75)))
+        await watcher.wait_for(2)
+        await watcher.stop()
+        # Down for a while: new snapshots arrive and the old ones expire before they were reported.
+        for i in range(4):
+            await asyncio.to_thread(table.append, make_rows(range(80 + i * 5, 85 + i * 5)))
+        await asyncio.to_thread(lambda: table.expire_snapshots(retain_min=2, time_retained="0 s"))
+        again = Watcher(store, table="orders")
+        await again.start()
+        await again.wait_for(1)
+        await again.stop()
+        return watcher.events, again.events
+
+    events, later = asyncio.run(scenario())
+    assert ranges(events) == [(1, 5), (3, 4)]
+    assert ranges(later) == [(7, 8)]
+    assert later[0]["expired_after_snapshot_id"] == 4
+
+
+def test_event_trigger_without_a_state_store_keeps_the_position_in_memory(root):
+    table = new_table(root)
+
+    async def scenario():
+        watcher = Watcher(None, table="orders")
+        await watcher.start()
+        await asyncio.to_thread(table.append, make_rows(range(40, 45)))
+        await watcher.wait_for(1)
+        await watcher.stop()
+        return watcher
+
+    watcher = asyncio.run(scenario())
+    assert ranges(watcher.events) == [(3, 4)]
+    assert watcher.trigger._memory_state == {"table": table.uri, "last_snapshot_id": 4}
+
+
+def test_event_trigger_watching_several_assets_keeps_every_position(root):
+    """One trigger can serve several assets (same classpath and kwargs): the lowest position wins."""
+    table = new_table(root)
+
+    class Accessors:
+        def __init__(self):
+            self._by_name = {"a": DummyStateStore({POSITION_KEY: {"table": table.uri, "last_snapshot_id": 2}}), "b": DummyStateStore()}
+            self._by_uri = {}
+
+    accessors = Accessors()
+
+    async def scenario():
+        watcher = Watcher(accessors, table="orders")
+        await watcher.start()
+        await watcher.wait_for(1)
+        await watcher.stop()
+        return watcher.events
+
+    assert ranges(asyncio.run(scenario())) == [(2, 3)]
+    assert all(s.data[POSITION_KEY]["last_snapshot_id"] == 3 for s in accessors._by_name.values())

@@ -1,0 +1,116 @@
+"""The maintenance job under a real ``spark-submit --master local[2]`` (three submits, run side by side)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_snaptable.core import Table
+from airflow_snaptable.spark import job_path
+from tests.conftest import SCHEMA, make_rows
+from tests.spark.helpers import assert_clean
+
+SPARK_SUBMIT = Path(sys.executable).with_name("spark-submit")
+
+
+def submit(args: list[str], tmp_path: Path, env_extra: dict | None = None) -> subprocess.Popen:
+    env = dict(os.environ)
+    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, **(env_extra or {}))
+    command = [
+        str(SPARK_SUBMIT),
+        "--master", "local[2]",
+        "--conf", "spark.ui.enabled=false",
+        "--conf", "spark.ui.showConsoleProgress=false",
+        "--conf", "spark.driver.bindAddress=127.0.0.1",
+        "--conf", "spark.driver.host=127.0.0.1",
+        "--conf", "spark.snaptable.delete.parallelThreshold=1",
+        "--conf", "spark.snaptable.delete.filesPerTask=2",
+        # C1 only: less JIT work for a short job (three of them share the test machine's cores)
+        "--driver-java-options", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        job_path(),
+        *args,
+    ]
+    return subprocess.Popen(
+        command, cwd=tmp_path, env=env, text=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+
+
+@pytest.mark.skipif(shutil.which(str(SPARK_SUBMIT)) is None, reason="spark-submit is not installed next to python")
+def test_spark_submit_expire_rollback_and_a_failing_action(tmp_path):
+    # expire-snapshots: 5 overwrites, keep the last 2
+    expire_table = Table.create(str(tmp_path / "expire"), SCHEMA, partition_by=["p"])
+    for i in range(5):
+        expire_table.overwrite(make_rows(range(i * 10, i * 10 + 10)))
+    expire_action = tmp_path / "expire.json"
+    expire_action.write_text(json.dumps({"action": "expire-snapshots", "table": expire_table.uri, "retain_min": 1, "retain_max": 2}))
+    expire_result = tmp_path / "expire-result.json"
+
+    # rollback to snapshot 2 (action given inline)
+    rollback_table = Table.create(str(tmp_path / "rollback"), SCHEMA, partition_by=["p"])
+    for i in range(4):
+        rollback_table.append(make_rows(range(i * 10, i * 10 + 10)))
+    expected_state = sorted(rollback_table.scan(snapshot_id=2).to_arrow().column("id").to_pylist())
+    rollback_result = tmp_path / "rollback-result.json"
+
+    failing_result = tmp_path / "failing-result.json"
+    failing_action = tmp_path / "failing.json"
+    missing = tmp_path / "no-such-table"
+    failing_action.write_text(json.dumps({"action": "create-tag", "table": str(missing), "tag_name": "x"}))
+
+    rollback_json = json.dumps({"action": "rollback", "table": rollback_table.uri, "snapshot_id": 2})
+    runs = {
+        # storage options through the environment (credentials never on the command line)
+        "expire": submit(["--action-file", str(expire_action), "--result", str(expire_result)], tmp_path,
+                         env_extra={"SNAPTABLE_STORAGE_OPTIONS": json.dumps({"auto_mkdir": True})}),
+        "rollback": submit(["--action", rollback_json, "--result", str(rollback_result)], tmp_path),
+        "failing": submit(["--action-file", str(failing_action), "--result", str(failing_result)], tmp_path),
+    }
+    outputs = {}
+    try:
+        for name, process in runs.items():
+            stdout, stderr = process.communicate(timeout=240)
+            # spark-submit merges the Python driver's stderr into its stdout; Spark's own log goes to stderr
+            outputs[name] = (process.returncode, stdout.splitlines(), stderr)
+    finally:
+        for process in runs.values():
+            if process.poll() is None:  # a hung submit must not outlive the test
+                process.kill()
+                process.wait()
+
+    code, lines, stderr = outputs["expire"]
+    assert code == 0, "\n".join(lines[-20:]) + stderr[-3000:]
+    result = json.loads(expire_result.read_text())
+    assert result["action"] == "expire-snapshots" and result["table"] == expire_table.uri
+    assert result["result"]["expired_snapshot_ids"] == [1, 2, 3]
+    assert result["result"]["deleted_data_files"] == 9  # 3 files freed by each of snapshots 2, 3, 4
+    assert result in [json.loads(line) for line in lines if line.startswith("{")]
+    summary = [line for line in lines if line.startswith("snaptable-job:")]
+    deleted = result["result"]["deleted_data_files"] + result["result"]["deleted_manifest_files"]
+    assert summary == [f"snaptable-job: expire-snapshots on {expire_table.uri} done ({deleted} files deleted on executors in 1 Spark job(s))"]
+    assert [s.id for s in expire_table.snapshots()] == [4, 5]
+    assert_clean(expire_table)
+
+    code, lines, stderr = outputs["rollback"]
+    assert code == 0, "\n".join(lines[-20:]) + stderr[-3000:]
+    result = json.loads(rollback_result.read_text())
+    assert result["action"] == "rollback"
+    assert rollback_table.latest_snapshot().id == 2
+    assert sorted(rollback_table.scan().to_arrow().column("id").to_pylist()) == expected_state
+    assert_clean(rollback_table)
+
+    code, lines, stderr = outputs["failing"]
+    assert code == 1
+    assert [line for line in lines if line.startswith("snaptable-job:")] == [
+        f"snaptable-job: TableNotFoundError: no table at {missing}"
+    ]
+    error = json.loads(failing_result.read_text())
+    assert error["action"] == "create-tag" and error["error"]["type"] == "TableNotFoundError"
+    assert not missing.exists()
