@@ -103,10 +103,11 @@ def create_periodic_tags(
     existing = {t.name: t for t in table.tag_manager.tags()}
     periodic = [t for t in existing.values() if t.source == PERIODIC]
     if catch_up:
+        # From the period after the newest periodic tag (so expired periods get reported as
+        # skipped), or, with none yet, from the period of the earliest retained snapshot.
         newest = max((t.snapshot.time_millis for t in periodic), default=None)
-        first_end = (earliest.time_millis // step_ms + 1) * step_ms
-        if newest is not None:
-            first_end = max(first_end, (newest // step_ms + 1) * step_ms)
+        start = earliest.time_millis if newest is None else newest
+        first_end = (start // step_ms + 1) * step_ms
         ends = range(first_end, last_end + 1, step_ms)
     else:
         ends = [last_end]
