@@ -23,15 +23,28 @@ from airflow_snaptable.core.errors import (
     TagNotFoundError,
     UnsupportedStorageError,
 )
+from airflow_snaptable.core.consumers import Consumer
+from airflow_snaptable.core.expire import ExpireResult
 from airflow_snaptable.core.incremental import ChangeSet, StreamPlan, StreamScan
 from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestEntry
+from airflow_snaptable.core.orphans import OrphanResult, VerifyResult
+from airflow_snaptable.core.periodic import PeriodicTagResult
+from airflow_snaptable.core.rollback import RollbackResult
 from airflow_snaptable.core.scan import TableScan
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.table import Table
+from airflow_snaptable.core.tags import Tag
 
 __all__ = [
     "ChangeSet",
+    "Consumer",
+    "ExpireResult",
+    "OrphanResult",
+    "PeriodicTagResult",
+    "RollbackResult",
+    "Tag",
+    "VerifyResult",
     "CommitConflictError",
     "CommitFailedError",
     "CommitKind",
