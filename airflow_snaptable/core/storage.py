@@ -13,7 +13,7 @@ import posixpath
 import threading
 import uuid
 from collections import Counter
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -200,11 +200,6 @@ class Storage:
         except FileNotFoundError:
             pass
 
-    def delete_many(self, rels: Iterable[str]) -> int:
-        rels = list(rels)
-        for rel in rels:
-            self.delete(rel)
-        return len(rels)
 
     # -- local helpers -----------------------------------------------------
 
