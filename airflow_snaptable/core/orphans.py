@@ -151,8 +151,8 @@ def remove_orphan_files(table: "Table", older_than=None, dry_run: bool = True, n
             continue
         result.orphan_files.append(rel)
         result.bytes += size
-        if not dry_run:
-            storage.delete(rel)
+    if not dry_run:
+        storage.delete_files(result.orphan_files)
     result.orphan_count = len(result.orphan_files)
     return result
 

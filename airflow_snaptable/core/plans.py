@@ -246,17 +246,17 @@ class PlanManager:
         for name, size in plan.manifest_files:
             if name in protection.held_manifests:
                 continue
-            self.storage.delete(manifest_path(name))
             outcome.deleted_manifest_files.append(name)
             outcome.bytes_freed += size
+        self.storage.delete_files([manifest_path(name) for name in outcome.deleted_manifest_files])
 
         for candidate in plan.data_files:
             if candidate.path in protection.protected_paths:
                 outcome.protected_data_files += 1
                 continue
-            self.storage.delete(candidate.path)
             outcome.deleted_data_files.append(candidate.path)
             outcome.bytes_freed += candidate.size
+        self.storage.delete_files(outcome.deleted_data_files)
 
         registry = ReaddRegistry(self.storage)
         for entry in protection.discarded_readds:

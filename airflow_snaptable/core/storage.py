@@ -28,6 +28,10 @@ _S3_PROTOCOLS = {"s3", "s3a"}
 _PRECONDITION_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
 
 
+#: Keys per S3 DeleteObjects request (the API's maximum).
+S3_DELETE_BATCH = 1000
+
+
 def _is_precondition_failure(exc: BaseException) -> bool:
     """True when an S3 error means "the object exists already" (412/409 on If-None-Match).
 
@@ -199,6 +203,26 @@ class Storage:
             self.fs.rm_file(self.full_path(rel))
         except FileNotFoundError:
             pass
+
+    def delete_files(self, rels: list[str]) -> None:
+        """Delete many files whose relative order does not matter; all are gone on return.
+
+        This is the bulk-delete seam: the Spark job overrides it to spread the
+        deletes over executors. S3 deletes up to 1,000 keys per request
+        (DeleteObjects); other stores delete one by one. Missing files are success.
+        """
+        if self._is_s3:
+            for start in range(0, len(rels), S3_DELETE_BATCH):
+                batch = rels[start:start + S3_DELETE_BATCH]
+                for rel in batch:
+                    self._op("delete", rel)
+                try:
+                    self.fs.rm([self.full_path(rel) for rel in batch])
+                except FileNotFoundError:
+                    pass
+            return
+        for rel in rels:
+            self.delete(rel)
 
 
     # -- local helpers -----------------------------------------------------
