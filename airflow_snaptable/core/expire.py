@@ -21,11 +21,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.manifest import FileKind
+from airflow_snaptable.core.manifest import FileKind, manifest_path
 from airflow_snaptable.core.options import parse_duration
 from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan, PlanManager
 from airflow_snaptable.core.readds import ReaddRegistry
-from airflow_snaptable.core.snapshot import snapshot_path
+from airflow_snaptable.core.io_pool import map_io
+from airflow_snaptable.core.snapshot import Snapshot, snapshot_path
 
 if TYPE_CHECKING:
     from airflow_snaptable.core.table import Table
@@ -114,19 +115,28 @@ class _Snapshots:
 
     def __init__(self, table: "Table"):
         self.manager = table.snapshot_manager
-        self.cache: dict[int, object] = {}
+        self.cache: dict[int, Snapshot] = {}
 
-    def get(self, snapshot_id: int):
-        if snapshot_id not in self.cache:
-            self.cache[snapshot_id] = self.manager.snapshot(snapshot_id)
-        return self.cache[snapshot_id]
+    def get(self, snapshot_id: int) -> Snapshot:
+        snapshot = self.cache.get(snapshot_id)
+        if snapshot is None:
+            snapshot = self.cache[snapshot_id] = self.manager.snapshot(snapshot_id)
+        return snapshot
+
+    def file_size(self, snapshot_id: int) -> int:
+        # Snapshot files are written as to_json() (sorted keys, fixed indent), so this is their size.
+        return len(self.get(snapshot_id).to_json())
 
 
-def expire_range(table: "Table", settings: ExpireSettings, read=None) -> tuple[int, int] | None:
-    """``(earliest, end)``: snapshots ``earliest .. end-1`` expire; None if nothing does."""
+def expire_range(table: "Table", settings: ExpireSettings, read=None, earliest: int | None = None) -> tuple[int, int] | None:
+    """``(earliest, end)``: snapshots ``earliest .. end-1`` expire; None if nothing does.
+
+    ``earliest`` overrides the table's (a dry run starts where unfinished plans will have left it).
+    """
     snapshots = table.snapshot_manager
     latest = snapshots.latest_id()
-    earliest = snapshots.earliest_id()
+    if earliest is None:
+        earliest = snapshots.earliest_id()
     if latest is None or earliest is None:
         return None
     lowest = earliest if settings.retain_max is None else max(latest - settings.retain_max + 1, earliest)
@@ -152,6 +162,15 @@ def plan_expiry(table: "Table", earliest: int, end: int, read=None) -> DeletionP
     and manifests of the expired snapshots that ``end`` does not use."""
     read = read or _Snapshots(table)
     manifests = table.manifest_io
+
+    def fetch(snapshot_id: int) -> None:
+        # Warms the snapshot and manifest caches; the loops below then run without I/O.
+        snapshot = read.get(snapshot_id)
+        manifests.sizes_of(snapshot)
+        if snapshot_id > earliest:
+            manifests.read_delta(snapshot)
+
+    map_io(fetch, range(earliest, end + 1))
     data: dict[str, DataCandidate] = {}
     for snapshot_id in range(earliest + 1, end + 1):
         entries = manifests.read_delta(read.get(snapshot_id))
@@ -188,8 +207,9 @@ def expire_snapshots(
     settings = resolve_settings(table, retain_min, retain_max, time_retained, older_than, retain_last, limit, now_millis)
     plans = PlanManager(table)
     result = ExpireResult(dry_run=dry_run)
-    if not dry_run:
-        result.recovered_data_files = len(plans.finish_all().deleted_data_files)
+    if dry_run:
+        return _dry_run(table, plans, settings, result)
+    result.recovered_data_files = len(plans.finish_all().deleted_data_files)
     result.earliest_before = table.snapshot_manager.earliest_id()
 
     for _attempt in range(3):
@@ -199,8 +219,6 @@ def expire_snapshots(
             result.earliest_after = table.snapshot_manager.earliest_id()
             return result
         plan = plan_expiry(table, *bounds, read=read)
-        if dry_run:
-            return _dry_run_result(table, plans, plan, result)
         # Pending first: the fence is up, so from now on new tags and consumers below it
         # back out; then re-check the consumers that came in before, and read what protects.
         plans.publish_pending(plan)
@@ -219,7 +237,7 @@ def expire_snapshots(
         result.deleted_snapshot_files = outcome.deleted_snapshot_files
         result.deleted_data_files = len(outcome.deleted_data_files)
         result.deleted_manifest_files = len(outcome.deleted_manifest_files)
-        result.bytes_freed = outcome.bytes_freed
+        result.bytes_freed = outcome.bytes_freed + sum(read.file_size(i) for i in plan.snapshot_ids)
         result.protected_data_files = outcome.protected_data_files
         result.earliest_after = plan.fence
         ReaddRegistry(table.storage).prune(plan.fence)
@@ -228,22 +246,46 @@ def expire_snapshots(
     return result
 
 
-def _dry_run_result(table: "Table", plans: PlanManager, plan: DeletionPlan, result: ExpireResult) -> ExpireResult:
-    protection = plans.protection(plan)
-    result.expired_snapshot_ids = plan.snapshot_ids
-    result.snapshot_files = [snapshot_path(i) for i in plan.snapshot_ids]
-    result.deleted_snapshot_files = len(plan.snapshot_ids)
-    for candidate in plan.data_files:
-        if candidate.path in protection.protected_paths:
-            result.protected_data_files += 1
-        else:
-            result.data_files.append(candidate.path)
-            result.bytes_freed += candidate.size
-    for name, size in plan.manifest_files:
-        if name not in protection.held_manifests:
-            result.manifest_files.append(f"manifest/{name}")
-            result.bytes_freed += size
-    result.deleted_data_files = len(result.data_files)
-    result.deleted_manifest_files = len(result.manifest_files)
-    result.earliest_after = plan.fence
+def _dry_run(table: "Table", plans: PlanManager, settings: ExpireSettings, result: ExpireResult) -> ExpireResult:
+    """What the real run with the same arguments deletes, deleting nothing.
+
+    The real run first finishes the plans an interrupted run left behind, then
+    expires from where they end; so does this, reading instead of deleting.
+    """
+    earliest = result.earliest_before = table.snapshot_manager.earliest_id()
+    snapshot_ids: set[int] = set()
+    manifest_files: dict[str, int] = {}
+    data_files: dict[str, int] = {}
+    for leftover in plans.plans():
+        # Files of an interrupted plan may be gone already: list only what is still there.
+        effect = plans.effect(leftover, plans.protection(leftover))
+        snapshot_ids.update(i for i in leftover.snapshot_ids if table.snapshot_manager.exists(i))
+        manifest_files.update((manifest_path(n), size) for n, size in effect.manifest_files if table.storage.exists(manifest_path(n)))
+        data_files.update((c.path, c.size) for c in effect.data_files if table.storage.exists(c.path))
+        result.protected_data_files += effect.protected_data_files
+        if leftover.kind == EXPIRE and leftover.snapshot_ids:
+            earliest = max(earliest or 0, leftover.fence)
+    result.recovered_data_files = len(data_files)
+
+    read = _Snapshots(table)
+    bounds = expire_range(table, settings, read, earliest=earliest)
+    if bounds is not None:
+        plan = plan_expiry(table, *bounds, read=read)
+        effect = plans.effect(plan, plans.protection(plan))
+        result.expired_snapshot_ids = plan.snapshot_ids
+        snapshot_ids.update(plan.snapshot_ids)
+        manifest_files.update((manifest_path(n), size) for n, size in effect.manifest_files)
+        data_files.update((c.path, c.size) for c in effect.data_files)
+        result.protected_data_files += effect.protected_data_files
+        result.bytes_freed += sum(read.file_size(i) for i in plan.snapshot_ids)
+        earliest = plan.fence
+
+    result.snapshot_files = [snapshot_path(i) for i in sorted(snapshot_ids)]
+    result.manifest_files = sorted(manifest_files)
+    result.data_files = sorted(data_files)
+    result.deleted_snapshot_files = len(snapshot_ids)
+    result.deleted_manifest_files = len(manifest_files)
+    result.deleted_data_files = len(data_files)
+    result.bytes_freed += sum(manifest_files.values()) + sum(data_files.values())
+    result.earliest_after = earliest
     return result

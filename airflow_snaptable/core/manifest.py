@@ -12,6 +12,7 @@ the first manifest can also drop DELETE entries ("full merge").
 from __future__ import annotations
 
 import io
+import threading
 import uuid
 from dataclasses import dataclass
 from enum import IntEnum
@@ -191,17 +192,23 @@ class ManifestIO:
         self.partition_types = partition_types
         self._cache: "OrderedDict[str, list]" = OrderedDict()
         self._cache_size = cache_size
+        self._lock = threading.Lock()  # manifests are read from the shared I/O pool
+        #: Byte sizes of the manifest lists this instance read or wrote (lists record their manifests' sizes, not their own).
+        self._list_sizes: dict[str, int] = {}
 
     def _cached(self, name: str):
-        value = self._cache.get(name)
-        if value is not None:
-            self._cache.move_to_end(name)
-        return value
+        with self._lock:
+            value = self._cache.get(name)
+            if value is not None:
+                self._cache.move_to_end(name)
+            return value
 
     def _remember(self, name: str, value: list) -> None:
-        self._cache[name] = value
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        with self._lock:
+            self._cache[name] = value
+            if len(self._cache) > self._cache_size:
+                evicted, _ = self._cache.popitem(last=False)
+                self._list_sizes.pop(evicted, None)
 
     def _read(self, name: str) -> bytes:
         path = manifest_path(name)
@@ -213,13 +220,17 @@ class ManifestIO:
     def read_list(self, name: str) -> list[ManifestFileMeta]:
         cached = self._cached(name)
         if cached is None:
-            cached = decode_manifest_list(self._read(name), where=name)
+            data = self._read(name)
+            cached = decode_manifest_list(data, where=name)
+            self._list_sizes[name] = len(data)
             self._remember(name, cached)
         return list(cached)
 
     def write_list(self, metas: list[ManifestFileMeta]) -> str:
         name = new_manifest_list_name()
-        self.storage.write_bytes(manifest_path(name), encode_manifest_list(metas))
+        data = encode_manifest_list(metas)
+        self.storage.write_bytes(manifest_path(name), data)
+        self._list_sizes[name] = len(data)
         self._remember(name, list(metas))
         return name
 
@@ -262,8 +273,9 @@ class ManifestIO:
         return names
 
     def sizes_of(self, snapshot) -> dict[str, int]:
-        """Like :meth:`names_of`, with the sizes the lists record (0 where unknown: the lists themselves)."""
-        sizes = {snapshot.base_manifest_list: 0, snapshot.delta_manifest_list: 0}
+        """Like :meth:`names_of`, with byte sizes (a list's own size is known once this instance read or wrote it, else 0)."""
+        sizes = {}
         for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
             sizes.update((meta.file_name, meta.file_size) for meta in self.read_list(list_name))
+            sizes[list_name] = self._list_sizes.get(list_name, 0)
         return sizes

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from airflow_snaptable.core.errors import CorruptMetadataError, TagNotFoundError
@@ -74,8 +74,23 @@ class DeletionPlan:
     def path(self) -> str:
         return f"{PLAN_DIR}/plan-{self.id}.json"
 
-    def to_json(self) -> bytes:
-        return json.dumps(asdict(self)).encode()
+    def to_json(self, fence_only: bool = False) -> bytes:
+        """The plan as JSON; ``fence_only`` leaves out the file lists (all a pending plan's readers need)."""
+        doc = {
+            "kind": self.kind,
+            "fence": self.fence,
+            "snapshot_ids": self.snapshot_ids,
+            "data_files": [] if fence_only else [
+                {"path": c.path, "size": c.size, "below": c.below, "from_id": c.from_id} for c in self.data_files
+            ],
+            "manifest_files": [] if fence_only else [list(m) for m in self.manifest_files],
+            "tag_names": self.tag_names,
+            "ceiling": self.ceiling,
+            "restore_snapshot": self.restore_snapshot,
+            "tag_create_times": self.tag_create_times,
+            "id": self.id,
+        }
+        return json.dumps(doc).encode()
 
     @classmethod
     def from_json(cls, data: bytes, where: str) -> "DeletionPlan":
@@ -86,6 +101,17 @@ class DeletionPlan:
             return cls(**doc)
         except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
             raise CorruptMetadataError(f"{where}: cannot parse deletion plan: {exc}") from exc
+
+
+@dataclass
+class PlanEffect:
+    manifest_files: list[tuple[str, int]]
+    data_files: list[DataCandidate]
+    protected_data_files: int
+
+    @property
+    def bytes(self) -> int:
+        return sum(size for _name, size in self.manifest_files) + sum(c.size for c in self.data_files)
 
 
 @dataclass
@@ -160,7 +186,8 @@ class PlanManager:
         self.storage.write_bytes(plan.path, plan.to_json())
 
     def publish_pending(self, plan: DeletionPlan) -> None:
-        self.storage.write_bytes(self._pending_path(plan), plan.to_json())
+        # Only the owner executes a pending plan, and it holds the lists in memory.
+        self.storage.write_bytes(self._pending_path(plan), plan.to_json(fence_only=True))
 
     def activate(self, plan: DeletionPlan) -> None:
         self.storage.write_bytes(plan.path, plan.to_json())
@@ -243,26 +270,32 @@ class PlanManager:
             if plan.restore_snapshot is not None:
                 table.snapshot_manager.write_earliest_hint(plan.ceiling)
 
-        for name, size in plan.manifest_files:
-            if name in protection.held_manifests:
-                continue
-            outcome.deleted_manifest_files.append(name)
-            outcome.bytes_freed += size
-        self.storage.delete_files([manifest_path(name) for name in outcome.deleted_manifest_files])
-
-        for candidate in plan.data_files:
-            if candidate.path in protection.protected_paths:
-                outcome.protected_data_files += 1
-                continue
-            outcome.deleted_data_files.append(candidate.path)
-            outcome.bytes_freed += candidate.size
-        self.storage.delete_files(outcome.deleted_data_files)
+        effect = self.effect(plan, protection)
+        self.storage.delete_files([manifest_path(name) for name, _size in effect.manifest_files])
+        outcome.deleted_manifest_files = [name for name, _size in effect.manifest_files]
+        self.storage.delete_files([c.path for c in effect.data_files])
+        outcome.deleted_data_files = [c.path for c in effect.data_files]
+        outcome.bytes_freed = effect.bytes
+        outcome.protected_data_files = effect.protected_data_files
 
         registry = ReaddRegistry(self.storage)
         for entry in protection.discarded_readds:
             registry.discard(entry.name)
         self.storage.delete(plan.path)
         return outcome
+
+    @staticmethod
+    def effect(plan: DeletionPlan, protection: Protection) -> "PlanEffect":
+        """The manifests and data files executing ``plan`` deletes: its candidates minus what ``protection`` holds.
+
+        The one rule both a real run and a dry run apply.
+        """
+        data = [c for c in plan.data_files if c.path not in protection.protected_paths]
+        return PlanEffect(
+            manifest_files=[(name, size) for name, size in plan.manifest_files if name not in protection.held_manifests],
+            data_files=data,
+            protected_data_files=len(plan.data_files) - len(data),
+        )
 
     def is_protected(self, candidate: DataCandidate, tags: list["Tag"], readds) -> bool:
         return self._held(candidate, tags) or any(e.protects(candidate.path, candidate.below) for e in readds)

@@ -20,6 +20,7 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 from airflow_snaptable.core.errors import StorageError, UnsupportedStorageError
+from airflow_snaptable.core.io_pool import map_io
 
 #: The kinds of operation that are counted.
 OPERATION_KINDS = ("read", "write", "list", "delete", "exists")
@@ -30,6 +31,8 @@ _PRECONDITION_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412"
 
 #: Keys per S3 DeleteObjects request (the API's maximum).
 S3_DELETE_BATCH = 1000
+#: Files announced, then deleted concurrently, per batch on other stores.
+LOCAL_DELETE_BATCH = 256
 
 
 def _is_precondition_failure(exc: BaseException) -> bool:
@@ -209,21 +212,30 @@ class Storage:
 
         This is the bulk-delete seam: the Spark job overrides it to spread the
         deletes over executors. S3 deletes up to 1,000 keys per request
-        (DeleteObjects); other stores delete one by one. Missing files are success.
+        (DeleteObjects); other stores delete a batch on the shared I/O pool.
+        Every file of a batch is announced (counted, ``on_operation``) before
+        any of it is deleted, so an injected crash leaves a prefix of whole
+        batches deleted. Missing files are success.
         """
-        if self._is_s3:
-            for start in range(0, len(rels), S3_DELETE_BATCH):
-                batch = rels[start:start + S3_DELETE_BATCH]
-                for rel in batch:
-                    self._op("delete", rel)
+        batch_size = S3_DELETE_BATCH if self._is_s3 else LOCAL_DELETE_BATCH
+        for start in range(0, len(rels), batch_size):
+            batch = rels[start:start + batch_size]
+            for rel in batch:
+                self._op("delete", rel)
+            paths = [self.full_path(rel) for rel in batch]
+            if self._is_s3:
                 try:
-                    self.fs.rm([self.full_path(rel) for rel in batch])
+                    self.fs.rm(paths)
                 except FileNotFoundError:
                     pass
-            return
-        for rel in rels:
-            self.delete(rel)
+            else:
+                map_io(self._remove_quietly, paths)
 
+    def _remove_quietly(self, path: str) -> None:
+        try:
+            self.fs.rm_file(path)
+        except FileNotFoundError:
+            pass
 
     # -- local helpers -----------------------------------------------------
 

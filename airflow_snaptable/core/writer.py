@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import io
-import os
-import threading
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchError
+from airflow_snaptable.core.io_pool import map_io
 from airflow_snaptable.core.manifest import DataFile
 from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.storage import Storage
 
 DATA_DIR = "data"
-WRITE_THREADS = 8
 
 
 def to_arrow_table(data, schema: TableSchema) -> pa.Table:
@@ -91,32 +88,8 @@ def write_data_files(
     """
     if len(groups) <= 1:
         return [f for partition, rows in groups for f in write_partition_files(storage, schema, partition, rows, target_file_size, compression)]
-    written = _write_pool().map(
-        lambda group: write_partition_files(storage, schema, group[0], group[1], target_file_size, compression), groups
-    )
+    written = map_io(lambda group: write_partition_files(storage, schema, group[0], group[1], target_file_size, compression), groups)
     return [f for files in written for f in files]
-
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _write_pool() -> ThreadPoolExecutor:
-    """One pool per process: starting threads for every commit costs more than the writes."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="snaptable-write")
-        return _pool
-
-
-def _forget_pool_in_child() -> None:
-    # A forked child (Airflow's task runner forks) inherits the pool but not its threads.
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 def write_partition_files(

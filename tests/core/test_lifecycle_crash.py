@@ -476,8 +476,6 @@ def test_update_consumer_crash_during_a_concurrent_expiry_leaves_no_dangling_con
         assert consumer.next_snapshot >= table.earliest_snapshot().id, f"{consumer} points at an expired snapshot"
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: after a crashed expiry, a dry run ignores the unfinished plan: it lists only "
-                   "the new range, while the real run with the same arguments first finishes the plan and deletes more")
 def test_dry_run_after_a_crash_lists_what_the_real_run_deletes(expiry_template, tmp_path):
     template, model = expiry_template
     table = _open(_copy(template, str(tmp_path / "count")))
