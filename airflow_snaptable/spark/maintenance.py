@@ -1,15 +1,19 @@
 """Maintenance actions in Spark: core's action, with bulk file deletes spread over executors.
 
-Core deletes through ``Storage.delete`` one file at a time, in a carefully chosen
-order (unpublish snapshots, then delete manifests and data files, then drop the
-plan). :class:`DistributedDeleteStorage` keeps that order while deleting in
-bulk: it holds back deletes of data files and manifests (``data/``,
-``manifest/``) and sends a held-back run to the executors
-(``sc.parallelize(paths, n).foreachPartition(...)``) right before any other
-storage operation, and at the end. Every other operation sees exactly the
-storage state it would have seen with one-by-one deletes, so core's crash
-safety (a rerun finishes an interrupted plan) is unchanged. Runs shorter than
-``threshold`` are deleted on the driver.
+Core deletes a plan's manifests, then its data files, and orphan cleaning its
+orphans, each through one call of ``Storage.delete_files`` (a set of files
+whose relative order does not matter; all gone on return). Every other delete,
+whose order is what makes core crash safe (snapshot files, tags, the plan
+itself), goes through ``Storage.delete`` one at a time. So the only seam Spark
+needs is ``delete_files``: :class:`DistributedDeleteStorage` sends a call with
+at least ``threshold`` files to the executors
+(``sc.parallelize(paths, n).foreachPartition(...)``), each task deleting its
+slice with core's own ``Storage.delete_files``; shorter calls stay in process.
+
+Crash safety is core's: ``delete_files`` returns only when every file is gone,
+and a failed Spark job raises :class:`~airflow_snaptable.core.errors.StorageError`
+before core deletes the plan, so a rerun finishes it (deleting a missing file
+is success).
 """
 
 from __future__ import annotations
@@ -20,33 +24,46 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from airflow_snaptable.core.actions import Action, run_action
+from airflow_snaptable.core.errors import StorageError
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.table import Table
 
 log = logging.getLogger(__name__)
 
-#: Runs of at least this many deletes go to the executors (Spark conf ``spark.snaptable.delete.parallelThreshold``).
+#: ``delete_files`` calls with at least this many files go to the executors
+#: (Spark conf ``spark.snaptable.delete.parallelThreshold``).
 DEFAULT_PARALLEL_THRESHOLD = 200
-#: Deletes per Spark task (Spark conf ``spark.snaptable.delete.filesPerTask``).
+#: Files per Spark task (Spark conf ``spark.snaptable.delete.filesPerTask``); one S3 DeleteObjects request holds 1,000.
 DEFAULT_FILES_PER_TASK = 1000
-BULK_DIRS = ("data/", "manifest/")
 
 
 class ExecutorDelete:
-    """The per-partition function: deletes table-relative paths on an executor (missing = done)."""
+    """The per-partition function: deletes table-relative paths on an executor with core's bulk delete.
 
-    def __init__(self, uri: str, storage_options: dict | None):
+    ``processed`` is a Spark accumulator: each task adds the number of paths it
+    deleted (or found gone) once all of them are, so only finished tasks count.
+    """
+
+    def __init__(self, uri: str, storage_options: dict | None, processed=None):
         self.uri = uri
         self.storage_options = storage_options
+        self.processed = processed
 
     def __call__(self, paths: Iterable[str]) -> None:
-        storage = Storage.from_uri(self.uri, self.storage_options)
-        for rel in paths:
-            storage.delete(rel)
+        paths = list(paths)
+        if not paths:
+            return
+        Storage.from_uri(self.uri, self.storage_options).delete_files(paths)
+        if self.processed is not None:
+            self.processed.add(len(paths))
 
 
 class SparkDeleter:
-    """Deletes a list of table files through ``sc.parallelize(paths, n).foreachPartition(...)``."""
+    """Deletes a list of table files in one Spark job: ``sc.parallelize(paths, n).foreachPartition(...)``.
+
+    ``deleted`` counts the files the executors' tasks reported done (a Spark
+    accumulator, so it proves the work happened there); ``jobs`` the Spark jobs run.
+    """
 
     def __init__(self, spark_context, uri: str, storage_options: dict | None = None, files_per_task: int = DEFAULT_FILES_PER_TASK):
         self.sc = spark_context
@@ -56,87 +73,69 @@ class SparkDeleter:
         self.deleted = 0
         self.jobs = 0
 
+    def task_count(self, files: int) -> int:
+        """Enough tasks for ``files_per_task`` each, and at least one per core (never more than files)."""
+        return max(1, min(files, max(math.ceil(files / self.files_per_task), self.sc.defaultParallelism)))
+
     def __call__(self, paths: list[str]) -> None:
         if not paths:
             return
-        slices = max(1, min(len(paths), max(math.ceil(len(paths) / self.files_per_task), self.sc.defaultParallelism)))
+        processed = self.sc.accumulator(0)
         self.sc.setJobDescription(f"snaptable: delete {len(paths)} files of {self.uri}")
         try:
-            self.sc.parallelize(paths, slices).foreachPartition(ExecutorDelete(self.uri, self.storage_options))
+            self.jobs += 1
+            self.sc.parallelize(paths, self.task_count(len(paths))).foreachPartition(
+                ExecutorDelete(self.uri, self.storage_options, processed)
+            )
+        except Exception as exc:  # noqa: BLE001 - Py4J/Spark errors become core's typed storage error
+            self.deleted += processed.value
+            raise StorageError(
+                f"deleting {len(paths)} files of {self.uri} on Spark executors failed "
+                f"({processed.value} deleted; a rerun of the action finishes the job): {_first_line(exc)}"
+            ) from exc
         finally:
             self.sc.setJobDescription(None)
-        self.deleted += len(paths)
-        self.jobs += 1
+        self.deleted += processed.value
+
+
+def _first_line(exc: BaseException) -> str:
+    # Py4J errors carry the whole Java and Python stack traces; the first line names the cause.
+    text = str(exc).strip()
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:500]
+    return type(exc).__name__
 
 
 class DistributedDeleteStorage(Storage):
-    """A core Storage whose bulk deletes (data files, manifests) run through ``deleter`` in batches."""
+    """A core Storage whose bulk deletes (``delete_files``) of ``threshold`` files or more run through ``deleter``.
+
+    Every file is counted and announced (``on_operation``) on the driver before
+    the deleter runs, as core's ``delete_files`` does per batch, so operation
+    counts and crash injection see each file.
+    """
 
     def __init__(self, storage: Storage, deleter: Callable[[list[str]], None], threshold: int = DEFAULT_PARALLEL_THRESHOLD):
         super().__init__(storage.fs, storage.root, storage.uri)
         self.deleter = deleter
         self.threshold = max(1, int(threshold))
-        self._pending: list[str] = []
         self.deleted_by_deleter = 0
 
-    def flush(self) -> None:
-        """Run the held-back deletes (before any other operation, and at the end of an action)."""
-        pending, self._pending = self._pending, []
-        if not pending:
+    def delete_files(self, rels: list[str]) -> None:
+        if len(rels) < self.threshold:
+            super().delete_files(rels)
             return
-        if len(pending) >= self.threshold:
-            self.deleter(pending)
-            self.counts["delete"] += len(pending)
-            self.deleted_by_deleter += len(pending)
-        else:
-            for rel in pending:
-                super().delete(rel)
-
-    def delete(self, rel: str) -> None:
-        if rel.startswith(BULK_DIRS):
-            self._pending.append(rel)
-            return
-        self.flush()
-        super().delete(rel)
-
-    # Every other operation first completes the deletes issued before it. Core funnels
-    # every operation through _op(); the public methods are wrapped too, in case it stops.
-    def _op(self, kind: str, rel: str, *args, **kwargs):
-        self.flush()
-        return super()._op(kind, rel, *args, **kwargs)
-
-    def read_bytes(self, *args, **kwargs):
-        self.flush()
-        return super().read_bytes(*args, **kwargs)
-
-    def open_read(self, *args, **kwargs):
-        self.flush()
-        return super().open_read(*args, **kwargs)
-
-    def write_bytes(self, *args, **kwargs):
-        self.flush()
-        return super().write_bytes(*args, **kwargs)
-
-    def create_exclusive(self, *args, **kwargs):
-        self.flush()
-        return super().create_exclusive(*args, **kwargs)
-
-    def exists(self, *args, **kwargs):
-        self.flush()
-        return super().exists(*args, **kwargs)
-
-    def list_names(self, *args, **kwargs):
-        self.flush()
-        return super().list_names(*args, **kwargs)
-
-    def list_files(self, *args, **kwargs):
-        self.flush()
-        return super().list_files(*args, **kwargs)
+        for rel in rels:
+            self._op("delete", rel)
+        self.deleter(list(rels))
+        self.deleted_by_deleter += len(rels)
 
 
 @dataclass
 class DistributedRun:
+    #: core's result dict, ``{"action", "table", "result"}``
     result: dict[str, Any]
+    #: files the executors' tasks deleted (counted there)
     deleted_on_executors: int
     spark_jobs: int
 
@@ -158,5 +157,4 @@ def run_action_distributed(
     storage = DistributedDeleteStorage(Storage.from_uri(action.table, storage_options), deleter, threshold)
     table = Table.open(action.table, storage=storage)
     result = run_action(action, storage_options, table=table)
-    storage.flush()
     return DistributedRun(result, deleter.deleted, deleter.jobs)

@@ -94,7 +94,7 @@ def test_spark_submit_expire_rollback_and_a_failing_action(tmp_path):
     assert result in [json.loads(line) for line in lines if line.startswith("{")]
     summary = [line for line in lines if line.startswith("snaptable-job:")]
     deleted = result["result"]["deleted_data_files"] + result["result"]["deleted_manifest_files"]
-    assert summary == [f"snaptable-job: expire-snapshots on {expire_table.uri} done ({deleted} files deleted on executors in 1 Spark job(s))"]
+    assert summary == [f"snaptable-job: expire-snapshots on {expire_table.uri} done ({deleted} files deleted on executors in 2 Spark job(s))"]  # manifests, then data files
     assert [s.id for s in expire_table.snapshots()] == [4, 5]
     assert_clean(expire_table)
 
