@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from airflow_snaptable.core.errors import InvalidArgumentError
+from airflow_snaptable.core.errors import InvalidArgumentError, TagAlreadyExistsError
 from airflow_snaptable.core.table import Table
 
 
@@ -46,14 +46,31 @@ class ExpireSnapshots(Action):
     method: ClassVar[str] = "expire_snapshots"
 
 
+#: What CreateTag does when a tag of that name exists.
+IF_EXISTS = ("fail", "skip")
+
+
 @dataclass(frozen=True)
 class CreateTag(Action):
+    """Tag a snapshot (``snapshot_id``, or the latest at ``as_of``, or the latest).
+
+    ``if_exists="skip"`` makes retries and re-runs idempotent: when the tag exists and points
+    at the requested snapshot, that tag is the result (``"skipped": True``); when it points
+    elsewhere, TagAlreadyExistsError. It never checks before creating: tag creation is an
+    atomic create-if-absent, and only its "exists already" answer leads to the skip.
+    """
+
     tag_name: str = ""
     snapshot_id: int | None = None
     as_of: str | int | None = None
     time_retained: str | None = None
+    if_exists: str = "fail"
     name: ClassVar[str] = "create-tag"
     method: ClassVar[str] = "create_tag"
+
+    def __post_init__(self) -> None:
+        if self.if_exists not in IF_EXISTS:
+            raise InvalidArgumentError(f"create-tag: if_exists must be one of {', '.join(IF_EXISTS)}, got {self.if_exists!r}")
 
 
 @dataclass(frozen=True)
@@ -119,9 +136,42 @@ class ExpireConsumers(Action):
     method: ClassVar[str] = "expire_consumers"
 
 
+@dataclass(frozen=True)
+class UpdateConsumer(Action):
+    """Commit a consumer's position: every snapshot before ``next_snapshot`` counts as read.
+
+    Checked when the value is made (a bad action fails before it reaches a table or a Spark job);
+    the range ``[earliest, latest + 1]`` is checked by ``Table.update_consumer``.
+    """
+
+    consumer_id: str = ""
+    next_snapshot: int | None = None
+    name: ClassVar[str] = "update-consumer"
+    method: ClassVar[str] = "update_consumer"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.consumer_id, str) or not self.consumer_id.strip():
+            raise InvalidArgumentError(f"update-consumer: consumer_id must be a non-empty string, got {self.consumer_id!r}")
+        if self.next_snapshot is None:
+            raise InvalidArgumentError("update-consumer: next_snapshot is required (the first snapshot not read yet)")
+        if isinstance(self.next_snapshot, bool) or not isinstance(self.next_snapshot, int) or self.next_snapshot < 1:
+            raise InvalidArgumentError(f"update-consumer: next_snapshot must be an integer >= 1, got {self.next_snapshot!r}")
+
+
 ACTIONS: dict[str, type[Action]] = {
     cls.name: cls
-    for cls in (ExpireSnapshots, CreateTag, DeleteTag, CreatePeriodicTags, ExpireTags, Rollback, RemoveOrphanFiles, Compact, ExpireConsumers)
+    for cls in (
+        ExpireSnapshots,
+        CreateTag,
+        DeleteTag,
+        CreatePeriodicTags,
+        ExpireTags,
+        Rollback,
+        RemoveOrphanFiles,
+        Compact,
+        ExpireConsumers,
+        UpdateConsumer,
+    )
 }
 
 
@@ -151,9 +201,30 @@ def run_action(action: Action, storage_options: dict | None = None, table: Table
     if "tag_name" in arguments:
         arguments["name"] = arguments.pop("tag_name")
     if isinstance(action, CreateTag):
-        arguments = _create_tag_arguments(table, arguments)
+        return _create_tag(table, action, arguments)
     result = getattr(table, action.method)(**arguments)
     return {"action": action.name, "table": action.table, "result": to_jsonable(result)}
+
+
+def _create_tag(table: Table, action: CreateTag, arguments: dict) -> dict[str, Any]:
+    if_exists = arguments.pop("if_exists")
+    arguments = _create_tag_arguments(table, arguments)
+    try:
+        tag = table.create_tag(**arguments)
+    except TagAlreadyExistsError:
+        if if_exists != "skip":
+            raise
+        existing = table.tag(arguments["name"])  # the create lost to this tag: it exists (or was deleted since: an error)
+        requested = arguments.get("snapshot_id")
+        if requested is None:
+            requested = table.snapshot_manager.latest_id()
+        if existing.snapshot_id != requested:
+            raise TagAlreadyExistsError(
+                f"tag {existing.name!r} exists already and points at snapshot {existing.snapshot_id}, "
+                f"not at the requested snapshot {requested}: not skipped (delete or rename the tag)"
+            ) from None
+        return {"action": action.name, "table": action.table, "result": to_jsonable(existing), "skipped": True}
+    return {"action": action.name, "table": action.table, "result": to_jsonable(tag)}
 
 
 def _create_tag_arguments(table: Table, arguments: dict) -> dict:

@@ -13,7 +13,7 @@ Rules:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from airflow_snaptable.core.table import Table
 
 START_MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp")
+#: Commit kinds that change rows (COMPACT only rewrites them): what downstream readers wait for.
+DATA_COMMIT_KINDS = ("APPEND", "OVERWRITE", "DELETE")
 
 
 @dataclass
@@ -255,3 +257,140 @@ class StreamScan:
         """Plans available now, until there is nothing new."""
         while (plan := self.next_plan()) is not None:
             yield plan
+
+
+# -- new snapshots after a baseline (sensors, triggers, the CLI) ---------------------------------
+
+
+@dataclass(frozen=True)
+class NewSnapshots:
+    """What landed in a table after a baseline: the change range ``(from, to]`` to process next.
+
+    ``Table.changes(from_snapshot_id, to_snapshot_id)`` reads exactly these changes.
+
+    - ``from_snapshot_id``: the baseline (a given id, or a consumer's next snapshot - 1).
+    - ``to_snapshot_id``: the latest snapshot when anything is new, else ``from_snapshot_id``.
+    - ``latest_snapshot_id``: the table's latest snapshot when checked (0: no snapshot; below
+      the baseline after a rollback).
+    - ``snapshot_ids`` / ``commit_kinds``: every snapshot in the range and its kind;
+      ``matching_snapshot_ids``: those whose kind was asked for.
+    - ``added_records`` / ``deleted_records``: net record counts of the range (None when not computed).
+    """
+
+    table: str
+    from_snapshot_id: int
+    to_snapshot_id: int
+    latest_snapshot_id: int
+    snapshot_ids: list[int] = field(default_factory=list)
+    commit_kinds: list[str] = field(default_factory=list)
+    matching_snapshot_ids: list[int] = field(default_factory=list)
+    added_records: int | None = None
+    deleted_records: int | None = None
+
+    @property
+    def found(self) -> bool:
+        """True when a snapshot of a requested kind is new."""
+        return bool(self.matching_snapshot_ids)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The range as JSON (a sensor's XCom, a trigger's event payload)."""
+        doc: dict[str, Any] = {
+            "table": self.table,
+            "from_snapshot_id": self.from_snapshot_id,
+            "to_snapshot_id": self.to_snapshot_id,
+            "snapshot_ids": list(self.snapshot_ids),
+            "commit_kinds": list(self.commit_kinds),
+            "matching_snapshot_ids": list(self.matching_snapshot_ids),
+        }
+        if self.added_records is not None:
+            doc["added_records"] = self.added_records
+            doc["deleted_records"] = self.deleted_records
+        return doc
+
+
+def normalize_commit_kinds(commit_kinds: Iterable[str] | str | None) -> list[str] | None:
+    """Upper-case commit kind names, checked against CommitKind; None means every kind."""
+    if commit_kinds is None:
+        return None
+    if isinstance(commit_kinds, str):
+        commit_kinds = [commit_kinds]
+    known = {k.value for k in CommitKind}
+    kinds = []
+    for kind in commit_kinds:
+        name = getattr(kind, "value", kind)
+        if not isinstance(name, str) or name.upper() not in known:
+            raise InvalidArgumentError(f"unknown commit kind {kind!r}; known: {', '.join(sorted(known))}")
+        kinds.append(name.upper())
+    if not kinds:
+        raise InvalidArgumentError("commit_kinds must not be empty (None means every kind)")
+    return sorted(set(kinds))
+
+
+def consumer_baseline(table: "Table", consumer_id: str) -> int:
+    """The snapshot a consumer has read through (its next snapshot - 1).
+
+    A consumer that does not exist yet starts before snapshot 1 when the table's history is
+    complete; otherwise that is an error (InvalidArgumentError): create the consumer first.
+    """
+    consumer = table.consumer_manager.get(consumer_id)
+    if consumer is not None:
+        return consumer.next_snapshot - 1
+    earliest = table.snapshot_manager.earliest_id()
+    if earliest is None or earliest == 1:
+        return 0
+    latest = table.snapshot_manager.latest_id() or 0
+    raise InvalidArgumentError(
+        f"consumer {consumer_id!r} does not exist in {table.uri} and snapshots before {earliest} have expired, "
+        f"so the whole history cannot be read; create the consumer first where it should start, e.g. "
+        f"AdvanceConsumerOperator(consumer_id={consumer_id!r}, next_snapshot={latest + 1}) to read from now on"
+    )
+
+
+def find_new_snapshots(
+    table: "Table",
+    after_snapshot_id: int | None = None,
+    consumer_id: str | None = None,
+    commit_kinds: Iterable[str] | str | None = None,
+    with_changes: bool = True,
+) -> NewSnapshots:
+    """Snapshots newer than a baseline: ``after_snapshot_id``, or where ``consumer_id`` sits.
+
+    The result's ``found`` is True once a new snapshot has a kind in ``commit_kinds`` (None:
+    any kind). When nothing is new this costs ``latest_id()`` (plus one consumer read when
+    the baseline is a consumer): O(1) storage operations, whatever the history. Otherwise it
+    reads the new snapshots and, ``with_changes``, their delta manifests for the record counts.
+    Snapshots of the range that have expired are an error (data would be skipped), never a
+    silent skip.
+    """
+    if (after_snapshot_id is None) == (consumer_id is None):
+        raise InvalidArgumentError("give exactly one of after_snapshot_id and consumer_id")
+    if consumer_id is not None:
+        if not isinstance(consumer_id, str) or not consumer_id.strip():
+            raise InvalidArgumentError(f"consumer_id must be a non-empty string, got {consumer_id!r}")
+        baseline = consumer_baseline(table, consumer_id.strip())
+    else:
+        if isinstance(after_snapshot_id, bool) or not isinstance(after_snapshot_id, int) or after_snapshot_id < 0:
+            raise InvalidArgumentError(f"after_snapshot_id must be an int >= 0, got {after_snapshot_id!r}")
+        baseline = after_snapshot_id
+    kinds_wanted = normalize_commit_kinds(commit_kinds)
+    manager = table.snapshot_manager
+    latest = manager.latest_id() or 0
+    if latest <= baseline:
+        return NewSnapshots(table.uri, baseline, baseline, latest)
+    earliest = manager.earliest_id() or 1
+    # Same rule as Table.changes: the rows deleted by snapshot from+1 are only readable while `from` lives.
+    if baseline < earliest and not (baseline == 0 and earliest == 1):
+        raise SnapshotNotFoundError(
+            f"snapshot {baseline} of {table.uri} has expired (earliest is {earliest}): the changes after "
+            "it cannot be read completely. Protect a reader's position with a consumer"
+        )
+    ids, kinds = [], []
+    for snapshot_id in range(baseline + 1, latest + 1):
+        ids.append(snapshot_id)
+        kinds.append(manager.snapshot(snapshot_id).commit_kind.value)
+    matching = [i for i, k in zip(ids, kinds) if kinds_wanted is None or k in kinds_wanted]
+    added = deleted = None
+    if matching and with_changes:
+        changes = table.changes(baseline, latest)
+        added, deleted = changes.added_record_count, changes.deleted_record_count
+    return NewSnapshots(table.uri, baseline, latest, latest, ids, kinds, matching, added, deleted)

@@ -26,15 +26,21 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_snaptable.core import actions as core_actions
-from airflow_snaptable.core.errors import InvalidArgumentError, InvalidNameError, SnapshotNotFoundError
+from airflow_snaptable.core.errors import InvalidArgumentError, InvalidNameError
+from airflow_snaptable.core.incremental import (  # noqa: F401 - the sensor's table logic lives in core; re-exported
+    DATA_COMMIT_KINDS,
+    NewSnapshots,
+    consumer_baseline,
+    find_new_snapshots,
+    normalize_commit_kinds,
+)
 from airflow_snaptable.core.names import validate_name
-from airflow_snaptable.core.snapshot import CommitKind
 
 if TYPE_CHECKING:
     from airflow_snaptable.core.table import Table
@@ -45,35 +51,20 @@ RUNNERS = ("local", "spark")
 _S3_PROTOCOLS = ("s3", "s3a")
 #: Environment variable the maintenance job reads storage options from (see spark/job.py).
 STORAGE_OPTIONS_ENV = "SNAPTABLE_STORAGE_OPTIONS"
-#: Commit kinds that change rows (COMPACT only rewrites them): the sensors' default filter.
-DATA_COMMIT_KINDS = ("APPEND", "OVERWRITE", "DELETE")
 #: SparkSubmitHook arguments the hook sets itself.
 _RESERVED_SPARK_ARGS = {"application_args", "conf", "conn_id", "env_vars"}
 
 
-# -- actions that core does not register (yet) -------------------------------------------
+# -- actions -------------------------------------------------------------------------------
 
-
-@dataclasses.dataclass(frozen=True)
-class UpdateConsumer(core_actions.Action):
-    """Commit a consumer's position (``Table.update_consumer``) as an action value.
-
-    Core's ACTIONS registry has no such action yet, so the Spark job cannot run it;
-    it runs in process through ``core.actions.run_action`` like every other action.
-    """
-
-    consumer_id: str = ""
-    next_snapshot: int | None = None
-    name: ClassVar[str] = "update-consumer"
-    method: ClassVar[str] = "update_consumer"
+#: Re-exported: the action ``AdvanceConsumerOperator`` runs.
+UpdateConsumer = core_actions.UpdateConsumer
 
 
 def action_class(name: str) -> type[core_actions.Action]:
-    """The action class registered under ``name`` (core's registry, then the hook's)."""
+    """The action class registered under ``name`` in core's registry."""
     if name in core_actions.ACTIONS:
         return core_actions.ACTIONS[name]
-    if name == UpdateConsumer.name:
-        return UpdateConsumer
     raise InvalidArgumentError(f"unknown action {name!r}; known: {', '.join(sorted(core_actions.ACTIONS))}")
 
 
@@ -264,99 +255,6 @@ def describe_options(options: Mapping[str, Any]) -> str:
     return "{" + ", ".join(f"{k}: ***" for k in sorted(options)) + "}" if options else "{}"
 
 
-# -- new snapshots (sensor and triggers) -----------------------------------------------------
-
-
-def normalize_commit_kinds(commit_kinds: Iterable[str] | str | None) -> list[str] | None:
-    """Upper-case commit kind names, checked against core's CommitKind; None means every kind."""
-    if commit_kinds is None:
-        return None
-    if isinstance(commit_kinds, str):
-        commit_kinds = [commit_kinds]
-    kinds = []
-    known = {k.value for k in CommitKind}
-    for kind in commit_kinds:
-        name = getattr(kind, "value", kind)
-        if not isinstance(name, str) or name.upper() not in known:
-            raise InvalidArgumentError(f"unknown commit kind {kind!r}; known: {', '.join(sorted(known))}")
-        kinds.append(name.upper())
-    if not kinds:
-        raise InvalidArgumentError("commit_kinds must not be empty (None means every kind)")
-    return sorted(set(kinds))
-
-
-def find_new_snapshots(
-    table: "Table",
-    after_snapshot_id: int,
-    commit_kinds: list[str] | None = None,
-    with_changes: bool = True,
-) -> tuple[dict[str, Any] | None, int]:
-    """Snapshots newer than ``after_snapshot_id``, if any has a kind in ``commit_kinds``.
-
-    Returns ``(range, checked_through)``. ``range`` is None when nothing (matching) is new,
-    else ``{table, from_snapshot_id, to_snapshot_id, snapshot_ids, commit_kinds,
-    matching_snapshot_ids, added_records, deleted_records}`` for the change range
-    ``(from, to]`` (the same range ``Table.changes(from, to)`` reads). ``checked_through``
-    is the latest snapshot id looked at.
-
-    When nothing is new this costs ``SnapshotManager.latest_id()``: O(1) storage operations.
-    Otherwise it reads the new snapshots (and, ``with_changes``, their delta manifests).
-    Snapshots in the range that have expired are an error: data would be skipped.
-    """
-    manager = table.snapshot_manager
-    latest = manager.latest_id()
-    if latest is None or latest <= after_snapshot_id:
-        return None, latest or 0
-    earliest = manager.earliest_id() or 1
-    # Same rule as Table.changes: the rows deleted by snapshot from+1 are only readable while `from` lives.
-    if after_snapshot_id < earliest and not (after_snapshot_id == 0 and earliest == 1):
-        raise SnapshotNotFoundError(
-            f"snapshot {after_snapshot_id} of {table.uri} has expired (earliest is {earliest}): the changes after "
-            "it cannot be read completely. Protect a reader's position with a consumer"
-        )
-    ids, kinds = [], []
-    for snapshot_id in range(after_snapshot_id + 1, latest + 1):
-        snapshot = manager.snapshot(snapshot_id)
-        ids.append(snapshot_id)
-        kinds.append(snapshot.commit_kind.value)
-    matching = [i for i, k in zip(ids, kinds) if commit_kinds is None or k in commit_kinds]
-    if not matching:
-        return None, latest
-    result: dict[str, Any] = {
-        "table": table.uri,
-        "from_snapshot_id": after_snapshot_id,
-        "to_snapshot_id": latest,
-        "snapshot_ids": ids,
-        "commit_kinds": kinds,
-        "matching_snapshot_ids": matching,
-    }
-    if with_changes:
-        changes = table.changes(after_snapshot_id, latest)
-        result["added_records"] = changes.added_record_count
-        result["deleted_records"] = changes.deleted_record_count
-    return result, latest
-
-
-def consumer_baseline(table: "Table", consumer_id: str) -> int:
-    """The snapshot a consumer has read through (its next snapshot - 1).
-
-    A consumer that does not exist yet starts before snapshot 1 when the table's
-    history is complete; otherwise that is an error (create the consumer first).
-    """
-    consumer = table.consumer_manager.get(consumer_id)
-    if consumer is not None:
-        return consumer.next_snapshot - 1
-    earliest = table.snapshot_manager.earliest_id()
-    if earliest is None or earliest == 1:
-        return 0
-    latest = table.snapshot_manager.latest_id() or 0
-    raise InvalidArgumentError(
-        f"consumer {consumer_id!r} does not exist in {table.uri} and snapshots before {earliest} have expired, "
-        f"so the whole history cannot be read; create the consumer first where it should start, e.g. "
-        f"AdvanceConsumerOperator(consumer_id={consumer_id!r}, next_snapshot={latest + 1}) to read from now on"
-    )
-
-
 # -- the hook ----------------------------------------------------------------------------------
 
 
@@ -496,15 +394,6 @@ class SnapTableHook(BaseHook):
         self.log.info("%s on %s: %s", action.name, action.table, _summary(result.get("result")))
         return result
 
-    def existing_tag(self, table: str, name: str) -> dict[str, Any] | None:
-        """The tag ``name`` of ``table`` as a dict, or None if there is none (one storage read)."""
-        from airflow_snaptable.core.errors import TagNotFoundError
-
-        try:
-            return self.get_table(table).tag(name).to_dict()
-        except TagNotFoundError:
-            return None
-
     def on_kill(self) -> None:
         """Stop a running spark-submit."""
         if self._submit is not None:
@@ -555,10 +444,7 @@ class SnapTableHook(BaseHook):
             except AirflowException as exc:
                 doc = _read_result(result_file)
                 if doc and doc.get("error"):
-                    error = doc["error"]
-                    raise AirflowException(
-                        f"snaptable {action.name} on {action.table} failed in Spark: {error.get('type')}: {error.get('message')}"
-                    ) from exc
+                    raise spark_job_error(action, doc["error"]) from exc
                 raise
             finally:
                 self._submit = None
@@ -566,9 +452,20 @@ class SnapTableHook(BaseHook):
         if doc is None:
             raise AirflowException(f"the snaptable Spark job for {action.name} on {action.table} wrote no result")
         if doc.get("error"):
-            error = doc["error"]
-            raise AirflowException(f"snaptable {action.name} on {action.table} failed in Spark: {error.get('type')}: {error.get('message')}")
+            raise spark_job_error(action, doc["error"])
         return doc
+
+
+def spark_job_error(action: core_actions.Action, error: Mapping[str, Any]) -> Exception:
+    """The Spark job's error as core's typed error when it is one (callers catch e.g. TagAlreadyExistsError
+    whatever the runner), else an AirflowException."""
+    from airflow_snaptable.core import errors as core_errors
+
+    message = f"snaptable {action.name} on {action.table} failed in Spark: {error.get('type')}: {error.get('message')}"
+    cls = getattr(core_errors, str(error.get("type")), None)
+    if isinstance(cls, type) and issubclass(cls, core_errors.SnapTableError):
+        return cls(message)
+    return AirflowException(message)
 
 
 def check_spark_submit_kwargs(spark_submit_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -20,7 +20,6 @@ from airflow_snaptable.hooks.snaptable import (
     DEFAULT_CONN_ID,
     RUNNERS,
     SnapTableHook,
-    UpdateConsumer,
     check_spark_submit_kwargs,
     spark_can_run,
 )
@@ -211,8 +210,11 @@ class CreateTagOperator(SnapTableBaseOperator):
         period boundary. (templated)
     :param time_retained: The tag's time to live (``"30 d"``, a timedelta); default: the table
         option ``tag.default-time-retained``, else kept until deleted. (templated)
-    :param if_exists: ``"fail"`` (default) when a tag of that name exists, or ``"skip"``: keep it
-        and return it (makes retries and re-runs idempotent).
+    :param if_exists: ``"fail"`` (default) when a tag of that name exists, or ``"skip"``: when it
+        points at the requested snapshot, keep it and return it (``"skipped": True``), which makes
+        retries and re-runs idempotent; when it points elsewhere, fail. Atomic: core's create
+        is a create-if-absent, and only its "exists already" answer leads to the skip. Without
+        ``snapshot_id`` and ``as_of`` the requested snapshot is the latest when the task runs.
     """
 
     action = core_actions.CreateTag
@@ -233,7 +235,7 @@ class CreateTagOperator(SnapTableBaseOperator):
             raise InvalidArgumentError(f"tag_name must be a non-empty string, got {tag_name!r}")
         check_int("snapshot_id", snapshot_id, minimum=1)
         check_one_of({"snapshot_id": snapshot_id, "as_of": as_of}, required=False)
-        if if_exists not in ("fail", "skip"):
+        if if_exists not in core_actions.IF_EXISTS:
             raise InvalidArgumentError(f"if_exists must be 'fail' or 'skip', got {if_exists!r}")
         self.tag_name = tag_name
         self.snapshot_id = snapshot_id
@@ -242,16 +244,13 @@ class CreateTagOperator(SnapTableBaseOperator):
         self.if_exists = if_exists
 
     def action_arguments(self) -> dict[str, Any]:
-        return {"tag_name": self.tag_name, "snapshot_id": self.snapshot_id, "as_of": self.as_of, "time_retained": self.time_retained}
-
-    def execute(self, context: Context) -> dict[str, Any]:
-        action = self.build_action()
-        if self.if_exists == "skip":
-            existing = self.hook.existing_tag(self.table, action.tag_name)
-            if existing is not None:
-                self.log.info("Tag %r exists already (snapshot %s): skipped", action.tag_name, existing["snapshot_id"])
-                return {"action": action.name, "table": action.table, "result": existing, "skipped": True}
-        return self.run(action)
+        return {
+            "tag_name": self.tag_name,
+            "snapshot_id": self.snapshot_id,
+            "as_of": self.as_of,
+            "time_retained": self.time_retained,
+            "if_exists": self.if_exists,
+        }
 
 
 class DeleteTagOperator(SnapTableBaseOperator):
@@ -451,10 +450,9 @@ class AdvanceConsumerOperator(SnapTableBaseOperator):
 
     :param consumer_id: The consumer. (templated)
     :param next_snapshot: The first snapshot not read yet: in ``[earliest, latest + 1]``. (templated)
-    :param runner: Only ``"local"`` (one small write; the Spark job has no such action yet).
     """
 
-    action = UpdateConsumer
+    action = core_actions.UpdateConsumer
     template_fields: Sequence[str] = (*SnapTableBaseOperator.template_fields, "consumer_id", "next_snapshot")
 
     def __init__(self, *, consumer_id: str, next_snapshot: int | str, **kwargs: Any) -> None:

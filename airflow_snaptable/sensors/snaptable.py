@@ -10,14 +10,13 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.hooks.snaptable import (
+from airflow_snaptable.core.incremental import (
     DATA_COMMIT_KINDS,
-    DEFAULT_CONN_ID,
-    SnapTableHook,
     consumer_baseline,
     find_new_snapshots,
     normalize_commit_kinds,
 )
+from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, SnapTableHook
 from airflow_snaptable.triggers.snaptable import NewSnapshotTrigger
 
 if TYPE_CHECKING:
@@ -36,6 +35,7 @@ class NewSnapshotSensor(BaseSensorOperator):
     exactly those changes, and ``AdvanceConsumerOperator(next_snapshot=to_snapshot_id + 1)``
     commits them once downstream work succeeded.
 
+    The table logic is core's (:func:`airflow_snaptable.core.incremental.find_new_snapshots`).
     A poke when nothing is new costs O(1) storage operations (the LATEST hint, checked).
 
     :param table: A full URI, or a name under the connection's root. (templated)
@@ -100,9 +100,9 @@ class NewSnapshotSensor(BaseSensorOperator):
             latest = table.snapshot_manager.latest_id() or 0
             if latest == self._checked_through:
                 return None
-        found, checked = find_new_snapshots(table, baseline, self.commit_kinds)
-        self._checked_through = checked
-        return found
+        new = find_new_snapshots(table, after_snapshot_id=baseline, commit_kinds=self.commit_kinds)
+        self._checked_through = new.latest_snapshot_id
+        return new.to_dict() if new.found else None
 
     def poke(self, context: Context) -> PokeReturnValue:
         found = self.check()

@@ -21,14 +21,8 @@ from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_snaptable.core.errors import SnapshotNotFoundError, SnapTableError, StorageError
-from airflow_snaptable.hooks.snaptable import (
-    DATA_COMMIT_KINDS,
-    DEFAULT_CONN_ID,
-    aget_connection_settings,
-    find_new_snapshots,
-    join_table_uri,
-    normalize_commit_kinds,
-)
+from airflow_snaptable.core.incremental import DATA_COMMIT_KINDS, find_new_snapshots, normalize_commit_kinds
+from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, aget_connection_settings, join_table_uri
 
 #: Consecutive storage failures (network, throttling) tolerated before a trigger gives up.
 MAX_CONSECUTIVE_ERRORS = 5
@@ -56,7 +50,7 @@ class NewSnapshotTrigger(BaseTrigger):
     Fire once ``table`` has snapshots newer than ``after_snapshot_id`` with a kind in ``commit_kinds``.
 
     The event payload is ``{"status": "success", **range}`` (see
-    :func:`~airflow_snaptable.hooks.snaptable.find_new_snapshots`) or
+    :func:`~airflow_snaptable.core.incremental.find_new_snapshots`) or
     ``{"status": "error", "message": ...}``. A poll with nothing new costs O(1) storage reads.
 
     :param table: The table's full URI, or a name under the connection's root.
@@ -100,7 +94,10 @@ class NewSnapshotTrigger(BaseTrigger):
             try:
                 if table is None:
                     table = await _open_table(self.table, self.snaptable_conn_id)
-                found, _ = await asyncio.to_thread(find_new_snapshots, table, self.after_snapshot_id, self.commit_kinds)
+                new = await asyncio.to_thread(
+                    find_new_snapshots, table, after_snapshot_id=self.after_snapshot_id, commit_kinds=self.commit_kinds
+                )
+                found = new.to_dict() if new.found else None
                 errors = 0
             except Exception as exc:  # noqa: BLE001 - storage hiccups are retried, then reported
                 if is_fatal(exc):
@@ -251,8 +248,12 @@ class SnapshotEventTrigger(BaseEventTrigger):
             await asyncio.sleep(self.poke_interval)
 
     def _poll(self, table, position: int) -> tuple[dict[str, Any] | None, int]:
+        """(the new range or None, the latest snapshot id seen)."""
         try:
-            return find_new_snapshots(table, position, self.commit_kinds, self.with_changes)
+            new = find_new_snapshots(
+                table, after_snapshot_id=position, commit_kinds=self.commit_kinds, with_changes=self.with_changes
+            )
+            return (new.to_dict() if new.found else None), new.latest_snapshot_id
         except SnapshotNotFoundError:
             earliest = table.snapshot_manager.earliest_id()
             if earliest is None or earliest <= position:
@@ -260,7 +261,8 @@ class SnapshotEventTrigger(BaseEventTrigger):
                 self.log.warning("Snapshots of %s changed while they were read; polling again", table.uri)
                 return None, position
             # Report from the earliest snapshot on; the event says which snapshots went unreported.
-            found, checked = find_new_snapshots(table, earliest, self.commit_kinds, self.with_changes)
+            new = find_new_snapshots(table, after_snapshot_id=earliest, commit_kinds=self.commit_kinds, with_changes=self.with_changes)
+            found = new.to_dict() if new.found else None
             if found is not None:
                 found["expired_after_snapshot_id"] = position
-            return found, checked
+            return found, new.latest_snapshot_id

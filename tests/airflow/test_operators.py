@@ -114,8 +114,39 @@ def test_create_tag_as_of_the_period_boundary_and_if_exists(orders):
     again = ops.CreateTagOperator(task_id="tag", table="orders", tag_name="2026-01-03", snapshot_id=5)
     with pytest.raises(TagAlreadyExistsError):
         run(again)
-    skipped = run(ops.CreateTagOperator(task_id="tag", table="orders", tag_name="2026-01-03", snapshot_id=5, if_exists="skip"))
-    assert skipped["skipped"] is True and skipped["result"]["snapshot_id"] == 3
+    assert [t.snapshot_id for t in orders.tags()] == [3]
+
+
+def test_create_tag_if_exists_skip_returns_the_same_tag_and_refuses_a_different_one(orders, monkeypatch):
+    boundary = {"data_interval_start": dt.datetime(2026, 1, 3, tzinfo=dt.timezone.utc), "data_interval_end": dt.datetime(2026, 1, 4, tzinfo=dt.timezone.utc)}
+
+    def daily_tag(**kwargs):
+        return ops.CreateTagOperator(
+            task_id="tag", table="orders", tag_name="{{ data_interval_start | ds }}", as_of="{{ data_interval_end }}", **kwargs
+        )
+
+    first = run(daily_tag(if_exists="skip"), **boundary)
+    assert "skipped" not in first and first["result"]["snapshot_id"] == 3
+    # A re-run of the same day: the tag exists at the requested snapshot -> its info, marked skipped.
+    again = run(daily_tag(if_exists="skip"), **boundary)
+    assert again["skipped"] is True and again["result"] == first["result"]
+    assert run(ops.CreateTagOperator(task_id="t", table="orders", tag_name="2026-01-03", snapshot_id=3, if_exists="skip"))["skipped"]
+    # Same name, another snapshot: a clear failure, the tag unchanged.
+    with pytest.raises(TagAlreadyExistsError, match="points at snapshot 3, not at the requested snapshot 5"):
+        run(ops.CreateTagOperator(task_id="t", table="orders", tag_name="2026-01-03", snapshot_id=5, if_exists="skip"))
+    with pytest.raises(TagAlreadyExistsError, match="points at snapshot 3, not at the requested snapshot 6"):
+        run(ops.CreateTagOperator(task_id="t", table="orders", tag_name="2026-01-03", if_exists="skip"))  # the latest
+    assert [(t.name, t.snapshot_id) for t in orders.tags()] == [("2026-01-03", 3)]
+
+    # Atomic: the skip follows core's "exists already" answer to the create, never a check before it.
+    from airflow_snaptable.core.table import Table as CoreTable
+
+    reads = []
+    real_tag = CoreTable.tag
+    monkeypatch.setattr(CoreTable, "tag", lambda self, name: reads.append(name) or real_tag(self, name))
+    run(daily_tag(if_exists="skip"), **boundary)
+    run(ops.CreateTagOperator(task_id="t", table="orders", tag_name="fresh", snapshot_id=4, if_exists="skip"))
+    assert reads == ["2026-01-03"]  # only after the create of the existing tag failed; none for "fresh"
 
 
 def test_delete_tag_and_expire_tags(orders):
@@ -170,8 +201,29 @@ def test_advance_consumer_from_the_sensors_xcom(orders):
         task_id="a", table="orders", consumer_id="{{ params.consumer }}", next_snapshot="{{ params.new['to_snapshot_id'] + 1 }}"
     )
     result = run(op, params={"consumer": "reader", "new": {"to_snapshot_id": 6}})
-    assert result["result"]["next_snapshot"] == 7
+    assert result["action"] == "update-consumer" and result["result"]["next_snapshot"] == 7
     assert orders.consumer("reader").next_snapshot == 7
+    # Out of [earliest, latest + 1]: core's typed error, the consumer unchanged.
+    with pytest.raises(InvalidArgumentError):
+        run(ops.AdvanceConsumerOperator(task_id="a", table="orders", consumer_id="reader", next_snapshot=9))
+    assert orders.consumer("reader").next_snapshot == 7
+
+
+def test_advance_consumer_runs_through_the_spark_job(orders, monkeypatch):
+    """runner="spark": the operator hands core's update-consumer action to the hook's spark path."""
+    calls = []
+
+    def fake_run_spark(self, action, storage_options, *args):
+        from airflow_snaptable.core.actions import action_from_json, run_action
+
+        calls.append(action.to_json())
+        return run_action(action_from_json(action.to_json()))  # what the job does with the action file
+
+    monkeypatch.setattr("airflow_snaptable.hooks.snaptable.SnapTableHook._run_spark", fake_run_spark)
+    op = ops.AdvanceConsumerOperator(task_id="a", table="orders", consumer_id="reader", next_snapshot="{{ params.n }}", runner="spark")
+    result = run(op, params={"n": 4})
+    assert calls and '"action": "update-consumer"' in calls[0]
+    assert result["result"]["next_snapshot"] == 4 and orders.consumer("reader").next_snapshot == 4
 
 
 # -- parse-time errors -------------------------------------------------------------------------
@@ -196,7 +248,8 @@ def test_advance_consumer_from_the_sensors_xcom(orders):
         (lambda: ops.CompactOperator(task_id="t", table="x", partitions=["p=1"]), "list of dicts"),
         (lambda: ops.CompactOperator(task_id="t", table="x", min_file_num=1), "min_file_num must be >= 2"),
         (lambda: ops.AdvanceConsumerOperator(task_id="t", table="x", consumer_id="c", next_snapshot=None), "next_snapshot is required"),
-        (lambda: ops.AdvanceConsumerOperator(task_id="t", table="x", consumer_id="c", next_snapshot=1, runner="spark"), "cannot run 'update-consumer'"),
+        (lambda: ops.AdvanceConsumerOperator(task_id="t", table="x", consumer_id="", next_snapshot=1), "consumer_id must be a non-empty"),
+        (lambda: ops.AdvanceConsumerOperator(task_id="t", table="x", consumer_id="c", next_snapshot=0), "next_snapshot must be >= 1"),
         (lambda: ops.PeriodicTagOperator(task_id="t", table="x", num_retained_max=0), "num_retained_max must be >= 1"),
     ],
 )
