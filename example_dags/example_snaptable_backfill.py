@@ -6,8 +6,8 @@ Use when data after a known-good state was wrong (a bad upstream extract, a bugg
 1. ``rollback_to_tag`` makes the tag's state the table's latest state. The snapshots and tags
    after it are discarded together with the files only they used. Consumers that already read
    past the tag make the rollback refuse, unless ``force`` is set (they must re-read).
-2. ``reingest`` writes the corrected days again (the demo re-creates them; a real DAG runs the
-   ingestion job per day, e.g. with ``.expand()``).
+2. ``reingest`` writes the corrected days again with the Spark ingestion job
+   (``spark_jobs/ingest_orders.py``, one commit per day, as in ``snaptable_spark_ingest``).
 3. ``tag_backfill`` tags the repaired state.
 
 Trigger with ``{"tag": "2026-01-10", "days": ["2026-01-11", "2026-01-12"]}``.
@@ -16,10 +16,10 @@ Trigger with ``{"tag": "2026-01-10", "days": ["2026-01-11", "2026-01-12"]}``.
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param
 
 from airflow_snaptable.operators import CreateTagOperator, RollbackOperator
-from snaptable_example_data import EXAMPLE_TABLE, ingest_day
+from snaptable_example_data import EXAMPLE_TABLE, MACROS, spark_ingest
 
 with DAG(
     dag_id="snaptable_backfill_from_tag",
@@ -32,7 +32,8 @@ with DAG(
         "days": Param([], type="array", description="days (YYYY-MM-DD) to ingest again"),
         "force": Param(False, type="boolean", description="roll back even if consumers read past the tag"),
     },
-    tags=["snaptable", "example"],
+    user_defined_macros=MACROS,
+    tags=["snaptable", "example", "spark"],
     doc_md=__doc__,
 ) as dag:
     rollback_to_tag = RollbackOperator(
@@ -42,9 +43,11 @@ with DAG(
         force="{{ params.force }}",
     )
 
-    @task
-    def reingest(params: dict | None = None) -> list:
-        return [ingest_day(params["table"], day) for day in params["days"]]
+    reingest = spark_ingest(
+        task_id="reingest",
+        table="{{ snaptable_uri(params.table) }}",
+        days="{{ params.days | join(',') }}",
+    )
 
     tag_backfill = CreateTagOperator(
         task_id="tag_backfill",
@@ -52,4 +55,4 @@ with DAG(
         tag_name="backfill-{{ ts_nodash }}",
     )
 
-    rollback_to_tag >> reingest() >> tag_backfill
+    rollback_to_tag >> reingest >> tag_backfill

@@ -4,8 +4,9 @@ Incremental downstream processing with a consumer.
 1. ``wait_for_snapshots`` (deferrable: it waits in the triggerer, not in a worker slot) is done
    once the table has snapshots the consumer has not read; it returns the range
    ``{from_snapshot_id, to_snapshot_id, snapshot_ids, commit_kinds, added_records, ...}``.
-2. ``process_changes`` reads exactly those changes (``table.changes(from, to)``; with Spark:
-   ``spark.read.format("snaptable").option("incremental-between", "from,to")``).
+2. ``process_changes`` reads exactly those changes with Spark (``spark_jobs/read_order_changes.py``:
+   ``spark.read.format("snaptable").option("incremental-between", "from,to")``; in Python:
+   ``table.changes(from, to)``).
 3. ``advance_consumer`` commits the position (``to_snapshot_id + 1``) only after processing
    succeeded. Until then the consumer protects the unread snapshots from expiry, and a
    failed run is simply retried from the same position.
@@ -18,11 +19,12 @@ from __future__ import annotations
 import os
 
 import pendulum
-from airflow.sdk import DAG, Param, task
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, Param
 
 from airflow_snaptable.operators import AdvanceConsumerOperator
 from airflow_snaptable.sensors import NewSnapshotSensor
-from snaptable_example_data import EXAMPLE_TABLE
+from snaptable_example_data import EXAMPLE_TABLE, READ_CHANGES_JOB, SPARK_CONF
 
 POKE_INTERVAL = float(os.environ.get("SNAPTABLE_EXAMPLE_POKE_INTERVAL", "60"))
 
@@ -36,7 +38,7 @@ with DAG(
         "table": Param(EXAMPLE_TABLE, type="string"),
         "consumer": Param("orders_downstream", type="string"),
     },
-    tags=["snaptable", "example"],
+    tags=["snaptable", "example", "spark"],
     doc_md=__doc__,
 ) as dag:
     wait_for_snapshots = NewSnapshotSensor(
@@ -49,25 +51,20 @@ with DAG(
         timeout=6 * 3600,
     )
 
-    @task
-    def process_changes(new_snapshots: dict, table_name: str) -> dict:
-        from airflow_snaptable.hooks.snaptable import SnapTableHook
-
-        table = SnapTableHook().get_table(table_name)
-        changes = table.changes(new_snapshots["from_snapshot_id"], new_snapshots["to_snapshot_id"])
-        added, deleted = changes.added_rows(), changes.deleted_rows()
-        # A real job writes `added` (and retracts `deleted`) downstream; the demo sums them up.
-        summary = {
-            "from_snapshot_id": changes.from_snapshot_id,
-            "to_snapshot_id": changes.to_snapshot_id,
-            "added_rows": added.num_rows,
-            "deleted_rows": deleted.num_rows,
-            "added_amount": float(sum(added.column("amount").to_pylist())) if added.num_rows else 0.0,
-        }
-        print(f"processed changes: {summary}")
-        return summary
-
-    processed = process_changes(wait_for_snapshots.output, "{{ params.table }}")
+    # A real job writes the added rows downstream; this one sums them up.
+    process_changes = SparkSubmitOperator(
+        task_id="process_changes",
+        application=READ_CHANGES_JOB,
+        name="read-order-changes",
+        conf=SPARK_CONF,
+        application_args=[
+            "--table",
+            "{{ ti.xcom_pull(task_ids='wait_for_snapshots')['table'] }}",
+            "--between",
+            "{{ ti.xcom_pull(task_ids='wait_for_snapshots')['from_snapshot_id'] }},"
+            "{{ ti.xcom_pull(task_ids='wait_for_snapshots')['to_snapshot_id'] }}",
+        ],
+    )
 
     advance_consumer = AdvanceConsumerOperator(
         task_id="advance_consumer",
@@ -76,4 +73,4 @@ with DAG(
         next_snapshot="{{ ti.xcom_pull(task_ids='wait_for_snapshots')['to_snapshot_id'] + 1 }}",
     )
 
-    processed >> advance_consumer
+    wait_for_snapshots >> process_changes >> advance_consumer

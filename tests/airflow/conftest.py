@@ -13,74 +13,41 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
-import time
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE_DAGS = REPO / "example_dags"
-AIRFLOW_BIN = str(Path(sys.executable).with_name("airflow"))
+from airflow_snaptable.local_airflow import (  # noqa: F401 - re-exported to the test modules
+    AIRFLOW_BIN,
+    EXAMPLE_DAGS,
+    REPO,
+    LocalAirflow,
+    airflow_environment,
+    conn_json,
+    snaptable_conn,
+    spark_local_env,
+    subprocess_env,
+)
 
 _HOME = tempfile.mkdtemp(prefix="snaptable-airflow-home-")
 atexit.register(shutil.rmtree, _HOME, ignore_errors=True)
 
-AIRFLOW_ENV = {
-    "AIRFLOW_HOME": _HOME,
-    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-    "AIRFLOW__CORE__DAGS_FOLDER": str(EXAMPLE_DAGS),
-    # No scheduler runs here; unpaused DAGs only matter to the AssetWatcher test (watchers need them).
-    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-    "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-    # No AWS config or credentials of the developer's machine.
-    "AWS_CONFIG_FILE": os.devnull,
-    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
+AIRFLOW_ENV = airflow_environment(_HOME, EXAMPLE_DAGS)
 os.environ.update(AIRFLOW_ENV)
 for _name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
     os.environ.pop(_name, None)
 
-
-def conn_json(conn_type: str, **fields) -> str:
-    """An AIRFLOW_CONN_<ID> value (JSON form)."""
-    return json.dumps({"conn_type": conn_type, **fields})
-
-
-def snaptable_conn(root: str | None = None, **fields) -> str:
-    extra = dict(fields.pop("extra", {}) or {})
-    if root is not None:
-        extra["root"] = root
-    return conn_json("snaptable", extra=extra, **fields)
+LOCAL_AIRFLOW = LocalAirflow(_HOME, EXAMPLE_DAGS)
 
 
 def base_env(**extra: str) -> dict[str, str]:
     """Environment for an airflow subprocess: this process's, plus the venv's bin first on PATH."""
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    env.update(extra)
-    return env
+    return subprocess_env(**extra)
 
 
 def run_airflow(args: list[str], env: dict[str, str] | None = None, timeout: float = 240, check: bool = True) -> subprocess.CompletedProcess:
     """Run ``airflow <args>``; on failure the output tail is in the assertion message."""
-    started = time.monotonic()
-    proc = subprocess.run(
-        [AIRFLOW_BIN, *args],
-        env=env or base_env(),
-        cwd=_HOME,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    proc.seconds = time.monotonic() - started  # type: ignore[attr-defined]
-    if check and proc.returncode != 0:
-        tail = (proc.stdout + proc.stderr)[-6000:]
-        raise AssertionError(f"airflow {' '.join(args)} exited {proc.returncode}:\n{tail}")
-    return proc
+    return LOCAL_AIRFLOW.run(args, env=env or base_env(), timeout=timeout, check=check)
 
 
 @pytest.fixture(scope="session")
@@ -91,7 +58,7 @@ def airflow_home() -> str:
 @pytest.fixture(scope="session")
 def airflow_db(airflow_home) -> str:
     """``airflow db migrate`` once per session (SQLite in the temporary AIRFLOW_HOME)."""
-    run_airflow(["db", "migrate"], timeout=300)
+    LOCAL_AIRFLOW.migrate()
     return airflow_home
 
 

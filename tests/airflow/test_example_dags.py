@@ -21,7 +21,16 @@ from pathlib import Path
 import pytest
 
 from airflow_snaptable.core import Table
-from tests.airflow.conftest import AIRFLOW_BIN, EXAMPLE_DAGS, base_env, conn_json, free_port, run_airflow, snaptable_conn
+from tests.airflow.conftest import (
+    AIRFLOW_BIN,
+    EXAMPLE_DAGS,
+    base_env,
+    conn_json,
+    free_port,
+    run_airflow,
+    snaptable_conn,
+    spark_local_env,
+)
 
 sys.path.insert(0, str(EXAMPLE_DAGS))
 from snaptable_example_data import SCHEMA, demo_rows, ingest_day  # noqa: E402
@@ -55,11 +64,12 @@ def warehouse(tmp_path) -> Path:
 
 
 def dag_env(warehouse: Path, table: str = "orders", **extra: str) -> dict[str, str]:
+    """The examples on ``warehouse/<table>``; their Spark jobs on local[2] (spark-submit from the venv)."""
     return base_env(
         AIRFLOW_CONN_SNAPTABLE_DEFAULT=snaptable_conn(str(warehouse)),
         SNAPTABLE_EXAMPLE_TABLE=table,
         SNAPTABLE_EXAMPLE_POKE_INTERVAL="1",
-        **extra,
+        **{**spark_local_env("local[2]"), **extra},
     )
 
 
@@ -113,11 +123,13 @@ def test_incremental_with_a_deferrable_sensor_inside_dags_test(warehouse, tmp_pa
                 proc.kill()
     output = log.read_text()
     assert "Pausing task as DEFERRED" in output and "Trigger completed" in output
-    assert "'from_snapshot_id': 3, 'to_snapshot_id': 4, 'added_rows': 7, 'deleted_rows': 0" in output
+    # The Spark job read exactly the new range (3, 4]: the 7 rows ingested while the sensor waited.
+    assert 'order changes: {"between": "3,4", "added_rows": 7,' in output
+    assert '"rows_per_day": {"2026-01-20": 7}' in output
     assert Table.open(str(warehouse / "orders")).consumer("orders_downstream").next_snapshot == 5
 
 
-def test_backfill_rolls_back_to_a_tag_and_reingests(warehouse):
+def test_backfill_rolls_back_to_a_tag_and_reingests_with_spark(warehouse):
     table = make_table(str(warehouse / "orders"), days=5)
     table.create_tag("good", snapshot_id=3)
     table.create_tag("bad", snapshot_id=5)
