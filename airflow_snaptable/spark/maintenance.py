@@ -31,8 +31,10 @@ from airflow_snaptable.core.table import Table
 log = logging.getLogger(__name__)
 
 #: ``delete_files`` calls with at least this many files go to the executors
-#: (Spark conf ``spark.snaptable.delete.parallelThreshold``).
-DEFAULT_PARALLEL_THRESHOLD = 200
+#: (Spark conf ``spark.snaptable.delete.parallelThreshold``). A Spark job costs 1-2 s
+#: before it deletes anything, while core in process deletes ~10,000 files in about
+#: that time (S3: 10 DeleteObjects requests); see docs/benchmarks.md, "Spark delete".
+DEFAULT_PARALLEL_THRESHOLD = 10_000
 #: Files per Spark task (Spark conf ``spark.snaptable.delete.filesPerTask``); one S3 DeleteObjects request holds 1,000.
 DEFAULT_FILES_PER_TASK = 1000
 
@@ -138,6 +140,8 @@ class DistributedRun:
     #: files the executors' tasks deleted (counted there)
     deleted_on_executors: int
     spark_jobs: int
+    #: storage operations the action issued, by kind (each file deleted on an executor counts as one delete)
+    operations: dict[str, int]
 
 
 def run_action_distributed(
@@ -157,4 +161,4 @@ def run_action_distributed(
     storage = DistributedDeleteStorage(Storage.from_uri(action.table, storage_options), deleter, threshold)
     table = Table.open(action.table, storage=storage)
     result = run_action(action, storage_options, table=table)
-    return DistributedRun(result, deleter.deleted, deleter.jobs)
+    return DistributedRun(result, deleter.deleted, deleter.jobs, storage.snapshot_counts())

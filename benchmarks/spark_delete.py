@@ -1,0 +1,269 @@
+"""Expiry that deletes 20,000 data files: core in process vs the same action with deletes on Spark executors.
+
+``python -m benchmarks.spark_delete [--files N] [--repeat R] [--s3 SERVER] [--quick]``
+
+The table: snapshot 1 adds ``--files`` small data files (written directly and
+committed as they are, so building costs one write per file and no Parquet
+encoding), snapshot 2 overwrites the whole table with a few rows. Expiring
+snapshot 1 (``retain_min=1, retain_max=1``) deletes all ``--files`` data files
+and snapshot 1's manifests.
+
+Each round copies the built table twice and runs on the copies, same data, same run:
+
+- in-process: ``Table.expire_snapshots`` (core's ``Storage.delete_files``: the shared
+  I/O thread pool locally, S3 DeleteObjects of 1,000 keys);
+- distributed: the same ``ExpireSnapshots`` action through
+  ``spark.maintenance.run_action_distributed`` on a ``local[2]`` SparkSession
+  (one Spark job per ``delete_files`` call, 1,000 files per task, each task
+  running core's ``delete_files``). The session is started and its Python
+  workers warmed up before timing; the start-up is printed separately (a
+  spark-submit job pays it on top).
+
+Rounds alternate which runs first. Both copies must end identical: ``verify()``
+clean, the same files on storage, all ``--files`` data files gone.
+
+``--s3 seaweedfs|moto`` runs the same on a local S3 server from tests/s3_servers.py
+(default count 2,000 there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from benchmarks.common import describe_load, machine_load
+
+SCHEMA = pa.schema([pa.field("p", pa.int64()), pa.field("id", pa.int64()), pa.field("value", pa.float64())])
+PARTITIONS = 10
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.spark_delete", description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, help="data files the expiry deletes (default 20,000; 2,000 on S3)")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds, each on fresh copies (default 3)")
+    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument("--files-per-task", type=int, default=1000, help="deletes per Spark task (default 1000)")
+    parser.add_argument("--s3", choices=("seaweedfs", "moto"), help="run on a local S3 server instead of local files")
+    parser.add_argument("--dir", help="where to build the tables (default: a temporary directory)")
+    parser.add_argument("--quick", action="store_true", help="smoke test: 2,000 files (200 on S3), 1 round")
+    return parser.parse_args(argv)
+
+
+# -- building --------------------------------------------------------------------
+
+
+def one_row_parquet(partition: int) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(pa.table({"p": [partition], "id": [partition], "value": [0.5]}, schema=SCHEMA), sink)
+    return sink.getvalue()
+
+
+def build_table(uri: str, files: int, storage_options: dict | None):
+    """Snapshot 1 adds ``files`` data files; snapshot 2 overwrites them all."""
+    from airflow_snaptable.core import Table
+    from airflow_snaptable.core.commit import CommitRequest
+    from airflow_snaptable.core.io_pool import map_io
+    from airflow_snaptable.core.manifest import DataFile
+    from airflow_snaptable.core.snapshot import CommitKind
+
+    table = Table.create(uri, SCHEMA, partition_by=["p"], storage_options=storage_options)
+    bodies = {p: one_row_parquet(p) for p in range(PARTITIONS)}
+    added = [
+        DataFile(path=f"data/p={i % PARTITIONS}/data-{uuid.uuid4().hex}.parquet", partition=(i % PARTITIONS,), record_count=1,
+                 file_size=len(bodies[i % PARTITIONS]))
+        for i in range(files)
+    ]
+    # hints-grade durability: the benchmark needs files on storage, not crash safety
+    map_io(lambda f: table.storage.write_bytes(f.path, bodies[f.partition[0]], durable=False), added)
+    table.new_commit().commit(CommitRequest(kind=CommitKind.APPEND, added=added, deleted=[], base_snapshot=None, commit_user="bench"))
+    table.overwrite(pa.table({"p": list(range(PARTITIONS)), "id": list(range(PARTITIONS)), "value": [1.0] * PARTITIONS}, schema=SCHEMA))
+    return table, sorted(f.path for f in added)
+
+
+def copy_table(source_uri: str, target_uri: str, storage_options: dict | None) -> None:
+    from airflow_snaptable.core.io_pool import map_io
+    from airflow_snaptable.core.storage import Storage
+
+    source = Storage.from_uri(source_uri, storage_options)
+    if source._is_local:
+        shutil.copytree(source.root, Storage.from_uri(target_uri, storage_options).root)
+        return
+    target = Storage.from_uri(target_uri, storage_options)
+    rels = [rel for rel, _size, _mtime in source.list_files("")]
+    map_io(lambda rel: source.fs.copy(source.full_path(rel), target.full_path(rel)), rels)
+
+
+def files_on_storage(uri: str, storage_options: dict | None) -> list[str]:
+    from airflow_snaptable.core.storage import Storage
+
+    return [rel for rel, _size, _mtime in Storage.from_uri(uri, storage_options).list_files("")]
+
+
+# -- running ---------------------------------------------------------------------
+
+
+@dataclass
+class Measurement:
+    seconds: float
+    data_files_deleted: int
+    manifests_deleted: int
+    operations: dict[str, int]
+    spark_jobs: int = 0
+    deleted_on_executors: int = 0
+
+
+def expire_in_process(uri: str, storage_options: dict | None) -> Measurement:
+    from airflow_snaptable.core import Table
+
+    started = time.perf_counter()
+    table = Table.open(uri, storage_options)
+    result = table.expire_snapshots(retain_min=1, retain_max=1)
+    seconds = time.perf_counter() - started
+    return Measurement(seconds, result.deleted_data_files, result.deleted_manifest_files, table.storage.snapshot_counts())
+
+
+def expire_distributed(spark, uri: str, storage_options: dict | None, files_per_task: int) -> Measurement:
+    from airflow_snaptable.core.actions import ExpireSnapshots
+    from airflow_snaptable.spark.maintenance import run_action_distributed
+
+    started = time.perf_counter()
+    run = run_action_distributed(spark, ExpireSnapshots(table=uri, retain_min=1, retain_max=1), storage_options,
+                                 files_per_task=files_per_task)
+    seconds = time.perf_counter() - started
+    result = run.result["result"]
+    return Measurement(seconds, result["deleted_data_files"], result["deleted_manifest_files"], run.operations,
+                       run.spark_jobs, run.deleted_on_executors)
+
+
+def check_same_end_state(uris: list[str], doomed: list[str], storage_options: dict | None) -> None:
+    from airflow_snaptable.core import Table
+
+    listings = []
+    for uri in uris:
+        table = Table.open(uri, storage_options)
+        verified = table.verify()
+        if verified.missing_files or verified.unreferenced_files:
+            raise SystemExit(f"{uri}: verify() not clean: missing {verified.missing_files[:5]}, "
+                             f"unreferenced {verified.unreferenced_files[:5]}")
+        if [s.id for s in table.snapshots()] != [2]:
+            raise SystemExit(f"{uri}: snapshots {[s.id for s in table.snapshots()]}, expected [2]")
+        listing = files_on_storage(uri, storage_options)
+        left = set(doomed) & set(listing)
+        if left:
+            raise SystemExit(f"{uri}: {len(left)} of the expired data files are still there, e.g. {sorted(left)[:3]}")
+        listings.append(listing)
+    if any(listing != listings[0] for listing in listings[1:]):
+        raise SystemExit(f"the copies differ after expiry: {[len(listing) for listing in listings]} files")
+
+
+def start_spark(master: str):
+    from pyspark.sql import SparkSession
+
+    started = time.perf_counter()
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("snaptable spark_delete benchmark")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    session_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    # start the Python workers once: a long job pays this once, not per delete call
+    spark.sparkContext.parallelize(range(spark.sparkContext.defaultParallelism * 2)).foreachPartition(lambda rows: None)
+    return spark, session_seconds, time.perf_counter() - started
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.files is None:
+        args.files = (200 if args.s3 else 2_000) if args.quick else (2_000 if args.s3 else 20_000)
+    if args.quick:
+        args.repeat = 1
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    load_start = machine_load()
+
+    server = None
+    storage_options = None
+    workdir = tempfile.TemporaryDirectory(prefix="snaptable-spark-delete-", dir=args.dir)
+    try:
+        if args.s3:
+            sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            from tests.s3_servers import make_server
+
+            server = make_server(args.s3).start()
+            storage_options = server.storage_options()
+            base = f"s3://{server.create_bucket('bench')}"
+        else:
+            base = workdir.name
+        started = time.perf_counter()
+        _table, doomed = build_table(f"{base}/built", args.files, storage_options)
+        build_seconds = time.perf_counter() - started
+
+        spark, session_seconds, warmup_seconds = start_spark(args.master)
+        runs: dict[str, list[Measurement]] = {"in-process": [], "distributed": []}
+        copy_seconds = 0.0
+        try:
+            for round_number in range(args.repeat):
+                uris = {name: f"{base}/round{round_number}-{name}" for name in runs}
+                started = time.perf_counter()
+                for uri in uris.values():
+                    copy_table(f"{base}/built", uri, storage_options)
+                copy_seconds += time.perf_counter() - started
+                order = list(runs) if round_number % 2 == 0 else list(reversed(runs))
+                for name in order:
+                    if name == "in-process":
+                        runs[name].append(expire_in_process(uris[name], storage_options))
+                    else:
+                        runs[name].append(expire_distributed(spark, uris[name], storage_options, args.files_per_task))
+                check_same_end_state(list(uris.values()), doomed, storage_options)
+                for name in runs:
+                    if runs[name][-1].data_files_deleted != args.files:
+                        raise SystemExit(f"{name} deleted {runs[name][-1].data_files_deleted} data files, expected {args.files}")
+        finally:
+            spark.stop()
+    finally:
+        if server is not None:
+            server.stop()
+        workdir.cleanup()
+    load_end = machine_load()
+
+    where = f"S3 ({args.s3} on 127.0.0.1)" if args.s3 else "local files"
+    print(f"spark_delete: expiry deleting {args.files:,} data files on {where}, {args.repeat} round(s), "
+          f"Spark {args.master}, {args.files_per_task} files per task, {os.cpu_count()} CPUs")
+    print(f"  table built in {build_seconds:.1f} s, copies in {copy_seconds:.1f} s; Spark session {session_seconds:.1f} s "
+          f"+ first Python workers {warmup_seconds:.1f} s (not in the times below)")
+    print(f"  machine at start: {describe_load(load_start)}")
+    print(f"{'run':<12} {'median s':>9} {'min s':>8} {'max s':>8} {'data files':>11} {'manifests':>10} "
+          f"{'deletes':>8} {'reads':>6} {'writes':>7} {'lists':>6} {'exists':>7} {'Spark jobs':>11} {'on executors':>13}")
+    for name, measured in runs.items():
+        times = [m.seconds for m in measured]
+        last = measured[-1]
+        ops = last.operations
+        print(f"{name:<12} {statistics.median(times):>9.2f} {min(times):>8.2f} {max(times):>8.2f} {last.data_files_deleted:>11,} "
+              f"{last.manifests_deleted:>10} {ops['delete']:>8,} {ops['read']:>6} {ops['write']:>7} {ops['list']:>6} "
+              f"{ops['exists']:>7} {last.spark_jobs:>11} {last.deleted_on_executors:>13,}")
+    in_process = statistics.median(m.seconds for m in runs["in-process"])
+    distributed = statistics.median(m.seconds for m in runs["distributed"])
+    print(f"distributed / in-process (median): {distributed / in_process:.2f}x; both copies end identical, verify() clean")
+    print(f"  machine at end: {describe_load(load_end)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
