@@ -307,3 +307,19 @@ def test_spark_maintenance_on_s3_keeps_secrets_off_command_lines_and_out_of_logs
     # Nor anywhere under AIRFLOW_HOME: log files, the metadata database (XComs, rendered fields).
     leaks = [p for p in Path(airflow_home).rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert leaks == []
+
+
+def test_every_example_dag_parses_and_spark_jobs_are_not_dag_files():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(str(EXAMPLE_DAGS))  # AIRFLOW__CORE__LOAD_EXAMPLES=False (conftest)
+    assert bag.import_errors == {}
+    assert sorted(bag.dag_ids) == [
+        "snaptable_backfill_from_tag",
+        "snaptable_daily_maintenance",
+        "snaptable_event_driven",
+        "snaptable_incremental",
+        "snaptable_spark_ingest",
+        "snaptable_spark_maintenance",
+    ]
+    assert not any("spark_jobs" in path for path in bag.file_last_changed)  # not DAG files (.airflowignore)
