@@ -1,24 +1,49 @@
-"""The end-to-end demo on embedded defaults (local files): ``scripts/demo``.
+"""The demo run by ``scripts/demo``: the whole Airflow + Spark story on embedded defaults.
 
-It writes a small orders table through the core API, commits appends, a
-partition overwrite, a delete and a compaction, then shows what downstream
-users do with the history: time travel, an incremental change set, a
-streaming reader with a checkpoint, and the snapshot timeline.
+Everything is local and temporary: an AIRFLOW_HOME with SQLite (``airflow db migrate``, no
+Airflow example DAGs, DAGs folder = the repository's ``example_dags/``), Spark in local mode
+(``spark-submit --master local[2]`` from the venv) and the table on local files. Each step is
+a real ``airflow dags test`` run of an example DAG:
+
+1. ``snaptable_spark_ingest``: a Spark job writes three days of orders through the
+   ``snaptable`` data source (one snapshot per day).
+2. ``snaptable_incremental``: ``NewSnapshotSensor`` finds what the consumer has not read, a
+   Spark job reads exactly that range incrementally, ``AdvanceConsumerOperator`` commits it.
+3. ``snaptable_daily_maintenance``: tag the day (``{{ ds }}``), expire old snapshots, expire
+   tags, remove orphan files.
+4. ``snaptable_spark_ingest`` again: today's extract arrives broken (too few rows).
+5. ``snaptable_backfill_from_tag``: roll back to the day's tag, re-ingest today with Spark,
+   tag the repaired state.
+
+It ends with the table's timeline: snapshots, the tags on them, where the consumer sits.
+(The demo squeezes days into minutes: every commit happens now, so the daily tag is today's.)
+
+``--core-only`` runs the earlier, faster story of the core API alone (no Airflow, no Spark).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import shutil
 import sys
+import tempfile
+import time
 from pathlib import Path
+from typing import Any, Callable
 
 import pyarrow as pa
 
 from airflow_snaptable.cli import render_table
 from airflow_snaptable.cli import main as cli_main
 from airflow_snaptable.core import Table
+from airflow_snaptable.local_airflow import EXAMPLE_DAGS, LocalAirflow, snaptable_conn, spark_local_env
+
+TABLE_NAME = "orders"
+CONSUMER = "orders_downstream"  # the incremental example DAG's default consumer
+TIMELINE_HEADERS = ["snapshot", "kind", "committed (UTC)", "records", "tags", "consumers"]
+
 
 SCHEMA = pa.schema(
     [
@@ -48,7 +73,8 @@ def step(text: str) -> None:
     print(f"\n== {text}")
 
 
-def run(root: Path) -> None:
+def run_core_story(root: Path) -> None:
+    """The core API alone (no Airflow, no Spark): commits, time travel, changes, a stream."""
     if root.exists():
         shutil.rmtree(root)
     uri = str(root / "orders")
@@ -103,11 +129,179 @@ def run(root: Path) -> None:
     cli_main(["snapshots", uri])
 
 
+
+
+# -- the Airflow + Spark story ---------------------------------------------------------------
+
+
+def timeline_rows(table: Table) -> list[list[Any]]:
+    """One row per snapshot: id, kind, commit time, records, the tags on it, the consumers there.
+
+    A consumer "sits" at its next snapshot (the first one it has not read); one that has read
+    everything sits at ``latest + 1``, shown as a ``(next)`` row. Snapshots that expired but
+    are kept by a tag are shown as ``KIND (tag only)``.
+    """
+    snapshots = {s.id: s for s in table.snapshots()}
+    tags: dict[int, list[str]] = {}
+    for tag in table.tags():
+        tags.setdefault(tag.snapshot_id, []).append(tag.name)
+        snapshots.setdefault(tag.snapshot_id, tag.snapshot)
+    retained = {s.id for s in table.snapshots()}
+    consumers: dict[int, list[str]] = {}
+    for consumer in table.consumers():
+        consumers.setdefault(consumer.next_snapshot, []).append(consumer.id)
+    rows: list[list[Any]] = []
+    for snapshot_id in sorted(snapshots):
+        snapshot = snapshots[snapshot_id]
+        kind = snapshot.commit_kind.value + ("" if snapshot_id in retained else " (tag only)")
+        when = dt.datetime.fromtimestamp(snapshot.time_millis / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        rows.append([snapshot_id, kind, when, snapshot.total_record_count,
+                     ", ".join(sorted(tags.get(snapshot_id, []))), ", ".join(sorted(consumers.get(snapshot_id, [])))])
+    latest = max(retained, default=0)
+    waiting = [c for next_id, ids in consumers.items() if next_id > latest for c in ids]
+    if waiting:
+        rows.append([latest + 1, "(next)", "", "", "", ", ".join(sorted(waiting))])
+    return rows
+
+
+def render_timeline(table: Table) -> str:
+    return render_table(TIMELINE_HEADERS, timeline_rows(table))
+
+
+def _lines_with(output: str, marker: str) -> list[str]:
+    """``marker`` + the JSON after it, from each line of a DAG run's output that has it (log decoration dropped)."""
+    decoder = json.JSONDecoder()
+    found = []
+    for line in output.splitlines():
+        if marker in line:
+            rest = line[line.index(marker) + len(marker):]
+            try:
+                value, _ = decoder.raw_decode(rest.lstrip())
+            except ValueError:
+                continue
+            found.append(marker + json.dumps(value))
+    return found
+
+
+class Story:
+    """The steps of the demo against one work directory (AIRFLOW_HOME and tables under it)."""
+
+    def __init__(self, workdir: Path, say: Callable[[str], None] = print, master: str = "local[2]"):
+        self.workdir = workdir
+        self.say = say
+        self.warehouse = workdir / "warehouse"
+        self.uri = str(self.warehouse / TABLE_NAME)
+        self.airflow = LocalAirflow(
+            workdir / "airflow-home",
+            EXAMPLE_DAGS,
+            env={
+                "AIRFLOW_CONN_SNAPTABLE_DEFAULT": snaptable_conn(str(self.warehouse)),
+                "SNAPTABLE_EXAMPLE_TABLE": TABLE_NAME,
+                "SNAPTABLE_EXAMPLE_POKE_INTERVAL": "1",
+                **spark_local_env(master),
+            },
+        )
+        self.today = dt.datetime.now(dt.timezone.utc).date()
+        self.days = [(self.today - dt.timedelta(days=n)).isoformat() for n in (3, 2, 1)]
+        self.seconds: dict[str, float] = {}
+
+    def step(self, title: str) -> None:
+        self.say(f"\n== {title}")
+
+    def dag_run(self, label: str, dag_id: str, logical_date: str | None = None, conf: dict | None = None) -> str:
+        started = time.monotonic()
+        proc = self.airflow.dags_test(dag_id, logical_date=logical_date, conf=conf)
+        self.seconds[label] = time.monotonic() - started
+        self.say(f"airflow dags test {dag_id}{' ' + logical_date if logical_date else ''}"
+                 f"{' -c ' + repr(conf) if conf else ''}: success ({self.seconds[label]:.0f} s)")
+        return proc.stdout + proc.stderr
+
+    def table(self) -> Table:
+        return Table.open(self.uri)
+
+    def run(self) -> Table:
+        self.step(f"0. Airflow: AIRFLOW_HOME {self.airflow.home} (SQLite), DAGs from {EXAMPLE_DAGS}")
+        started = time.monotonic()
+        self.airflow.migrate()
+        self.seconds["migrate"] = time.monotonic() - started
+        self.say(f"airflow db migrate: done ({self.seconds['migrate']:.0f} s); table {self.uri}; Spark master local[2]")
+
+        self.step(f"1. ingest with Spark: {', '.join(self.days)} through the snaptable data source (snaptable_spark_ingest)")
+        output = self.dag_run("ingest", "snaptable_spark_ingest", conf={"days": self.days})
+        for line in _lines_with(output, "ingested: "):
+            self.say("  " + line)
+
+        self.step(f"2. incremental downstream: sensor -> Spark incremental read -> advance consumer {CONSUMER!r} (snaptable_incremental)")
+        output = self.dag_run("incremental", "snaptable_incremental")
+        found = self.airflow.return_values("snaptable_incremental").get("wait_for_snapshots") or {}
+        self.say(f"  NewSnapshotSensor: snapshots {found.get('snapshot_ids')} are new "
+                 f"(range ({found.get('from_snapshot_id')}, {found.get('to_snapshot_id')}], +{found.get('added_records')} records)")
+        for line in _lines_with(output, "order changes: "):
+            self.say("  Spark: " + line)
+        self.say(f"  consumer {CONSUMER!r} now at snapshot {self.table().consumer(CONSUMER).next_snapshot} (the next one to read)")
+
+        tomorrow = (self.today + dt.timedelta(days=1)).isoformat()
+        self.step(f"3. daily maintenance for {self.today}: tag {{{{ ds }}}} -> expire snapshots -> expire tags -> orphans (snaptable_daily_maintenance)")
+        before = [s.id for s in self.table().snapshots()]
+        # The run after the day (interval today -> tomorrow) tags the state at the day's end.
+        self.dag_run("maintenance", "snaptable_daily_maintenance", logical_date=tomorrow, conf={"retain_max": 2})
+        results = {k: v.get("result") for k, v in self.airflow.return_values("snaptable_daily_maintenance").items() if isinstance(v, dict)}
+        tag = results.get("tag_day") or {}
+        expired = results.get("expire_snapshots") or {}
+        orphans = results.get("remove_orphan_files") or {}
+        self.say(f"  tag_day: tag {tag.get('name')!r} -> snapshot {tag.get('snapshot_id')}")
+        self.say(f"  expire_snapshots (retain_max=2): expired {expired.get('expired_snapshot_ids')} of {before}, "
+                 f"{expired.get('deleted_data_files')} data file(s) deleted; the tag and the consumer protect what they hold")
+        self.say(f"  expire_tags: {results.get('expire_tags')}; remove_orphan_files: {orphans.get('orphan_count')} orphan file(s) older than 1 d")
+
+        self.step(f"4. today's extract ({self.today}) arrives broken: 4 orders instead of 10 (snaptable_spark_ingest)")
+        output = self.dag_run("broken ingest", "snaptable_spark_ingest", conf={"days": [self.today.isoformat()], "rows": 4})
+        for line in _lines_with(output, "ingested: "):
+            self.say("  " + line)
+
+        self.step(f"5. backfill: roll back to tag {self.today.isoformat()!r}, re-ingest {self.today} with Spark, tag it (snaptable_backfill_from_tag)")
+        self.dag_run("backfill", "snaptable_backfill_from_tag", conf={"tag": self.today.isoformat(), "days": [self.today.isoformat()]})
+        results = {k: v.get("result") for k, v in self.airflow.return_values("snaptable_backfill_from_tag").items() if isinstance(v, dict)}
+        rollback = results.get("rollback_to_tag") or {}
+        self.say(f"  rollback_to_tag: {_short(rollback)}")
+        self.say(f"  tag_backfill: tag {(results.get('tag_backfill') or {}).get('name')!r} -> snapshot "
+                 f"{(results.get('tag_backfill') or {}).get('snapshot_id')}")
+
+        table = self.table()
+        self.step(f"6. timeline of {self.uri}")
+        self.say(render_timeline(table))
+        return table
+
+
+def _short(result: Any) -> str:
+    if not isinstance(result, dict):
+        return str(result)
+    return ", ".join(f"{k}={v}" for k, v in result.items() if not isinstance(v, (list, dict)) or len(v) <= 5)
+
+
+def run_story(workdir: Path, say: Callable[[str], None] = print) -> Table:
+    """Run the Airflow + Spark story in ``workdir`` (recreated) and return the table."""
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    started = time.monotonic()
+    table = Story(workdir, say).run()
+    say(f"\ndone in {time.monotonic() - started:.0f} s")
+    return table
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dir", default="demo-output", help="where the demo table goes (recreated)")
+    parser.add_argument("--dir", help="work directory, kept afterwards (recreated); default: a temporary one, removed")
+    parser.add_argument("--core-only", action="store_true", help="only the core API story (no Airflow, no Spark; seconds)")
     args = parser.parse_args(argv)
-    run(Path(args.dir).resolve())
+    if args.dir:
+        workdir = Path(args.dir).resolve()
+        (run_core_story if args.core_only else run_story)(workdir)
+        print(f"files kept in {workdir}")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="snaptable-demo-") as tmp:
+        (run_core_story if args.core_only else run_story)(Path(tmp) / "demo")
     return 0
 
 

@@ -1,14 +1,22 @@
-"""The snaptable CLI and the demo, run as a user runs them."""
+"""The snaptable CLI, core's JSON actions, and the demo, run as a user runs them."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from airflow_snaptable import demo
 from airflow_snaptable.cli import main
+from airflow_snaptable.core import Table
+from airflow_snaptable.core.actions import ACTIONS, UpdateConsumer, action_from_json, run_action
+from airflow_snaptable.core.errors import InvalidArgumentError, TagAlreadyExistsError
 from tests.conftest import make_rows
 
 SNAPTABLE = str(Path(sys.executable).with_name("snaptable"))
@@ -40,9 +48,123 @@ def test_console_script_reports_typed_errors(tmp_path):
     assert "TableNotFoundError" in result.stderr and result.stdout == ""
 
 
-def test_demo_runs_end_to_end(tmp_path, capsys):
-    assert demo.main(["--dir", str(tmp_path / "demo")]) == 0
+# -- core actions: update-consumer, create-tag if_exists ---------------------------------------
+
+
+def test_update_consumer_action_is_validated_and_runs_through_run_action_and_the_cli(table, table_uri, capsys):
+    for i in range(3):
+        table.append(make_rows(range(i * 5, i * 5 + 5)))
+    assert ACTIONS["update-consumer"] is UpdateConsumer  # the Spark job parses with this registry
+    action = action_from_json(json.dumps({"action": "update-consumer", "table": table_uri, "consumer_id": "etl", "next_snapshot": 3}))
+    assert run_action(action) == {
+        "action": "update-consumer",
+        "table": table_uri,
+        "result": {"id": "etl", "next_snapshot": 3, "update_time_millis": table.consumer("etl").update_time_millis},
+    }
+    for doc, message in [
+        ({"consumer_id": "etl"}, "next_snapshot is required"),
+        ({"consumer_id": "", "next_snapshot": 2}, "consumer_id must be a non-empty string"),
+        ({"consumer_id": "etl", "next_snapshot": 0}, "next_snapshot must be an integer >= 1"),
+        ({"consumer_id": "etl", "next_snapshot": "2"}, "next_snapshot must be an integer >= 1"),
+        ({"consumer_id": "etl", "next_snapshot": 2, "position": 1}, "takes no argument"),
+    ]:
+        with pytest.raises(InvalidArgumentError, match=message):
+            action_from_json({"action": "update-consumer", "table": table_uri, **doc})
+    with pytest.raises(InvalidArgumentError):  # beyond latest + 1: core refuses, nothing changes
+        run_action(UpdateConsumer(table_uri, consumer_id="etl", next_snapshot=9))
+    assert table.consumer("etl").next_snapshot == 3
+    # The CLI's run-action takes the same JSON.
+    doc = json.dumps({"action": "update-consumer", "table": table_uri, "consumer_id": "etl", "next_snapshot": 4})
+    assert main(["run-action", doc, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["result"]["next_snapshot"] == 4
+    assert table.consumer("etl").next_snapshot == 4
+
+
+def test_create_tag_action_if_exists(table, table_uri):
+    for i in range(3):
+        table.append(make_rows(range(i * 5, i * 5 + 5)))
+    tag = {"action": "create-tag", "table": table_uri, "tag_name": "good"}
+    first = run_action(action_from_json({**tag, "snapshot_id": 2}))
+    assert "skipped" not in first and first["result"]["snapshot_id"] == 2
+    with pytest.raises(TagAlreadyExistsError, match="exists already"):
+        run_action(action_from_json({**tag, "snapshot_id": 2}))  # default: fail
+    again = run_action(action_from_json({**tag, "snapshot_id": 2, "if_exists": "skip"}))
+    assert again["skipped"] is True and again["result"] == first["result"]
+    with pytest.raises(TagAlreadyExistsError, match="points at snapshot 2, not at the requested snapshot 3"):
+        run_action(action_from_json({**tag, "if_exists": "skip"}))  # the latest is 3
+    with pytest.raises(InvalidArgumentError, match="if_exists must be one of"):
+        action_from_json({**tag, "if_exists": "replace"})
+    assert [(t.name, t.snapshot_id) for t in table.tags()] == [("good", 2)]
+
+
+# -- the demo ----------------------------------------------------------------------------------
+
+
+def test_core_only_demo_runs_end_to_end(tmp_path, capsys):
+    assert demo.main(["--core-only", "--dir", str(tmp_path / "demo")]) == 0
     out = capsys.readouterr().out
     assert "retry of the last append (same commit identifier) -> snapshot 6, applied once" in out
     assert "restored at 10: snapshot 10 +10" in out
     assert " 9  COMPACT " in out
+
+
+def parse_timeline(block: list[str]) -> list[dict[str, str]]:
+    """The printed timeline's rows as dicts, cut at the header's column starts (cells may hold spaces)."""
+    header, rule, *rows = block
+    starts = [m.start() for m in re.finditer(r"-+", rule)]
+    names = [header[a:b].strip() for a, b in zip(starts, starts[1:] + [None])]
+    assert names == demo.TIMELINE_HEADERS
+    return [{n: row[a:b].strip() for n, a, b in zip(names, starts, starts[1:] + [None])} for row in rows]
+
+
+@pytest.mark.slow
+def test_demo_runs_the_airflow_and_spark_story_end_to_end(tmp_path, capsys):
+    """scripts/demo's story: real `airflow dags test` runs, real spark-submit, one table on local files."""
+    started = time.monotonic()
+    assert demo.main(["--dir", str(tmp_path / "demo")]) == 0
+    seconds = time.monotonic() - started
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    today = dt.datetime.now(dt.timezone.utc).date().isoformat()
+    headers = [line for line in lines if line.startswith("== ")]
+    assert [h.split(".")[0] for h in headers] == ["== 0", "== 1", "== 2", "== 3", "== 4", "== 5", "== 6"]
+    assert out.count(": success (") == 5  # five DAG runs
+
+    table = Table.open(str(tmp_path / "demo" / "warehouse" / "orders"))
+    snapshots = table.snapshots()
+    tags = {t.name: t.snapshot_id for t in table.tags()}
+    consumer = table.consumer(demo.CONSUMER)
+
+    # 6. the printed timeline is the table's state ...
+    start = lines.index(next(h for h in headers if h.startswith("== 6.")))
+    block = lines[start + 1 : lines.index("", start + 1)]
+    assert "\n".join(block) == demo.render_timeline(table)
+    rows = parse_timeline(block)
+    assert [int(r["snapshot"]) for r in rows] == [s.id for s in snapshots]
+    assert [r["kind"] for r in rows] == [s.commit_kind.value for s in snapshots]
+    assert [int(r["records"]) for r in rows] == [s.total_record_count for s in snapshots]
+    assert {r["tags"]: int(r["snapshot"]) for r in rows if r["tags"]} == tags
+    assert [int(r["snapshot"]) for r in rows if r["consumers"] == demo.CONSUMER] == [consumer.next_snapshot]
+
+    # ... and the state the story made:
+    backfill_tags = [name for name in tags if name.startswith("backfill-")]
+    assert set(tags) == {today, *backfill_tags} and len(backfill_tags) == 1
+    latest = snapshots[-1]
+    assert snapshots[0].id > 1  # 3. expiry removed the oldest snapshot (retain_max=2)
+    assert tags[today] == latest.id - 1  # 3. the daily tag: the state before today's broken extract
+    assert tags[backfill_tags[0]] == latest.id  # 5. the repaired state, tagged
+    assert consumer.next_snapshot == latest.id  # 2. the consumer read everything up to the daily tag
+    # 4.-5. today's broken extract (4 rows) was rolled back and re-ingested in full by Spark.
+    today_rows = table.scan(filter=[("day", "=", today)]).to_arrow()
+    assert today_rows.num_rows == 10 and latest.total_record_count == 40
+    assert latest.commit_user == "ingest"
+
+    # The steps report what the DAG runs did (read back from the runs' XComs and Spark output).
+    assert f"NewSnapshotSensor: snapshots [1, 2, {tags[today]}] are new (range (0, {tags[today]}], +30 records)" in out
+    assert f'Spark: order changes: {{"between": "0,{tags[today]}", "added_rows": 30,' in out
+    assert f"tag_day: tag '{today}' -> snapshot {tags[today]}" in out
+    assert f"expired {list(range(1, snapshots[0].id))} of [1, 2, 3]" in out
+    assert f'ingested: {{"day": "{today}", "rows": 4, "snapshot_id": {latest.id}}}' in out
+    assert f"discarded_snapshot_ids=[{latest.id}]" in out
+    assert f"tag_backfill: tag '{backfill_tags[0]}' -> snapshot {latest.id}" in out
+    print(f"demo story: {seconds:.0f} s", file=sys.stderr)
