@@ -87,8 +87,9 @@ class ConsumerManager:
 
 
 def update_consumer(table, consumer_id: str, next_snapshot: int) -> Consumer:
-    """Write the consumer, then check it against unfinished expiry plans (see core/plans.py)."""
+    """Move a consumer: announce the position, check it against unfinished plans (core/plans.py), then write it."""
     from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError
+    from airflow_snaptable.core.intents import CONSUMER as CONSUMER_INTENT, Intent, IntentManager
     from airflow_snaptable.core.plans import PlanManager
 
     validate_name(consumer_id, "consumer")
@@ -100,24 +101,23 @@ def update_consumer(table, consumer_id: str, next_snapshot: int) -> Consumer:
         raise InvalidArgumentError(f"next_snapshot {next_snapshot} is beyond latest + 1 ({latest + 1})")
     if next_snapshot < earliest:
         raise SnapshotNotFoundError(f"snapshot {next_snapshot} has expired (earliest is {earliest})")
-    manager = table.consumer_manager
-    previous = manager.get(consumer_id)
+    # Announce, check, publish (core/intents.py): a crash at any point keeps the previous position.
+    intents = IntentManager(table.storage)
     consumer = Consumer(consumer_id, next_snapshot, table.clock())
-    manager.write(consumer)
-    plans = PlanManager(table)
-    ceiling = plans.ceiling()
-    earliest_now = table.snapshot_manager.earliest_id() or 1
-    if (
-        next_snapshot < plans.fence()
-        or next_snapshot < earliest_now  # an expiry ran to completion since the first check
-        or (ceiling is not None and next_snapshot > ceiling + 1)
-    ):
-        # An expiry or a rollback is removing that snapshot right now: back out.
-        if previous is None:
-            manager.delete(consumer_id)
-        else:
-            manager.write(previous)
-        raise SnapshotNotFoundError(f"snapshot {next_snapshot} is being expired or rolled back")
+    intent = intents.announce(Intent(CONSUMER_INTENT, consumer=consumer))
+    try:
+        plans = PlanManager(table)
+        ceiling = plans.ceiling()
+        earliest_now = table.snapshot_manager.earliest_id() or 1
+        if (
+            next_snapshot < plans.fence()
+            or next_snapshot < earliest_now  # an expiry ran to completion since the first check
+            or (ceiling is not None and next_snapshot > ceiling + 1)
+        ):
+            raise SnapshotNotFoundError(f"snapshot {next_snapshot} is being expired or rolled back")
+        table.consumer_manager.write(consumer)
+    finally:
+        intents.withdraw(intent)
     return consumer
 
 

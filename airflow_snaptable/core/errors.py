@@ -63,6 +63,10 @@ class CorruptMetadataError(SnapTableError):
     """A metadata file (snapshot, manifest, schema, hint, tag) exists but cannot be parsed."""
 
 
+class MissingMetadataError(CorruptMetadataError):
+    """A metadata file that live metadata references (a manifest or manifest list) does not exist."""
+
+
 class StorageError(SnapTableError):
     """The storage failed in a way the table format cannot interpret (not a plain 'not found')."""
 

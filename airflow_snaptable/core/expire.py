@@ -25,6 +25,7 @@ from airflow_snaptable.core.manifest import FileKind, manifest_path
 from airflow_snaptable.core.options import parse_duration
 from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan, PlanManager
 from airflow_snaptable.core.readds import ReaddRegistry
+from airflow_snaptable.core.intents import IntentManager
 from airflow_snaptable.core.io_pool import map_io
 from airflow_snaptable.core.snapshot import Snapshot, snapshot_path
 
@@ -128,6 +129,16 @@ class _Snapshots:
         return len(self.get(snapshot_id).to_json())
 
 
+def lowest_consumer_position(table: "Table", earliest: int) -> int | None:
+    """The lowest ``next_snapshot`` of the consumers and of consumer positions being published (intents).
+
+    An intent below ``earliest`` was abandoned (see core/intents.py) and holds nothing back.
+    """
+    positions = [c.next_snapshot for c in table.consumer_manager.consumers()]
+    positions += [c.next_snapshot for c in IntentManager(table.storage).consumers() if c.next_snapshot >= earliest]
+    return min(positions, default=None)
+
+
 def expire_range(table: "Table", settings: ExpireSettings, read=None, earliest: int | None = None) -> tuple[int, int] | None:
     """``(earliest, end)``: snapshots ``earliest .. end-1`` expire; None if nothing does.
 
@@ -141,7 +152,7 @@ def expire_range(table: "Table", settings: ExpireSettings, read=None, earliest: 
         return None
     lowest = earliest if settings.retain_max is None else max(latest - settings.retain_max + 1, earliest)
     end_bound = latest - settings.retain_min + 1
-    consumer_next = table.consumer_manager.min_next_snapshot()
+    consumer_next = lowest_consumer_position(table, earliest)
     if consumer_next is not None:
         # Keep the consumer's last read snapshot too: its changes since then are read as changes(next - 1, ...).
         end_bound = min(end_bound, consumer_next - 1)
@@ -223,7 +234,7 @@ def expire_snapshots(
         # back out; then re-check the consumers that came in before, and read what protects.
         plans.publish_pending(plan)
         try:
-            lowest = table.consumer_manager.min_next_snapshot()
+            lowest = lowest_consumer_position(table, bounds[0])
             if lowest is not None and lowest < plan.fence:
                 plans.discard_pending(plan)
                 continue  # a consumer moved into the range: plan again

@@ -21,7 +21,7 @@ from typing import Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_snaptable.core.errors import CorruptMetadataError
+from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError
 from airflow_snaptable.core.schema import decode_partition, encode_partition
 
 MANIFEST_DIR = "manifest"
@@ -215,7 +215,7 @@ class ManifestIO:
         try:
             return self.storage.read_bytes(path)
         except FileNotFoundError:
-            raise CorruptMetadataError(f"{self.storage.full_uri(path)} is missing") from None
+            raise MissingMetadataError(f"{self.storage.full_uri(path)} is missing") from None
 
     def read_list(self, name: str) -> list[ManifestFileMeta]:
         cached = self._cached(name)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 DEFAULT_ORPHAN_WINDOW = timedelta(days=1)
 # Directories whose leftovers from interrupted writes (temp files) are candidates too.
-_METADATA_DIRS = ("snapshot", "tag", "consumer", "plan", "schema", "readd", "_probe")
+_METADATA_DIRS = ("snapshot", "tag", "consumer", "plan", "intent", "schema", "readd", "_probe")
 
 
 @dataclass

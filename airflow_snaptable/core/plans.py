@@ -25,7 +25,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from airflow_snaptable.core.errors import CorruptMetadataError, TagNotFoundError
+from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, TagNotFoundError
+from airflow_snaptable.core.intents import IntentManager
 from airflow_snaptable.core.manifest import manifest_path
 from airflow_snaptable.core.readds import ReaddRegistry
 from airflow_snaptable.core.snapshot import snapshot_path
@@ -215,13 +216,15 @@ class PlanManager:
             # A pending plan deleted nothing; one this old lost its owner.
             if name.startswith("pending-") and mtime is not None and now - mtime > STALE_PENDING_SECONDS:
                 self.storage.delete(rel)
+        IntentManager(self.storage).drop_stale(self.table.snapshot_manager.earliest_id())
         return total
 
     def protection(self, plan: DeletionPlan) -> Protection:
         """Read tags, their manifests and file sets, and the re-add registry. Raises on anything unreadable."""
         self._files_by_tag = {}
         doomed = self._doomed_tag_names(plan)
-        tags = [t for t in self.table.tag_manager.tags() if t.name not in doomed]
+        tags = [t for t in self.table.tag_manager.tags() if t.name not in doomed] + self._announced_tags()
+        tags.sort(key=lambda t: (t.snapshot_id, t.name))
         readds = ReaddRegistry(self.storage).entries()
         discarded = []
         if plan.kind == ROLLBACK and plan.ceiling is not None:
@@ -233,6 +236,22 @@ class PlanManager:
             protected_paths={c.path for c in plan.data_files if self.is_protected(c, tags, readds)},
             discarded_readds=discarded,
         )
+
+    def _announced_tags(self) -> list["Tag"]:
+        """Tags being created right now (core/intents.py): they hold their files like tags.
+
+        An intent with a missing manifest was abandoned (an intent that passed its
+        check never loses a file), so it protects nothing and must not fail the plan.
+        """
+        announced = []
+        for tag in IntentManager(self.storage).tags():
+            try:
+                self._tag_files(tag)
+                self.table.manifest_io.names_of(tag.snapshot)
+            except MissingMetadataError:
+                continue
+            announced.append(tag)
+        return announced
 
     def _doomed_tag_names(self, plan: DeletionPlan) -> set[str]:
         """The plan's tags that are still the very tags it planned for (a new tag of the same name is not)."""
@@ -311,9 +330,10 @@ class PlanManager:
         return False
 
     def _tag_files(self, tag: "Tag") -> set[str]:
-        files = self._files_by_tag.get(tag.name)
+        key = (tag.name, tag.create_time_millis, tag.snapshot_id)  # an announced tag may share a name with a tag
+        files = self._files_by_tag.get(key)
         if files is None:
-            files = self._files_by_tag[tag.name] = set(self.table.manifest_io.read_state(tag.snapshot))
+            files = self._files_by_tag[key] = set(self.table.manifest_io.read_state(tag.snapshot))
         return files
 
     def _manifests_held_by(self, tags: list["Tag"]) -> set[str]:

@@ -142,6 +142,7 @@ class TagManager:
 
 
 # -- operations on a table (checked against deletion plans; see core/plans.py) --------
+# core/intents.py imports this module, so these operations import it when called.
 
 
 def create_tag(
@@ -149,6 +150,7 @@ def create_tag(
 ) -> Tag:
     """Tag a snapshot (default: the latest). A snapshot that expired can be tagged while another tag holds it."""
     from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError, TagAlreadyExistsError
+    from airflow_snaptable.core.intents import TAG as TAG_INTENT, Intent, IntentManager
 
     validate_name(name, "tag")
     if time_retained is None and table.options.get("tag.default-time-retained") is not None:
@@ -163,11 +165,18 @@ def create_tag(
             raise InvalidArgumentError(f"snapshot id must be an int >= 1, got {snapshot_id!r}")
         snapshot = _snapshot_or_tagged(table, snapshot_id)
     tag = Tag(name, snapshot, table.clock() if now_millis is None else now_millis, retained, source)
-    if not table.tag_manager.create(tag):
+    if table.tag_manager.exists(name):
         raise TagAlreadyExistsError(f"tag {name!r} exists already")
-    if not _still_held(table, tag):
-        table.tag_manager.delete(name)
-        raise SnapshotNotFoundError(f"snapshot {snapshot.id} was expired while the tag was being created")
+    # Announce, check, publish (core/intents.py): a crash at any point leaves no broken tag.
+    intents = IntentManager(table.storage)
+    intent = intents.announce(Intent(TAG_INTENT, tag=tag))
+    try:
+        if not _still_held(table, tag):
+            raise SnapshotNotFoundError(f"snapshot {snapshot.id} was expired while the tag was being created")
+        if not table.tag_manager.create(tag):
+            raise TagAlreadyExistsError(f"tag {name!r} exists already")
+    finally:
+        intents.withdraw(intent)
     return tag
 
 
@@ -226,6 +235,7 @@ def delete_tag(table, name: str) -> list[str]:
 def replace_tag(table, name: str, snapshot_id: int, time_retained=None) -> Tag:
     """Point an existing tag at another snapshot in one write, then free what only the old target held."""
     from airflow_snaptable.core.errors import SnapshotNotFoundError
+    from airflow_snaptable.core.intents import TAG as TAG_INTENT, Intent, IntentManager
     from airflow_snaptable.core.plans import PlanManager
 
     validate_name(name, "tag")
@@ -240,10 +250,14 @@ def replace_tag(table, name: str, snapshot_id: int, time_retained=None) -> Tag:
         # Active at once: whoever finishes it (this call, or the next maintenance run after a
         # crash) frees only what no tag holds then, the old or the new version of this one.
         plans.publish(plan)
-    table.tag_manager.replace(new)
-    if not _still_held(table, new):
-        table.tag_manager.replace(old)
-        raise SnapshotNotFoundError(f"snapshot {target.id} was expired while the tag was being replaced")
+    intents = IntentManager(table.storage)
+    intent = intents.announce(Intent(TAG_INTENT, tag=new))
+    try:
+        if not _still_held(table, new):
+            raise SnapshotNotFoundError(f"snapshot {target.id} was expired while the tag was being replaced")
+        table.tag_manager.replace(new)
+    finally:
+        intents.withdraw(intent)
     if plan is not None:
         plans.execute(plan)
     return new

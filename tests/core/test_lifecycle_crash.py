@@ -24,7 +24,7 @@ import time
 
 import pytest
 
-from airflow_snaptable.core import CorruptMetadataError, Table
+from airflow_snaptable.core import CorruptMetadataError, SnapTableError, Table
 from airflow_snaptable.core.tags import Tag
 from tests.conftest import FailAt, InjectedCrash, sorted_ids
 from tests.core.test_lifecycle import (
@@ -440,40 +440,74 @@ def _crash_right_after_writing(table: Table, rel: str) -> None:
     table.storage.on_operation = hook
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: create_tag publishes the tag file before checking the expiry fence; a crash "
-                   "between the two leaves a tag on a snapshot a running expiry (which read the tags earlier) is deleting: "
-                   "a broken tag survives (invariants 1, 3, 5), and it then blocks all later expiry and orphan cleaning")
-def test_create_tag_crash_during_a_concurrent_expiry_leaves_no_broken_tag(tmp_path):
-    history = _linear_table(str(tmp_path / "t"))
-    uri = history.table.uri
-    tagger = _open(uri)
-
-    def crashing_tagger():
-        _crash_right_after_writing(tagger, "tag/tag-racer")
-        with pytest.raises(InjectedCrash):
-            tagger.create_tag("racer", 3)
-
-    _expiry_paused_at_first_snapshot_delete(uri, crashing_tagger)
-    check_readable(uri, history.model)  # tag racer references deleted files
-
-
-@pytest.mark.xfail(strict=True, reason="BUG: update_consumer writes the consumer before checking the expiry fence; a crash "
-                   "between the two leaves a consumer on a snapshot the running expiry deletes (invariant 2); that "
-                   "consumer then sits below EARLIEST and blocks all further expiry")
-def test_update_consumer_crash_during_a_concurrent_expiry_leaves_no_dangling_consumer(tmp_path):
-    history = _linear_table(str(tmp_path / "t"))
-    uri = history.table.uri
-    reader = _open(uri)
-
-    def crashing_reader():
-        _crash_right_after_writing(reader, "consumer/consumer-r")
-        with pytest.raises(InjectedCrash):
-            reader.update_consumer("r", 3)
-
-    _expiry_paused_at_first_snapshot_delete(uri, crashing_reader)
+def _count_ops(uri: str, action) -> int:
     table = _open(uri)
-    for consumer in table.consumers():
-        assert consumer.next_snapshot >= table.earliest_snapshot().id, f"{consumer} points at an expired snapshot"
+    counter = Counting()
+    table.storage.on_operation = counter
+    action(table)
+    return len(counter.trace)
+
+
+def _race_crash_sweep(tmp_path, writer_action, check):
+    """Crash ``writer_action`` at every one of its operations while an expiry of 1..5 is between
+    reading tags/consumers and deleting; then check, expire again, and require a clean table."""
+    probe = _linear_table(str(tmp_path / "probe"))
+    total = _count_ops(probe.table.uri, writer_action)  # the writer's operations on a quiet table
+    assert total >= 3
+    for crash_at in range(1, total + 1):
+        history = _linear_table(str(tmp_path / f"t{crash_at}"))
+        uri = history.table.uri
+        writer = _open(uri)
+
+        def crashing_writer():
+            writer.storage.on_operation = FailAt(crash_at)
+            try:
+                writer_action(writer)
+            except (InjectedCrash, SnapTableError):
+                pass  # crashed, or backed out on seeing the expiry: both must leave nothing broken
+
+        _expiry_paused_at_first_snapshot_delete(uri, crashing_writer)
+        table = check_readable(uri, history.model)
+        check(table)
+        _open(uri).expire_snapshots(retain_min=1, time_retained="0 s", now=FAR_FUTURE)  # later runs are not blocked
+        table = check_readable(uri, history.model)
+        check(table)
+        result = table.verify()
+        assert result.ok, (crash_at, result)
+
+
+def test_create_tag_crash_during_a_concurrent_expiry_leaves_no_broken_tag(tmp_path):
+    """Paimon #9220 with a crash: the tagger dies anywhere in create_tag of a snapshot being expired."""
+
+    def no_tag_on_expired_files(table: Table):
+        for tag in table.tags():
+            assert tag.name != "racer" or tag.snapshot_id >= 6, f"tag on an expired snapshot survived: {tag}"
+
+    _race_crash_sweep(tmp_path, lambda table: table.create_tag("racer", 3), no_tag_on_expired_files)
+
+
+def test_update_consumer_crash_during_a_concurrent_expiry_leaves_no_dangling_consumer(tmp_path):
+    def no_consumer_below_earliest(table: Table):
+        for consumer in table.consumers():
+            assert consumer.next_snapshot >= table.earliest_snapshot().id, f"{consumer} points at an expired snapshot"
+
+    _race_crash_sweep(tmp_path, lambda table: table.update_consumer("r", 3), no_consumer_below_earliest)
+
+
+def test_update_consumer_crash_keeps_the_previous_position(tmp_path):
+    """A crash while moving a consumer leaves it where it was (or at the new position), never gone."""
+    history = _linear_table(str(tmp_path / "probe"))
+    history.table.update_consumer("r", 6)
+    total = _count_ops(history.table.uri, lambda table: table.update_consumer("r", 8))
+    for crash_at in range(1, total + 1):
+        uri = _copy(history.table.uri, str(tmp_path / f"t{crash_at}"))
+        table = _open(uri)
+        table.storage.on_operation = FailAt(crash_at)
+        with pytest.raises(InjectedCrash):
+            table.update_consumer("r", 8)
+        assert _open(uri).consumer("r").next_snapshot in (6, 8)
+        _open(uri).expire_snapshots(retain_min=1, time_retained="0 s", now=FAR_FUTURE)
+        assert _open(uri).earliest_snapshot().id <= _open(uri).consumer("r").next_snapshot - 1
 
 
 def test_dry_run_after_a_crash_lists_what_the_real_run_deletes(expiry_template, tmp_path):
