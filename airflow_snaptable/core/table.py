@@ -15,7 +15,10 @@ from airflow_snaptable.core import orphans, periodic, rollback
 from airflow_snaptable.core import tags as tag_ops
 from airflow_snaptable.core.commit import WHOLE_TABLE, CommitRequest, FileStoreCommit
 from airflow_snaptable.core.errors import (
+    CommitConflictError,
+    CorruptMetadataError,
     InvalidArgumentError,
+    SchemaMismatchError,
     SnapshotNotFoundError,
     TableAlreadyExistsError,
     TableNotFoundError,
@@ -38,6 +41,7 @@ from airflow_snaptable.core.snapshot import CommitKind, Snapshot, SnapshotManage
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.tags import Tag, TagManager
 from airflow_snaptable.core.writer import (
+    DATA_DIR,
     check_rows_in_partitions,
     split_by_partition,
     to_arrow_table,
@@ -243,6 +247,112 @@ class Table:
             deleted.extend(files)
         added = write_data_files(self.storage, self.schema, groups, target, self.options.get("file.compression"))
         return self._commit(CommitKind.COMPACT, added, deleted, base, commit_user, None, None)
+
+    def commit_files(
+        self,
+        added: Sequence[DataFile],
+        *,
+        mode: str = "append",
+        partitions: list[dict] | None = None,
+        base_snapshot_id: int | None = None,
+        commit_user: str | None = None,
+        commit_identifier: int | None = None,
+        watermark: int | None = None,
+    ) -> Snapshot:
+        """Commit data files that are written already (e.g. by Spark tasks) as one new snapshot.
+
+        ``mode="append"`` adds them (APPEND); ``mode="overwrite"`` makes them replace the
+        whole table, or only ``partitions`` (OVERWRITE), like :meth:`overwrite`.
+        ``base_snapshot_id`` is the snapshot the files were written against: an
+        overwrite then conflicts with changes to its partitions committed after it
+        (``CommitConflictError``, also when it has expired meanwhile); ``0`` means the
+        empty table, None the latest snapshot now. ``commit_user``/``commit_identifier``
+        as in :meth:`append`: a retry returns the earlier snapshot, and the files given
+        to the retry are then not part of any snapshot (the caller deletes them).
+
+        Checked, before anything is written: each file is a DataFile under ``data/`` in
+        the directory of its partition, whose values have the schema's types; no path
+        twice; an overwrite of ``partitions`` adds files only to those. Not checked:
+        that the files exist, and their sizes and row counts. The caller has just
+        written them, and checking would cost one storage round trip per file, which
+        for a large Spark job is more than the rest of the commit together; a missing
+        file would surface in ``verify()`` and as a typed error on read.
+        """
+        if mode not in ("append", "overwrite"):
+            raise InvalidArgumentError(f"mode must be 'append' or 'overwrite', got {mode!r}")
+        if partitions is not None and mode != "overwrite":
+            raise InvalidArgumentError("partitions are only for mode='overwrite'")
+        specs = self._check_partition_specs(partitions, allow_none=True)
+        if isinstance(added, (DataFile, str, bytes)) or not isinstance(added, Sequence):
+            raise InvalidArgumentError(f"added must be a list of DataFile, got {type(added).__name__}")
+        keys = self.partition_keys
+        seen: set[str] = set()
+        for data_file in added:
+            if not isinstance(data_file, DataFile):
+                raise InvalidArgumentError(f"added must hold DataFile objects, got {type(data_file).__name__}")
+            path = data_file.path
+            if not isinstance(path, str) or path in seen:
+                raise InvalidArgumentError(f"data file path {path!r} is not a string or is given twice")
+            seen.add(path)
+            parts = path.split("/")
+            if parts[0] != DATA_DIR or len(parts) != len(keys) + 2 or any(p in ("", ".", "..") for p in parts):
+                raise InvalidArgumentError(
+                    f"data file {path!r} must be data/{'<key>=<value>/' * len(keys)}<name> relative to the table root"
+                )
+            partition = data_file.partition
+            if not isinstance(partition, tuple) or len(partition) != len(keys):
+                raise SchemaMismatchError(f"data file {path}: partition {partition!r} does not match the partition keys {list(keys)}")
+            directory = "/".join(parts[1:-1])
+            # The directory names the values as the writer would; decoding it checks their types too.
+            if directory != self.schema.partition_dir(partition) or self.schema.partition_from_dir(directory) != partition:
+                raise SchemaMismatchError(
+                    f"data file {path}: partition {partition!r} does not match its directory or the types of {list(keys)}"
+                )
+            for name, value in (("record_count", data_file.record_count), ("file_size", data_file.file_size)):
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise InvalidArgumentError(f"data file {path}: {name} must be a non-negative int, got {value!r}")
+            if specs is not None and not self.schema.partition_matches(partition, specs):
+                raise InvalidArgumentError(f"data file {path} is in partition {dict(zip(keys, partition))}, "
+                                           f"which is not among the overwritten partitions {specs}")
+
+        def expired_base(snapshot_id: int) -> CommitConflictError | Snapshot:
+            # A retried job whose first attempt committed returns that snapshot, however old its base.
+            if commit_user is not None and commit_identifier is not None:
+                done = self.new_commit().find_committed(commit_user, commit_identifier)
+                if done is not None:
+                    return done
+            return CommitConflictError(f"snapshot {snapshot_id}, which this overwrite was written against, has expired")
+
+        if base_snapshot_id is None:
+            base = self.latest_snapshot()
+        elif isinstance(base_snapshot_id, bool) or not isinstance(base_snapshot_id, int) or base_snapshot_id < 0:
+            raise InvalidArgumentError(f"base_snapshot_id must be an int >= 0 (0: the empty table), got {base_snapshot_id!r}")
+        elif base_snapshot_id == 0:
+            base = None
+        else:
+            try:
+                base = self.snapshot_manager.snapshot(base_snapshot_id)
+            except SnapshotNotFoundError:
+                if mode == "overwrite":
+                    outcome = expired_base(base_snapshot_id)
+                    if isinstance(outcome, Snapshot):
+                        return outcome
+                    raise outcome from None
+                base = self.latest_snapshot()  # appends never conflict: any newer base will do
+        files = list(added)
+        if mode == "append":
+            return self._commit(CommitKind.APPEND, files, [], base, commit_user, commit_identifier, watermark)
+        scope = WHOLE_TABLE if specs is None else specs
+        try:
+            deleted = self._files_in_scope(base, scope)
+        except CorruptMetadataError as exc:
+            if base is None or self.snapshot_manager.exists(base.id):
+                raise
+            outcome = expired_base(base.id)  # it expired while we read it
+            if isinstance(outcome, Snapshot):
+                return outcome
+            raise outcome from exc
+        return self._commit(CommitKind.OVERWRITE, files, deleted, base, commit_user, commit_identifier, watermark, scope)
 
     def _prepare(self, data) -> list[tuple[tuple, pa.Table]]:
         return split_by_partition(to_arrow_table(data, self.schema), self.schema)

@@ -39,19 +39,16 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from airflow_snaptable.core.commit import WHOLE_TABLE, CommitRequest
 from airflow_snaptable.core.errors import (
-    CommitConflictError,
     InvalidArgumentError,
     SchemaMismatchError,
-    SnapTableError,
     TableAlreadyExistsError,
 )
 from airflow_snaptable.core.manifest import DataFile, FileKind
 from airflow_snaptable.core.options import OPTION_SPECS
 from airflow_snaptable.core.scan import prune_files, read_files
 from airflow_snaptable.core.schema import TableSchema
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.table import Table
 from airflow_snaptable.core.writer import split_by_partition, write_partition_files
@@ -355,53 +352,28 @@ class SnapTableWriter(DataSourceArrowWriter):
     def commit(self, messages) -> None:
         added = [f for m in messages if m is not None for f in m.files]
         table = self._open_or_create()
-        commit = table.new_commit()
-        if self.commit_identifier is not None:
-            done = commit.find_committed(self.commit_user, self.commit_identifier)
-            if done is not None:
-                log.info("%s/%s was committed already as snapshot %s", self.commit_user, self.commit_identifier, done.id)
-                _delete_quietly(table.storage, [f.path for f in added])
-                return
-        base = self.base
-        scope = None
-        deleted: list[DataFile] = []
-        kind = CommitKind.APPEND
-        if self.overwrite:
-            kind = CommitKind.OVERWRITE
-            if self.dynamic and table.partition_keys:
-                partitions = sorted({f.partition for f in added}, key=str)
-                scope = [dict(zip(table.partition_keys, p)) for p in partitions]
-            else:
-                scope = WHOLE_TABLE
-            deleted = self._files_in_scope(table, base, scope)
-        request = CommitRequest(
-            kind=kind,
-            added=added,
-            deleted=deleted,
-            base_snapshot=base,
-            commit_user=self.commit_user or DEFAULT_SPARK_COMMIT_USER,
+        commit_user = self.commit_user or DEFAULT_SPARK_COMMIT_USER
+        mode = "overwrite" if self.overwrite else "append"
+        partitions = None
+        if self.overwrite and self.dynamic and table.partition_keys:
+            # Dynamic overwrite replaces the partitions the job wrote rows to; none written: none replaced.
+            values = sorted({f.partition for f in added}, key=str)
+            partitions = [dict(zip(table.partition_keys, p)) for p in values] or None
+            mode = "overwrite" if partitions else "append"
+        snapshot = table.commit_files(
+            added,
+            mode=mode,
+            partitions=partitions,
+            base_snapshot_id=self.base.id if self.base is not None else 0,
+            commit_user=commit_user,
             commit_identifier=self.commit_identifier,
-            overwrite_scope=scope,
-            replan_deleted=(lambda latest: self._files_in_scope(table, latest, scope)) if scope is not None else None,
-            extra_summary={"engine": "spark"},
         )
-        snapshot = commit.commit(request)
         if self.commit_identifier is not None and added and not _adds_file(table, snapshot, added[0].path):
-            # A concurrent retry of the same job won the race: ours is a duplicate.
+            # An earlier or concurrent run of the same job committed: ours is a duplicate.
+            log.info("%s/%s was committed already as snapshot %s", commit_user, self.commit_identifier, snapshot.id)
             _delete_quietly(table.storage, [f.path for f in added])
+            return
         log.info("committed snapshot %s to %s (%s files)", snapshot.id, self.uri, len(added))
-
-    @staticmethod
-    def _files_in_scope(table: Table, snapshot: Snapshot | None, scope) -> list[DataFile]:
-        if snapshot is None or scope == []:
-            return []
-        try:
-            files = table.manifest_io.read_state(snapshot).values()
-        except SnapTableError as exc:
-            raise CommitConflictError(f"snapshot {snapshot.id}, which this overwrite replaces, cannot be read any more: {exc}") from exc
-        if scope == WHOLE_TABLE:
-            return list(files)
-        return [f for f in files if table.schema.partition_matches(f.partition, scope)]
 
     def abort(self, messages) -> None:
         paths = [f.path for m in messages if m is not None for f in m.files]

@@ -66,6 +66,17 @@ def test_dynamic_partition_overwrite_replaces_only_partitions_in_the_data(spark,
     assert_clean(table)
 
 
+def test_dynamic_partition_overwrite_without_rows_replaces_nothing(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    table = Table.create(uri, SCHEMA, partition_by=["p"])
+    table.append(make_rows(range(9)))
+    save(frame(spark, range(9)).filter("id < 0"), uri, mode="overwrite", **{"overwrite-partitions": "true"})
+    latest = table.latest_snapshot()
+    assert latest.id == 2 and latest.commit_kind is CommitKind.APPEND  # a job with no rows commits no change
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == list(range(9))
+    assert_clean(table)
+
+
 def test_a_failing_task_leaves_no_snapshot_and_no_files(spark, tmp_path):
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
