@@ -116,17 +116,19 @@ class _Snapshots:
 
     def __init__(self, table: "Table"):
         self.manager = table.snapshot_manager
-        self.cache: dict[int, Snapshot] = {}
+        self.cache: dict[int, tuple[Snapshot, int]] = {}
 
     def get(self, snapshot_id: int) -> Snapshot:
-        snapshot = self.cache.get(snapshot_id)
-        if snapshot is None:
-            snapshot = self.cache[snapshot_id] = self.manager.snapshot(snapshot_id)
-        return snapshot
+        return self._load(snapshot_id)[0]
 
     def file_size(self, snapshot_id: int) -> int:
-        # Snapshot files are written as to_json() (sorted keys, fixed indent), so this is their size.
-        return len(self.get(snapshot_id).to_json())
+        return self._load(snapshot_id)[1]
+
+    def _load(self, snapshot_id: int) -> tuple[Snapshot, int]:
+        loaded = self.cache.get(snapshot_id)
+        if loaded is None:
+            loaded = self.cache[snapshot_id] = self.manager.snapshot_and_size(snapshot_id)
+        return loaded
 
 
 def lowest_consumer_position(table: "Table", earliest: int) -> int | None:

@@ -93,6 +93,10 @@ class SnapshotManager:
     # -- single snapshots --------------------------------------------------
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
+        return self.snapshot_and_size(snapshot_id)[0]
+
+    def snapshot_and_size(self, snapshot_id: int) -> tuple[Snapshot, int]:
+        """The snapshot and its file's size in bytes."""
         path = snapshot_path(snapshot_id)
         try:
             data = self.storage.read_bytes(path)
@@ -101,7 +105,7 @@ class SnapshotManager:
         snapshot = Snapshot.from_json(data, where=self.storage.full_uri(path))
         if snapshot.id != snapshot_id:
             raise CorruptMetadataError(f"{path} holds snapshot id {snapshot.id}")
-        return snapshot
+        return snapshot, len(data)
 
     def exists(self, snapshot_id: int) -> bool:
         return self.storage.exists(snapshot_path(snapshot_id))

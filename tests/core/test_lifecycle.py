@@ -1356,3 +1356,23 @@ def test_delete_tag_survives_earliest_being_expired_meanwhile(history):
     deleter.delete_tag("old")
     assert state["done"] and state["error"] is None
     assert Table.open(uri).tags() == []
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_bytes_freed_is_every_byte_that_leaves_the_disk(history, dry_run):
+    """Data files, manifests, manifest lists and snapshot files all count; a dry run predicts the same figure."""
+    history.appends(4)
+    history.overwrite(3)
+    history.appends(2)
+    history.table.create_tag("keep", 2)  # some files stay, held by the tag
+    uri = history.table.uri
+    before = {path: len(data) for path, data in tree(uri).items()}
+    fresh = Table.open(uri)  # a new instance: no list sizes cached from writing
+    result = fresh.expire_snapshots(retain_min=1, time_retained="0 s", now=FAR_FUTURE, dry_run=dry_run)
+    if dry_run:
+        gone = set(result.data_files) | set(result.manifest_files) | set(result.snapshot_files)
+    else:
+        after = tree(uri)
+        gone = {p for p in before if p not in after and not p.startswith(("plan/", "intent/"))}
+    assert result.expired_snapshot_ids == list(range(1, 7))
+    assert result.bytes_freed == sum(before[p] for p in gone) > 0
