@@ -42,7 +42,7 @@ from airflow_snaptable.local_airflow import EXAMPLE_DAGS, LocalAirflow, snaptabl
 
 TABLE_NAME = "orders"
 CONSUMER = "orders_downstream"  # the incremental example DAG's default consumer
-TIMELINE_HEADERS = ["snapshot", "kind", "committed (UTC)", "records", "tags", "consumers"]
+TIMELINE_HEADERS = ["snapshot", "kind", "committed (UTC)", "records", "tags", "consumers (next to read)"]
 
 
 SCHEMA = pa.schema(
@@ -251,7 +251,7 @@ class Story:
         orphans = results.get("remove_orphan_files") or {}
         self.say(f"  tag_day: tag {tag.get('name')!r} -> snapshot {tag.get('snapshot_id')}")
         self.say(f"  expire_snapshots (retain_max=2): expired {expired.get('expired_snapshot_ids')} of {before}, "
-                 f"{expired.get('deleted_data_files')} data file(s) deleted; the tag and the consumer protect what they hold")
+                 f"{expired.get('deleted_data_files')} data file(s) deleted (a file goes once no snapshot, tag or consumer needs it)")
         self.say(f"  expire_tags: {results.get('expire_tags')}; remove_orphan_files: {orphans.get('orphan_count')} orphan file(s) older than 1 d")
 
         self.step(f"4. today's extract ({self.today}) arrives broken: 4 orders instead of 10 (snaptable_spark_ingest)")

@@ -36,7 +36,7 @@ SCHEMA = pa.schema([("day", pa.string()), ("order_id", pa.int64()), ("amount", p
 def demo_rows(day: str, count: int = 10, first_id: int = 0) -> pa.Table:
     """``count`` orders of ``day`` (``YYYY-MM-DD``)."""
     ids = list(range(first_id, first_id + count))
-    return pa.table({"day": [day] * count, "order_id": ids, "amount": [round(i * 1.25, 2) for i in ids]}, schema=SCHEMA)
+    return pa.table({"day": [day] * count, "order_id": ids, "amount": [round(5 + (i % 100) * 1.25, 2) for i in ids]}, schema=SCHEMA)
 
 
 def ingest_day(table_name: str, day: str, count: int = 10, conn_id: str = "snaptable_default", commit_user: str = "ingest"):

@@ -144,7 +144,7 @@ def test_demo_runs_the_airflow_and_spark_story_end_to_end(tmp_path, capsys):
     assert [r["kind"] for r in rows] == [s.commit_kind.value for s in snapshots]
     assert [int(r["records"]) for r in rows] == [s.total_record_count for s in snapshots]
     assert {r["tags"]: int(r["snapshot"]) for r in rows if r["tags"]} == tags
-    assert [int(r["snapshot"]) for r in rows if r["consumers"] == demo.CONSUMER] == [consumer.next_snapshot]
+    assert [int(r["snapshot"]) for r in rows if r[demo.TIMELINE_HEADERS[-1]] == demo.CONSUMER] == [consumer.next_snapshot]
 
     # ... and the state the story made:
     backfill_tags = [name for name in tags if name.startswith("backfill-")]

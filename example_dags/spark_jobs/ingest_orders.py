@@ -42,7 +42,7 @@ def main(argv=None) -> int:
             identifier = int(day.replace("-", ""))
             first_id = (identifier % 10000) * 1000
             orders = spark.range(first_id, first_id + args.rows, numPartitions=1).selectExpr(
-                f"'{day}' as day", "id as order_id", "round(id * 1.25, 2) as amount"
+                f"'{day}' as day", "id as order_id", "cast(round(5 + (id % 100) * 1.25, 2) as double) as amount"
             )
             (
                 orders.write.format("snaptable")
