@@ -180,7 +180,9 @@ class Storage:
             entries = self.fs.ls(path, detail=False)
         except FileNotFoundError:
             return []
-        return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
+        own = path.rstrip("/")
+        # Some S3 servers (SeaweedFS) list an emptied directory as itself.
+        return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries if str(e).rstrip("/") != own)
 
     def list_files(self, rel_dir: str) -> list[tuple[str, int, float | None]]:
         """Every file under ``rel_dir`` recursively: (relative path, size, modified epoch seconds)."""
