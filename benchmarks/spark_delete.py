@@ -14,8 +14,9 @@ Each round copies the built table twice and runs on the copies, same data, same 
   I/O thread pool locally, S3 DeleteObjects of 1,000 keys);
 - distributed: the same ``ExpireSnapshots`` action through
   ``spark.maintenance.run_action_distributed`` on a ``local[2]`` SparkSession
-  (one Spark job per ``delete_files`` call, 1,000 files per task, each task
-  running core's ``delete_files``). The session is started and its Python
+  (the data files' ``delete_files`` call becomes one Spark job, whatever the
+  default threshold; ``--files-per-task`` files per task (default: the job's, 5,000),
+  each task running core's ``delete_files``). The session is started and its Python
   workers warmed up before timing; the start-up is printed separately (a
   spark-submit job pays it on top).
 
@@ -42,6 +43,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from airflow_snaptable.spark.maintenance import DEFAULT_FILES_PER_TASK
 from benchmarks.common import describe_load, machine_load
 
 SCHEMA = pa.schema([pa.field("p", pa.int64()), pa.field("id", pa.int64()), pa.field("value", pa.float64())])
@@ -53,7 +55,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--files", type=int, help="data files the expiry deletes (default 20,000; 2,000 on S3)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds, each on fresh copies (default 3)")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
-    parser.add_argument("--files-per-task", type=int, default=1000, help="deletes per Spark task (default 1000)")
+    parser.add_argument("--files-per-task", type=int, default=DEFAULT_FILES_PER_TASK,
+                        help=f"deletes per Spark task (default {DEFAULT_FILES_PER_TASK}, the job's default)")
     parser.add_argument("--s3", choices=("seaweedfs", "moto"), help="run on a local S3 server instead of local files")
     parser.add_argument("--dir", help="where to build the tables (default: a temporary directory)")
     parser.add_argument("--quick", action="store_true", help="smoke test: 2,000 files (200 on S3), 1 round")
@@ -72,10 +75,8 @@ def one_row_parquet(partition: int) -> bytes:
 def build_table(uri: str, files: int, storage_options: dict | None):
     """Snapshot 1 adds ``files`` data files; snapshot 2 overwrites them all."""
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.commit import CommitRequest
     from airflow_snaptable.core.io_pool import map_io
     from airflow_snaptable.core.manifest import DataFile
-    from airflow_snaptable.core.snapshot import CommitKind
 
     table = Table.create(uri, SCHEMA, partition_by=["p"], storage_options=storage_options)
     bodies = {p: one_row_parquet(p) for p in range(PARTITIONS)}
@@ -86,7 +87,7 @@ def build_table(uri: str, files: int, storage_options: dict | None):
     ]
     # hints-grade durability: the benchmark needs files on storage, not crash safety
     map_io(lambda f: table.storage.write_bytes(f.path, bodies[f.partition[0]], durable=False), added)
-    table.new_commit().commit(CommitRequest(kind=CommitKind.APPEND, added=added, deleted=[], base_snapshot=None, commit_user="bench"))
+    table.commit_files(added)
     table.overwrite(pa.table({"p": list(range(PARTITIONS)), "id": list(range(PARTITIONS)), "value": [1.0] * PARTITIONS}, schema=SCHEMA))
     return table, sorted(f.path for f in added)
 
@@ -133,13 +134,14 @@ def expire_in_process(uri: str, storage_options: dict | None) -> Measurement:
     return Measurement(seconds, result.deleted_data_files, result.deleted_manifest_files, table.storage.snapshot_counts())
 
 
-def expire_distributed(spark, uri: str, storage_options: dict | None, files_per_task: int) -> Measurement:
+def expire_distributed(spark, uri: str, storage_options: dict | None, files: int, files_per_task: int) -> Measurement:
     from airflow_snaptable.core.actions import ExpireSnapshots
     from airflow_snaptable.spark.maintenance import run_action_distributed
 
     started = time.perf_counter()
+    # threshold = the data files: they go to the executors whatever the default; the 2 manifests stay in process
     run = run_action_distributed(spark, ExpireSnapshots(table=uri, retain_min=1, retain_max=1), storage_options,
-                                 files_per_task=files_per_task)
+                                 threshold=files, files_per_task=files_per_task)
     seconds = time.perf_counter() - started
     result = run.result["result"]
     return Measurement(seconds, result["deleted_data_files"], result["deleted_manifest_files"], run.operations,
@@ -183,8 +185,10 @@ def start_spark(master: str):
     spark.sparkContext.setLogLevel("ERROR")
     session_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    # start the Python workers once: a long job pays this once, not per delete call
-    spark.sparkContext.parallelize(range(spark.sparkContext.defaultParallelism * 2)).foreachPartition(lambda rows: None)
+    # start the Python workers and import core there once: a job pays this once, not per delete call
+    spark.sparkContext.parallelize(range(spark.sparkContext.defaultParallelism * 2)).foreachPartition(
+        lambda rows: __import__("airflow_snaptable.core.storage")
+    )
     return spark, session_seconds, time.perf_counter() - started
 
 
@@ -230,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
                     if name == "in-process":
                         runs[name].append(expire_in_process(uris[name], storage_options))
                     else:
-                        runs[name].append(expire_distributed(spark, uris[name], storage_options, args.files_per_task))
+                        runs[name].append(expire_distributed(spark, uris[name], storage_options, args.files, args.files_per_task))
                 check_same_end_state(list(uris.values()), doomed, storage_options)
                 for name in runs:
                     if runs[name][-1].data_files_deleted != args.files:
@@ -247,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"spark_delete: expiry deleting {args.files:,} data files on {where}, {args.repeat} round(s), "
           f"Spark {args.master}, {args.files_per_task} files per task, {os.cpu_count()} CPUs")
     print(f"  table built in {build_seconds:.1f} s, copies in {copy_seconds:.1f} s; Spark session {session_seconds:.1f} s "
-          f"+ first Python workers {warmup_seconds:.1f} s (not in the times below)")
+          f"+ first Python workers with core imported {warmup_seconds:.1f} s (not in the times below)")
     print(f"  machine at start: {describe_load(load_start)}")
     print(f"{'run':<12} {'median s':>9} {'min s':>8} {'max s':>8} {'data files':>11} {'manifests':>10} "
           f"{'deletes':>8} {'reads':>6} {'writes':>7} {'lists':>6} {'exists':>7} {'Spark jobs':>11} {'on executors':>13}")

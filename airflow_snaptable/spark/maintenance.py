@@ -35,8 +35,10 @@ log = logging.getLogger(__name__)
 #: before it deletes anything, while core in process deletes ~10,000 files in about
 #: that time (S3: 10 DeleteObjects requests); see docs/benchmarks.md, "Spark delete".
 DEFAULT_PARALLEL_THRESHOLD = 10_000
-#: Files per Spark task (Spark conf ``spark.snaptable.delete.filesPerTask``); one S3 DeleteObjects request holds 1,000.
-DEFAULT_FILES_PER_TASK = 1000
+#: Files per Spark task (Spark conf ``spark.snaptable.delete.filesPerTask``), but at least one task per core.
+#: A task costs ~0.1 s before it deletes anything: 20,000 local files took 2.7-3.5x core's
+#: in-process time in tasks of 1,000, 0.99x in tasks of 5,000 (docs/benchmarks.md).
+DEFAULT_FILES_PER_TASK = 5000
 
 
 class ExecutorDelete:
