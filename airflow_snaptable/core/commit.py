@@ -15,6 +15,11 @@ Rules:
   snapshot its earlier attempt made and returns it.
 - LATEST/EARLIEST hints are written after the commit point and their failure
   does not fail the commit (readers never trust hints blindly).
+- A published snapshot must extend the table: its predecessor is the snapshot
+  it was planned on, and no rollback is discarding its id. Otherwise (a stale
+  base re-created an expired id, or a rollback raced the commit) it is undone:
+  after an expiry the commit retries; after a rollback it fails, because the
+  state it was planned on was discarded on purpose.
 """
 
 from __future__ import annotations
@@ -40,10 +45,15 @@ from airflow_snaptable.core.manifest import (
     last_entries,
     manifest_path,
 )
+from airflow_snaptable.core.plans import rollback_ceiling
 from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot, SnapshotManager, snapshot_path
 
 log = logging.getLogger(__name__)
+
+#: Why a published snapshot was undone (see FileStoreCommit._stranded).
+EXPIRED_BASE = "expired-base"
+ROLLED_BACK = "rolled-back"
 
 #: ``overwrite_scope`` value meaning "the whole table".
 WHOLE_TABLE = "WHOLE_TABLE"
@@ -122,11 +132,21 @@ class FileStoreCommit:
             base_list = self.manifests.write_list(base_metas)
             snapshot = self._new_snapshot(new_id, latest, request, base_list, delta_list)
             attempt_files.append(base_list)
-            if self._publish(snapshot):
-                if not self._resurrected(snapshot):
+            # Publishing on a base that expiry or a rollback removed would re-create a removed id
+            # (undone below, but visible meanwhile): check right before, to keep that window tiny.
+            if self._base_removed(latest) is None and self._publish(snapshot):
+                stranded = self._stranded(snapshot, latest)
+                if stranded is None:
                     self._write_hints(snapshot)
                     self._delete_quietly(attempt_files[:-1])
                     return snapshot
+                self.snapshots.storage.delete(snapshot_path(snapshot.id))
+                if stranded == ROLLED_BACK:
+                    raise CommitFailedError(
+                        f"a rollback of {self.snapshots.storage.uri} discarded the snapshot this commit was planned on "
+                        f"(it had published snapshot {snapshot.id}; undone). Nothing of this commit remains"
+                    )
+                log.warning("snapshot %s re-created an expired id from a stale base; undone, retrying", snapshot.id)
                 # While it was visible, an expiry may have taken the undone snapshot's
                 # delta manifests with it: write them anew for the retry.
                 delta_list = self._write_delta(request)
@@ -255,23 +275,52 @@ class FileStoreCommit:
             except Exception as exc:  # noqa: BLE001
                 log.warning("could not remove unused %s: %s", name, exc)
 
-    def _resurrected(self, snapshot: Snapshot) -> bool:
-        """Did this commit re-create an id that expiry had just removed (its base was stale)?
+    def _base_removed(self, base: Snapshot | None) -> str | None:
+        """EXPIRED_BASE or ROLLED_BACK if the snapshot this attempt builds on is gone, else None."""
+        if base is None or self.snapshots.exists(base.id):
+            return None
+        newest = self.snapshots.latest_id()
+        if newest is not None and newest > base.id:
+            return EXPIRED_BASE  # others committed on top and an expiry removed it: a lost race
+        raise CommitFailedError(
+            f"a rollback of {self.snapshots.storage.uri} discarded snapshot {base.id}, which this commit was planned on"
+        )
 
-        Expiry deletes ids oldest first and never the latest, so a created id whose
-        predecessor is gone while newer ids exist lies in the expired past: undo it.
+    def _stranded(self, snapshot: Snapshot, parent: Snapshot | None) -> str | None:
+        """Why the snapshot just published does not extend the table (EXPIRED_BASE, ROLLED_BACK), or None.
+
+        - A rollback fence below its id: a rollback is discarding it.
+        - Its predecessor is another snapshot than its parent: a rollback discarded the
+          parent and a later commit reused the id.
+        - Its predecessor is gone: expiry deletes ids oldest first and never the latest,
+          so if newer ids exist it re-created an expired id (stale base); if older ids
+          exist, a rollback discarded its parent. If neither, expiry removed everything
+          before it after it was published: it stands.
         """
+        storage = self.snapshots.storage
         try:
-            if snapshot.id == 1 or self.snapshots.exists(snapshot.id - 1):
-                return False
-            if not any(i > snapshot.id for i in self.snapshots.list_ids()):
-                return False
+            ceiling = rollback_ceiling(storage)
+            if ceiling is not None and snapshot.id > ceiling:
+                return ROLLED_BACK
+            if snapshot.id == 1:
+                return None
+            try:
+                predecessor = self.snapshots.snapshot(snapshot.id - 1)
+            except SnapshotNotFoundError:
+                predecessor = None
+            if predecessor is not None:
+                if parent is not None and predecessor.base_manifest_list != parent.base_manifest_list:
+                    return ROLLED_BACK
+                return None
+            ids = self.snapshots.list_ids()
         except Exception as exc:  # noqa: BLE001 - the commit stands; this check is best effort like the hints
-            log.warning("snapshot %s committed; checking its predecessor failed: %s", snapshot.id, exc)
-            return False
-        self.snapshots.storage.delete(snapshot_path(snapshot.id))
-        log.warning("snapshot %s re-created an expired id from a stale base; undone, retrying", snapshot.id)
-        return True
+            log.warning("snapshot %s committed; checking that it extends the table failed: %s", snapshot.id, exc)
+            return None
+        if any(i > snapshot.id for i in ids):
+            return EXPIRED_BASE
+        if any(i < snapshot.id for i in ids):
+            return ROLLED_BACK
+        return None
 
     def _is_ours(self, snapshot: Snapshot) -> bool:
         try:

@@ -108,7 +108,7 @@ def update_consumer(table, consumer_id: str, next_snapshot: int) -> Consumer:
     try:
         plans = PlanManager(table)
         ceiling = plans.ceiling()
-        earliest_now = table.snapshot_manager.earliest_id() or 1
+        earliest_now = max(table.snapshot_manager.earliest_id() or 1, table.snapshot_manager.earliest_floor())
         if (
             next_snapshot < plans.fence()
             or next_snapshot < earliest_now  # an expiry ran to completion since the first check

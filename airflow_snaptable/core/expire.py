@@ -136,8 +136,9 @@ def lowest_consumer_position(table: "Table", earliest: int) -> int | None:
 
     An intent below ``earliest`` was abandoned (see core/intents.py) and holds nothing back.
     """
-    positions = [c.next_snapshot for c in table.consumer_manager.consumers()]
-    positions += [c.next_snapshot for c in IntentManager(table.storage).consumers() if c.next_snapshot >= earliest]
+    # Intents first: an intent is withdrawn only after its consumer file is written.
+    positions = [c.next_snapshot for c in IntentManager(table.storage).consumers() if c.next_snapshot >= earliest]
+    positions += [c.next_snapshot for c in table.consumer_manager.consumers()]
     return min(positions, default=None)
 
 

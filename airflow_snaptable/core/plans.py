@@ -136,6 +136,26 @@ class Protection:
 STALE_PENDING_SECONDS = 600
 
 
+def read_plans(storage, prefix: str = "") -> list[DeletionPlan]:
+    """Unfinished plans whose file name starts with ``prefix`` ("plan-": active; "": active and pending)."""
+    found = []
+    for name in storage.list_names(PLAN_DIR):
+        if not (name.startswith(prefix) and name.endswith(".json")):
+            continue
+        path = f"{PLAN_DIR}/{name}"
+        try:
+            data = storage.read_bytes(path)
+        except FileNotFoundError:
+            continue  # finished while we listed
+        found.append(DeletionPlan.from_json(data, where=storage.full_uri(path)))
+    return found
+
+
+def rollback_ceiling(storage) -> int | None:
+    """Snapshot ids above this are being discarded by an unfinished rollback (None: none)."""
+    return min((p.ceiling for p in read_plans(storage) if p.ceiling is not None), default=None)
+
+
 class PlanManager:
     """Publishes and executes deletion plans.
 
@@ -151,17 +171,7 @@ class PlanManager:
         self._files_by_tag: dict[str, set[str]] = {}
 
     def _read_plans(self, prefix: str) -> list[DeletionPlan]:
-        found = []
-        for name in self.storage.list_names(PLAN_DIR):
-            if not (name.startswith(prefix) and name.endswith(".json")):
-                continue
-            path = f"{PLAN_DIR}/{name}"
-            try:
-                data = self.storage.read_bytes(path)
-            except FileNotFoundError:
-                continue  # finished while we listed
-            found.append(DeletionPlan.from_json(data, where=self.storage.full_uri(path)))
-        return found
+        return read_plans(self.storage, prefix)
 
     def plans(self) -> list[DeletionPlan]:
         """Active, unfinished plans. An unreadable plan is an error: its fence must not silently disappear."""
@@ -177,7 +187,7 @@ class PlanManager:
 
     def ceiling(self) -> int | None:
         """Snapshot ids above this are being discarded by an unfinished rollback (None: none)."""
-        return min((p.ceiling for p in self.fences() if p.ceiling is not None), default=None)
+        return rollback_ceiling(self.storage)
 
     def doomed_tags(self) -> set[str]:
         return {name for p in self.fences() for name in p.tag_names}
@@ -223,7 +233,10 @@ class PlanManager:
         """Read tags, their manifests and file sets, and the re-add registry. Raises on anything unreadable."""
         self._files_by_tag = {}
         doomed = self._doomed_tag_names(plan)
-        tags = [t for t in self.table.tag_manager.tags() if t.name not in doomed] + self._announced_tags()
+        # Intents first: a writer withdraws its intent only after publishing the tag, so
+        # one of the two listings sees every tag whose writer passed its check.
+        announced = self._announced_tags()
+        tags = [t for t in self.table.tag_manager.tags() if t.name not in doomed] + announced
         tags.sort(key=lambda t: (t.snapshot_id, t.name))
         readds = ReaddRegistry(self.storage).entries()
         discarded = []
@@ -276,12 +289,23 @@ class PlanManager:
         # Unpublish first, delete files after: a crash in between leaks, never loses.
         if plan.restore_snapshot is not None and plan.ceiling is not None:
             if not table.snapshot_manager.exists(plan.ceiling):
+                # The hint goes down before the snapshot reappears: below an existing EARLIEST
+                # there are only ids a stale commit re-created (see SnapshotManager.earliest_id).
+                table.snapshot_manager.write_earliest_hint(plan.ceiling)
                 self.storage.create_exclusive(snapshot_path(plan.ceiling), plan.restore_snapshot.encode())
         for name in doomed:
             self.storage.delete(tag_path(name))
         for snapshot_id in plan.snapshot_ids:
             self.storage.delete(snapshot_path(snapshot_id))
             outcome.deleted_snapshot_files += 1
+        if plan.kind == ROLLBACK and plan.ceiling is not None:
+            # Commits that landed after the rollback last read LATEST are discarded too,
+            # newest first (ids stay contiguous); their writers see the fence and fail.
+            for snapshot_id in sorted(table.snapshot_manager.list_ids(), reverse=True):
+                if snapshot_id <= plan.ceiling:
+                    break
+                self.storage.delete(snapshot_path(snapshot_id))
+                outcome.deleted_snapshot_files += 1
         if plan.kind == EXPIRE and plan.snapshot_ids:
             table.snapshot_manager.write_earliest_hint(plan.fence)
         if plan.kind == ROLLBACK and plan.ceiling is not None:

@@ -15,9 +15,12 @@ deleted, which every deletion rule otherwise assumes never happens, so the
 re-added files are registered first (core/readds.py) and deletion plans keep
 them.
 
-Rollback must not race with writers: like Paimon, it is an operator's action
-on a quiet table. It checks that no commit landed after it planned and
-refuses otherwise.
+Writers may race a rollback (Paimon requires a quiet table): a commit that
+lands while the rollback plans makes the rollback refuse; one that lands
+later is discarded with the rest, its writer sees the rollback's fence (or its
+rolled-back parent) and fails with CommitFailedError instead of being
+acknowledged and lost (core/commit.py), and the executor sweeps any snapshot
+above the target that a writer which died left behind.
 """
 
 from __future__ import annotations

@@ -128,6 +128,14 @@ class SnapshotManager:
         except (FileNotFoundError, ValueError, UnicodeDecodeError):
             return None
 
+    def earliest_floor(self) -> int:
+        """No retained snapshot is below this (the EARLIEST hint as written, unvalidated; 1 without one).
+
+        Expiry raises the hint after unpublishing and before dropping its plan, so a
+        snapshot file below it is one a stale commit re-created and is about to undo.
+        """
+        return self._read_hint(EARLIEST_HINT) or 1
+
     def latest_id(self) -> int | None:
         """Id of the newest snapshot, or None for an empty table. O(1) operations when the hint is fresh."""
         hint = self._read_hint(LATEST_HINT)
@@ -146,10 +154,28 @@ class SnapshotManager:
     def earliest_id(self) -> int | None:
         """Id of the oldest snapshot still present, or None for an empty table."""
         hint = self._read_hint(EARLIEST_HINT)
-        if hint is not None and self.exists(hint) and (hint == 1 or not self.exists(hint - 1)):
-            return hint
+        if hint is not None and self.exists(hint):
+            if hint == 1 or not self.exists(hint - 1) or self._recreated_below(hint):
+                return hint
+            hint = None  # a damaged hint, too high: trust the listing
+        # No hint, or a hint whose snapshot is gone (an expiry stopped before moving it).
         ids = self.list_ids()
+        above = [i for i in ids if hint is None or i >= hint]
+        ids = above or ids  # nothing at or above it: the hint is damaged (past the latest)
         return ids[0] if ids else None
+
+    def _recreated_below(self, hint: int) -> bool:
+        """Is snapshot ``hint - 1`` an expired id that a stale commit re-created (about to be undone)?
+
+        Expiry raises the hint only after unpublishing and a rollback lowers it before
+        restoring, so a retained snapshot below an existing hint means the hint is
+        damaged, and then that snapshot is older than the hint's. A re-created id was
+        committed after the hint's snapshot (commit times never go backwards).
+        """
+        try:
+            return self.snapshot(hint - 1).time_millis > self.snapshot(hint).time_millis
+        except (SnapshotNotFoundError, CorruptMetadataError):
+            return True  # gone again already, or unreadable: not a retained snapshot to show
 
     def latest_snapshot(self) -> Snapshot | None:
         latest = self.latest_id()

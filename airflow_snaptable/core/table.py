@@ -16,6 +16,7 @@ from airflow_snaptable.core import tags as tag_ops
 from airflow_snaptable.core.commit import WHOLE_TABLE, CommitRequest, FileStoreCommit
 from airflow_snaptable.core.errors import (
     CommitConflictError,
+    CommitFailedError,
     CorruptMetadataError,
     InvalidArgumentError,
     SchemaMismatchError,
@@ -176,7 +177,7 @@ class Table:
         groups = self._prepare(data)
         base = self.latest_snapshot()
         added = self._write(groups)
-        return self._commit(CommitKind.APPEND, added, [], base, commit_user, commit_identifier, watermark)
+        return self._commit(CommitKind.APPEND, added, [], base, commit_user, commit_identifier, watermark, written_here=True)
 
     def overwrite(
         self,
@@ -196,7 +197,7 @@ class Table:
         scope = WHOLE_TABLE if specs is None else specs
         deleted = self._files_in_scope(base, scope)
         added = self._write(groups)
-        return self._commit(CommitKind.OVERWRITE, added, deleted, base, commit_user, commit_identifier, watermark, scope)
+        return self._commit(CommitKind.OVERWRITE, added, deleted, base, commit_user, commit_identifier, watermark, scope, written_here=True)
 
     def delete(self, partitions: list[dict], *, commit_user: str | None = None, commit_identifier: int | None = None) -> Snapshot:
         """Remove every row of ``partitions`` as a new snapshot (commit kind DELETE)."""
@@ -246,7 +247,7 @@ class Table:
             groups.append((partition, self.read_files(files)))
             deleted.extend(files)
         added = write_data_files(self.storage, self.schema, groups, target, self.options.get("file.compression"))
-        return self._commit(CommitKind.COMPACT, added, deleted, base, commit_user, None, None)
+        return self._commit(CommitKind.COMPACT, added, deleted, base, commit_user, None, None, written_here=True)
 
     def commit_files(
         self,
@@ -381,7 +382,16 @@ class Table:
             return list(files)
         return [f for f in files if self.schema.partition_matches(f.partition, scope)]
 
-    def _commit(self, kind, added, deleted, base, commit_user, commit_identifier, watermark, scope=None) -> Snapshot:
+    def _commit(self, kind, added, deleted, base, commit_user, commit_identifier, watermark, scope=None, written_here=False) -> Snapshot:
+        """Commit; if the data files were written by this call and the commit surely failed, delete them too."""
+        try:
+            return self._commit_request(kind, added, deleted, base, commit_user, commit_identifier, watermark, scope)
+        except (CommitConflictError, CommitFailedError):
+            if written_here:
+                self.storage.delete_files([f.path for f in added])
+            raise
+
+    def _commit_request(self, kind, added, deleted, base, commit_user, commit_identifier, watermark, scope) -> Snapshot:
         if commit_identifier is not None:
             if commit_user is None:
                 raise InvalidArgumentError("commit_identifier needs commit_user (identifiers increase per user)")

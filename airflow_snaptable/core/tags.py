@@ -201,10 +201,14 @@ def _still_held(table, tag: Tag) -> bool:
     from airflow_snaptable.core.plans import PlanManager
 
     plans = PlanManager(table)
+    snapshots = table.snapshot_manager
     ceiling = plans.ceiling()
     if ceiling is not None and tag.snapshot_id > ceiling:
         return False  # a rollback is discarding that snapshot
-    if tag.snapshot_id >= plans.fence() and table.snapshot_manager.exists(tag.snapshot_id):
+    latest = snapshots.latest_id()
+    if latest is None or tag.snapshot_id > latest:
+        return False  # a commit a rollback discarded, about to undo itself
+    if tag.snapshot_id >= max(plans.fence(), snapshots.earliest_floor()) and snapshots.exists(tag.snapshot_id):
         return True
     doomed = plans.doomed_tags()
     return any(

@@ -109,3 +109,51 @@ def test_intent_round_trip_and_corrupt_intent_fails_closed(tmp_path):
     with pytest.raises(CorruptMetadataError, match="intent"):
         table.expire_snapshots(retain_min=1, **EXPIRE)
     assert sorted(os.listdir(os.path.join(table.uri, "snapshot"))) == before  # nothing deleted
+
+
+def test_tag_published_between_the_two_protection_listings_is_protected(tmp_path):
+    """The tagger passed its check before the expiry began and publishes while the expiry reads what
+    protects: whichever of intents and tags the expiry lists first, it must see the tag in one of them."""
+    import threading
+
+    history = _linear(str(tmp_path / "t"))
+    uri = history.table.uri
+    from airflow_snaptable.core import Table
+
+    tagger = Table.open(uri)
+    paused, release = threading.Event(), threading.Event()
+
+    def tagger_hook(kind, path):
+        if kind == "write" and path == "tag/tag-racer":
+            paused.set()  # announced and checked; the tag file is next
+            assert release.wait(30)
+
+    tagger.storage.on_operation = tagger_hook
+    thread = threading.Thread(target=lambda: tagger.create_tag("racer", 3))
+    thread.start()
+    assert paused.wait(30)
+
+    expirer = Table.open(uri)
+    state = {"pending": False, "rechecked": False, "first_listing": False, "released": False}
+
+    def expiry_hook(kind, path):
+        if state["released"]:
+            return
+        if state["first_listing"]:  # the op right after the first protection listing
+            state["released"] = True
+            release.set()
+            thread.join(30)
+            return
+        if kind == "write" and path.startswith("plan/pending-"):
+            state["pending"] = True
+        elif state["pending"] and kind == "list" and path == "consumer":
+            state["rechecked"] = True  # consumers re-checked; what protects is read next
+        elif state["rechecked"] and kind == "list" and path in ("tag", "intent"):
+            state["first_listing"] = True
+
+    expirer.storage.on_operation = expiry_hook
+    result = expirer.expire_snapshots(retain_min=1, **EXPIRE)
+    assert state["released"] and not thread.is_alive()
+    assert 3 in result.expired_snapshot_ids
+    assert sorted_ids(Table.open(uri).scan(tag="racer").to_arrow()) == history.model[3]
+    check_clean(uri, history.model)
