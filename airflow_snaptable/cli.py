@@ -103,6 +103,27 @@ def cmd_consumers(args) -> Any:
     return render_table(["consumer", "next snapshot", "updated (UTC)"], [(c.id, c.next_snapshot, format_time(c.update_time_millis)) for c in consumers])
 
 
+def cmd_delete_consumer(args) -> Any:
+    _open(args).delete_consumer(args.consumer_id)
+    return {"deleted": args.consumer_id} if args.json else f"consumer {args.consumer_id} deleted"
+
+
+def cmd_new_snapshots(args) -> Any:
+    """The same answer NewSnapshotSensor gets (core.incremental.find_new_snapshots)."""
+    from airflow_snaptable.core.incremental import find_new_snapshots
+
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] if args.kinds else None
+    found = find_new_snapshots(_open(args), after_snapshot_id=args.after_snapshot_id, consumer_id=args.consumer_id, commit_kinds=kinds)
+    args.exit_code = 0 if found.found else 1
+    if args.json:
+        return found.to_dict()
+    if not found.found:
+        return f"nothing new after snapshot {found.from_snapshot_id} (latest {found.latest_snapshot_id})"
+    rows = [(i, kind, "yes" if i in found.matching_snapshot_ids else "") for i, kind in zip(found.snapshot_ids, found.commit_kinds)]
+    header = f"new snapshots {found.from_snapshot_id + 1}..{found.to_snapshot_id}: +{found.added_records} / -{found.deleted_records} records"
+    return header + "\n" + render_table(["snapshot", "kind", "matches"], rows)
+
+
 def cmd_verify(args) -> Any:
     result = _open(args).verify()
     args.exit_code = 0 if result.ok else 1
@@ -161,7 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     tag = commands.add_parser("tag", help="create or delete tags")
     tag_commands = tag.add_subparsers(dest="tag_command", required=True)
     for name, handler, help_text in (
-        ("create", _action_command(lambda a: actions.CreateTag(a.uri, tag_name=a.name, snapshot_id=a.snapshot_id, as_of=a.as_of, time_retained=a.time_retained)), "tag a snapshot (default: latest)"),
+        ("create", _action_command(lambda a: actions.CreateTag(
+            a.uri, tag_name=a.name, snapshot_id=a.snapshot_id, as_of=a.as_of, time_retained=a.time_retained, if_exists=a.if_exists)),
+         "tag a snapshot (default: latest)"),
         ("delete", _action_command(lambda a: actions.DeleteTag(a.uri, tag_name=a.name)), "delete a tag and the files only it held"),
     ):
         sub = tag_commands.add_parser(name, help=help_text)
@@ -173,6 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--snapshot-id", type=int)
             sub.add_argument("--as-of", help="tag the state at this time (ISO-8601)")
             sub.add_argument("--time-retained", help="time to live, e.g. '7 d'")
+            sub.add_argument("--if-exists", choices=("fail", "skip"), default="fail",
+                             help="skip: succeed when the tag exists on the same snapshot (for re-runs)")
         sub.set_defaults(handler=handler)
     periodic = tag_commands.add_parser("periodic", help="create the periodic tags due now")
     periodic.add_argument("uri")
@@ -219,6 +244,28 @@ def build_parser() -> argparse.ArgumentParser:
                   "rewrite small files into fewer files")
     compact.add_argument("--min-file-num", type=int)
     compact.add_argument("--target-file-size")
+
+    consumer = commands.add_parser("consumer", help="move or delete a consumer")
+    consumer_commands = consumer.add_subparsers(dest="consumer_command", required=True)
+    update = consumer_commands.add_parser("update", help="set a consumer's next snapshot (everything before it is read)")
+    update.add_argument("uri")
+    update.add_argument("consumer_id")
+    update.add_argument("next_snapshot", type=int)
+    update.add_argument("--storage-options")
+    update.add_argument("--json", action="store_true")
+    update.set_defaults(handler=_action_command(lambda a: actions.UpdateConsumer(a.uri, consumer_id=a.consumer_id, next_snapshot=a.next_snapshot)))
+    delete = consumer_commands.add_parser("delete", help="delete a consumer (expiry no longer keeps its snapshots)")
+    delete.add_argument("uri")
+    delete.add_argument("consumer_id")
+    delete.add_argument("--storage-options")
+    delete.add_argument("--json", action="store_true")
+    delete.set_defaults(handler=cmd_delete_consumer)
+
+    new = add("new-snapshots", cmd_new_snapshots, "snapshots after a snapshot id or a consumer's position (exit 1 if none)")
+    baseline = new.add_mutually_exclusive_group(required=True)
+    baseline.add_argument("--after", type=int, dest="after_snapshot_id", help="the last snapshot already processed")
+    baseline.add_argument("--consumer", dest="consumer_id", help="a consumer whose position is the baseline")
+    new.add_argument("--kinds", help="comma-separated commit kinds that count, e.g. APPEND,OVERWRITE (default: all)")
 
     run = commands.add_parser("run-action", help="run a maintenance action given as JSON")
     run.add_argument("action_json")

@@ -4,7 +4,9 @@ Maintenance through Spark: the same actions, run by ``spark-submit`` with the pa
 ``runner="spark"`` writes the action (JSON) to a private temp file, submits
 ``airflow_snaptable.spark.job_path()`` through the Spark provider's ``SparkSubmitHook``
 (client mode) and reads the result JSON back: the XCom is the same as with ``runner="local"``.
-Bulk deletes run on the executors.
+Runs of at least ``spark.snaptable.delete.parallelThreshold`` deletes (default 10,000) go to
+the executors; smaller ones stay on the driver, where core deletes on 16 threads (on one
+machine that is faster: see docs/benchmarks.md, "spark_delete").
 
 Credentials: the snaptable connection's storage options (S3 key/secret from login/password)
 reach the job in the ``SNAPTABLE_STORAGE_OPTIONS`` environment variable of the spark-submit
@@ -28,7 +30,6 @@ SPARK = {
     "spark_conf": {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.snaptable.delete.parallelThreshold": "200",
     },
     "spark_submit_kwargs": {"driver_memory": "1g"},
 }

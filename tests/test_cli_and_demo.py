@@ -100,6 +100,36 @@ def test_create_tag_action_if_exists(table, table_uri):
 # -- the demo ----------------------------------------------------------------------------------
 
 
+def test_new_snapshots_consumer_and_tag_if_exists_commands(table, table_uri, capsys):
+    for i in range(3):
+        table.append(make_rows([10 * i, 10 * i + 1]))
+    table.compact(min_file_num=2)  # snapshot 4: COMPACT, not a kind a downstream job waits for
+    assert main(["new-snapshots", table_uri, "--after", "1", "--kinds", "APPEND,OVERWRITE", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert (found["from_snapshot_id"], found["to_snapshot_id"], found["matching_snapshot_ids"]) == (1, 4, [2, 3])
+    assert found["added_records"] == table.snapshot(4).total_record_count - table.snapshot(1).total_record_count + found["deleted_records"]
+    assert main(["new-snapshots", table_uri, "--after", "3", "--kinds", "APPEND", "--json"]) == 1  # only the compaction is new
+    assert main(["new-snapshots", table_uri, "--after", "3", "--json"]) == 0  # any kind counts by default
+    capsys.readouterr()
+
+    assert main(["consumer", "update", table_uri, "etl", "3"]) == 0
+    assert Table.open(table_uri).consumer("etl").next_snapshot == 3
+    capsys.readouterr()
+    assert main(["new-snapshots", table_uri, "--consumer", "etl", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["matching_snapshot_ids"] == [3, 4]
+    assert main(["consumer", "update", table_uri, "etl", "99"]) == 2  # beyond latest + 1: typed error, nothing written
+    assert Table.open(table_uri).consumer("etl").next_snapshot == 3
+    assert main(["consumer", "delete", table_uri, "etl"]) == 0
+    assert Table.open(table_uri).consumers() == []
+
+    assert main(["tag", "create", table_uri, "d1", "--snapshot-id", "2"]) == 0
+    assert main(["tag", "create", table_uri, "d1", "--snapshot-id", "2"]) == 2  # exists
+    assert main(["tag", "create", table_uri, "d1", "--snapshot-id", "2", "--if-exists", "skip", "--json"]) == 0
+    assert main(["tag", "create", table_uri, "d1", "--snapshot-id", "3", "--if-exists", "skip"]) == 2  # elsewhere
+    capsys.readouterr()
+    assert Table.open(table_uri).tag("d1").snapshot_id == 2
+
+
 def test_core_only_demo_runs_end_to_end(tmp_path, capsys):
     assert demo.main(["--core-only", "--dir", str(tmp_path / "demo")]) == 0
     out = capsys.readouterr().out
