@@ -157,3 +157,51 @@ def test_tag_published_between_the_two_protection_listings_is_protected(tmp_path
     assert 3 in result.expired_snapshot_ids
     assert sorted_ids(Table.open(uri).scan(tag="racer").to_arrow()) == history.model[3]
     check_clean(uri, history.model)
+
+
+def test_consumer_published_between_the_two_recheck_listings_bounds_the_expiry(tmp_path):
+    """A new consumer announced and checked after the expiry planned its range but before its fence went
+    up, then published while the expiry re-checks consumers: the expiry must see it and plan again."""
+    import threading
+
+    from airflow_snaptable.core import Table
+
+    history = _linear(str(tmp_path / "t"))
+    uri = history.table.uri
+    reader = Table.open(uri)
+    checked, release = threading.Event(), threading.Event()
+
+    def reader_hook(kind, path):
+        if kind == "write" and path == "consumer/consumer-late":
+            checked.set()  # announced and checked; the consumer file is next
+            assert release.wait(30)
+
+    reader.storage.on_operation = reader_hook
+    thread = threading.Thread(target=lambda: reader.update_consumer("late", 3))
+    expirer = Table.open(uri)
+    state = {"started": False, "pending": False, "released": False}
+
+    def expiry_hook(kind, path):
+        if state["released"]:
+            return
+        if kind == "write" and path.startswith("plan/pending-") and not state["started"]:
+            state["started"] = True  # range planned without the consumer; it arrives now
+            thread.start()
+            assert checked.wait(30)
+            return
+        if state["started"] and kind == "write" and path.startswith("plan/pending-"):
+            return
+        if state["started"] and not state["pending"]:
+            state["pending"] = True  # first op after the fence: the first re-check listing
+            return
+        if state["pending"]:  # the op after the first re-check listing: publish the consumer now
+            state["released"] = True
+            release.set()
+            thread.join(30)
+
+    expirer.storage.on_operation = expiry_hook
+    result = expirer.expire_snapshots(retain_min=1, **EXPIRE)
+    assert state["released"] and not thread.is_alive()
+    assert Table.open(uri).consumer("late").next_snapshot == 3
+    assert result.earliest_after <= 2, result  # 3 and its base 2 kept
+    check_readable(uri, history.model)
