@@ -5,6 +5,11 @@ Runs one maintenance action (core.actions' JSON format, e.g.
 with the same core call the CLI and the operators use; bulk file deletes run on
 the executors (see airflow_snaptable.spark.maintenance).
 
+A JSON array of actions runs them in order in one Spark application (one
+submit instead of one per step, e.g. tag -> expire -> expire tags -> orphans),
+stopping at the first failure. The result is then the array of the finished
+actions' results, followed on failure by the failed action's error document.
+
 Arguments (give one of --action-file and --action):
   --action-file PATH   a file holding the action JSON (local path or fsspec URL)
   --action JSON        the action JSON itself (actions hold no credentials)
@@ -66,7 +71,7 @@ def _read_action_text(args: argparse.Namespace) -> str:
         raise InvalidArgumentError(f"cannot read the action file {args.action_file}: {exc.strerror or exc}") from None
 
 
-def write_result(location: str, doc: dict[str, Any], storage_options: dict | None) -> None:
+def write_result(location: str, doc: Any, storage_options: dict | None) -> None:
     import fsspec
 
     data = json.dumps(doc, indent=2, sort_keys=True, default=str)
@@ -95,41 +100,68 @@ def _storage_options(spark) -> dict | None:
     return parse_storage_options(os.environ.get(STORAGE_OPTIONS_ENV), f"environment variable {STORAGE_OPTIONS_ENV}")
 
 
+def parse_actions(text: str) -> tuple[list, bool]:
+    """The actions in ``text`` (one object, or an array of them), and whether it was an array.
+
+    Every action is validated before any runs: a typo in the last step fails the job
+    before the first step changes anything.
+    """
+    from airflow_snaptable.core.actions import action_from_json
+    from airflow_snaptable.core.errors import InvalidArgumentError
+
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgumentError(f"action is not valid JSON: {exc}") from exc
+    items = doc if isinstance(doc, list) else [doc]
+    if not items:
+        raise InvalidArgumentError("the action array is empty")
+    for position, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InvalidArgumentError(f"action {position} is not a JSON object: {item!r}")
+    return [action_from_json(item) for item in items], isinstance(doc, list)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from airflow_snaptable.core.actions import action_from_json
-
     action = None
     storage_options = None
     spark = None
+    results: list[dict[str, Any]] = []
+    many = False
     try:
-        action = action_from_json(_read_action_text(args))
+        actions, many = parse_actions(_read_action_text(args))
         from pyspark.sql import SparkSession
 
         from airflow_snaptable.spark.maintenance import run_action_distributed
 
-        spark = SparkSession.builder.appName(f"snaptable {action.name} {action.table}").getOrCreate()
+        first = actions[0]
+        name = first.name if len(actions) == 1 else f"{len(actions)} actions"
+        spark = SparkSession.builder.appName(f"snaptable {name} {first.table}").getOrCreate()
         storage_options = _storage_options(spark)
-        run = run_action_distributed(spark, action, storage_options)
+        for action in actions:
+            run = run_action_distributed(spark, action, storage_options)
+            results.append(run.result)
+            print(
+                f"{PROG}: {action.name} on {action.table} done"
+                f" ({run.deleted_on_executors} files deleted on executors in {run.spark_jobs} Spark job(s))",
+                file=sys.stderr,
+            )
+        doc: Any = results if many else results[0]
         if args.result:
-            write_result(args.result, run.result, storage_options)
-        print(
-            f"{PROG}: {action.name} on {action.table} done"
-            f" ({run.deleted_on_executors} files deleted on executors in {run.spark_jobs} Spark job(s))",
-            file=sys.stderr,
-        )
-        print(json.dumps(run.result, sort_keys=True, default=str))
+            write_result(args.result, doc, storage_options)
+        print(json.dumps(doc, sort_keys=True, default=str))
         return 0
     except Exception as exc:  # noqa: BLE001 - every failure becomes one clear line and exit status 1
         message = f"{type(exc).__name__}: {' '.join(str(exc).split()) or 'no message'}"
         if args.result:
-            doc = {
+            error = {
                 "action": getattr(action, "name", None),
                 "table": getattr(action, "table", None),
                 "error": {"type": type(exc).__name__, "message": str(exc)},
             }
             try:
-                write_result(args.result, doc, storage_options)
+                write_result(args.result, results + [error] if many else error, storage_options)
             except Exception as write_exc:  # noqa: BLE001 - the original failure is the one to report
                 print(f"{PROG}: could not write the result to {args.result}: {type(write_exc).__name__}", file=sys.stderr)
         print(f"{PROG}: {message}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""The maintenance job under a real ``spark-submit --master local[2]`` (three submits, run side by side)."""
+"""The maintenance job under a real ``spark-submit --master local[2]`` (four submits, run side by side):
+every action family runs through the real job, the last seven as one array of actions."""
 
 from __future__ import annotations
 
@@ -65,8 +66,15 @@ def test_spark_submit_expire_rollback_and_a_failing_action(tmp_path):
     missing = tmp_path / "no-such-table"
     failing_action.write_text(json.dumps({"action": "create-tag", "table": str(missing), "tag_name": "x"}))
 
+    # every other action family, as one array run in one Spark application
+    batch_table, batch_actions, stray = _families_table(tmp_path)
+    batch_result = tmp_path / "batch-result.json"
+    batch_file = tmp_path / "batch.json"
+    batch_file.write_text(json.dumps(batch_actions))
+
     rollback_json = json.dumps({"action": "rollback", "table": rollback_table.uri, "snapshot_id": 2})
     runs = {
+        "batch": submit(["--action-file", str(batch_file), "--result", str(batch_result)], tmp_path),
         # storage options through the environment (credentials never on the command line)
         "expire": submit(["--action-file", str(expire_action), "--result", str(expire_result)], tmp_path,
                          env_extra={"SNAPTABLE_STORAGE_OPTIONS": json.dumps({"auto_mkdir": True})}),
@@ -106,6 +114,20 @@ def test_spark_submit_expire_rollback_and_a_failing_action(tmp_path):
     assert sorted(rollback_table.scan().to_arrow().column("id").to_pylist()) == expected_state
     assert_clean(rollback_table)
 
+    code, lines, stderr = outputs["batch"]
+    assert code == 0, "\n".join(lines[-20:]) + stderr[-3000:]
+    results = json.loads(batch_result.read_text())
+    assert [r["action"] for r in results] == [a["action"] for a in batch_actions]
+    by_action = {r["action"]: r["result"] for r in results}
+    table = Table.open(batch_table.uri)
+    assert [(t.name, t.snapshot_id) for t in table.tags()] == [("2026-01-01", 1), ("2026-01-02", 2), ("2026-01-03", 3)]
+    assert table.consumers() == []  # updated to 3, then expired
+    assert table.latest_snapshot().commit_kind.value == "COMPACT"
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == list(range(40))
+    assert not stray.exists()
+    assert by_action["remove-orphan-files"]["orphan_files"] == ["data/p=0/stray.parquet"]
+    assert_clean(table)
+
     code, lines, stderr = outputs["failing"]
     assert code == 1
     assert [line for line in lines if line.startswith("snaptable-job:")] == [
@@ -114,3 +136,44 @@ def test_spark_submit_expire_rollback_and_a_failing_action(tmp_path):
     error = json.loads(failing_result.read_text())
     assert error["action"] == "create-tag" and error["error"]["type"] == "TableNotFoundError"
     assert not missing.exists()
+
+
+def _families_table(tmp_path: Path):
+    """A table four days old (one append a day) and the actions of every family the other submits do not run."""
+    import datetime as dt
+
+    table = Table.create(str(tmp_path / "families"), SCHEMA, partition_by=["p"], options={"consumer.expiration-time": "1 d"})
+    for day in range(4):
+        table.clock = lambda day=day: int(dt.datetime(2026, 1, 1 + day, 10, tzinfo=dt.timezone.utc).timestamp() * 1000)
+        table.append(make_rows(range(day * 10, day * 10 + 10)))
+    stray = Path(table.uri) / "data" / "p=0" / "stray.parquet"
+    stray.write_bytes(b"left by a crashed writer")
+    old = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).timestamp()
+    os.utime(stray, (old, old))
+    far_future = "2100-01-01T00:00:00+00:00"
+    uri = table.uri
+    actions = [
+        {"action": "create-tag", "table": uri, "tag_name": "keep", "snapshot_id": 2},
+        {"action": "create-tag", "table": uri, "tag_name": "short", "time_retained": "1 s"},
+        {"action": "periodic-tags", "table": uri, "period": "daily", "catch_up": True, "now": "2026-01-04T12:00:00+00:00"},
+        {"action": "update-consumer", "table": uri, "consumer_id": "etl", "next_snapshot": 3},
+        {"action": "expire-tags", "table": uri, "now": far_future},
+        {"action": "delete-tag", "table": uri, "tag_name": "keep"},
+        {"action": "compact", "table": uri, "min_file_num": 2},
+        {"action": "expire-consumers", "table": uri, "now": far_future},
+        {"action": "remove-orphan-files", "table": uri, "older_than": "1 d", "dry_run": False},
+    ]
+    return table, actions, stray
+
+
+def test_an_invalid_action_anywhere_in_an_array_fails_before_any_runs():
+    from airflow_snaptable.core.errors import InvalidArgumentError
+    from airflow_snaptable.spark.job import parse_actions
+
+    good = {"action": "expire-tags", "table": "/nowhere"}
+    actions, many = parse_actions(json.dumps([good, good]))
+    assert many and [a.name for a in actions] == ["expire-tags", "expire-tags"]
+    assert parse_actions(json.dumps(good))[1] is False
+    for bad in ([good, {"action": "expire-tags"}], [good, {"action": "nope", "table": "/t"}], [], [good, 3]):
+        with pytest.raises(InvalidArgumentError):
+            parse_actions(json.dumps(bad))
