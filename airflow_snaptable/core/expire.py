@@ -184,7 +184,8 @@ def plan_expiry(table: "Table", earliest: int, end: int, read=None) -> DeletionP
         if snapshot_id > earliest:
             manifests.read_delta(snapshot)
 
-    map_io(fetch, range(earliest, end + 1))
+    if table.storage.is_remote:
+        map_io(fetch, range(earliest, end + 1))
     data: dict[str, DataCandidate] = {}
     for snapshot_id in range(earliest + 1, end + 1):
         entries = manifests.read_delta(read.get(snapshot_id))

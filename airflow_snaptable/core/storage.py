@@ -94,6 +94,15 @@ class Storage:
 
     # -- bookkeeping -------------------------------------------------------
 
+    @property
+    def is_remote(self) -> bool:
+        """Every operation is a network round trip: worth overlapping reads on threads.
+
+        Locally, reads come from the page cache and decoding holds the GIL, so
+        threads only add switching (measured: planning an expiry 274 -> 403 ms).
+        """
+        return not (self._is_local or self._is_memory)
+
     def reset_counts(self) -> None:
         for kind in OPERATION_KINDS:
             self.counts[kind] = 0
