@@ -92,17 +92,17 @@ FLAT_LIMIT = 1.25  # time(10n)/time(n) above this is "grows"
 LOWER_BOUND_FORMULA = (
     "expiring snapshots e..e+k-1 (k of them; f = e+k is the first one kept):\n"
     "    LB_reads   = (k+1) snapshot files (e..f)\n"
-    "               + (k+1) delta manifest lists (e..f)\n"
-    "               + (k+1) base manifest lists (e..f)\n"
     "               + sum over s = e+1..f of |delta manifests of s|\n"
+    "               + 4 manifest lists (base and delta of e and of f)\n"
     "    LB_deletes = files that must go = data files no kept snapshot references\n"
     "               + manifests and manifest lists only expired snapshots reference\n"
     "               + k snapshot files\n"
     "    LB_other   = 0 (writes, lists, exists: the plan file, the EARLIEST hint and the probes are overhead)\n"
     "    LB = LB_reads + LB_deletes;  ratio = all counted operations / LB\n"
-    "  Why these reads: a file deleted at snapshot s is unused once s-1 expires, so the deltas of e+1..f\n"
-    "  name the data files to delete (k lists + their manifests); the snapshot files name the lists; the\n"
-    "  base and delta lists of e..f name the manifests the expired snapshots use and those f still uses.\n"
+    "  Why these reads: a file deleted at snapshot s is unused once s-1 expires, so the delta manifests of\n"
+    "  e+1..f name the data files to delete; each snapshot file names its delta manifests and the metadata\n"
+    "  its commit wrote (lists, merged manifests), so with e's lists they give every manifest the expired\n"
+    "  snapshots use, and f's lists those still used.\n"
     "  LB_deletes is measured (files gone from the directory), and verify() afterwards proves it is exactly\n"
     "  the set that had to go (nothing unreferenced left, nothing referenced missing)."
 )
@@ -258,10 +258,9 @@ def lower_bound(uri: str, first: int, fence: int) -> dict[str, int]:
     return {
         "k": k,
         "snapshot_files": k + 1,
-        "delta_lists": k + 1,
-        "base_lists": k + 1,
+        "lists": 4,
         "delta_manifests": delta_manifests,
-        "reads": 3 * (k + 1) + delta_manifests,
+        "reads": (k + 1) + delta_manifests + 4,
     }
 
 
@@ -858,7 +857,7 @@ def render(result: dict[str, Any]) -> str:
             same = all(r["ops"] == first["ops"] for r in v["runs"])
             rows.append([f"{_LABELS[name]}: counted" + ("" if same else " (run 1; runs differ)")] + [fmt_num(first["ops"][k]) for k in (*OP_KINDS, "total")])
             rows.append(
-                [f"  lower bound (k={parts['k']}: 3x{parts['k'] + 1} + {parts['delta_manifests']} delta manifests; deletes measured)"]
+                [f"  lower bound (k={parts['k']}: {parts['k'] + 1} snapshots + {parts['delta_manifests']} delta manifests + 4 lists; deletes measured)"]
                 + [fmt_num(lb["reads"]), "0", "0", fmt_num(lb["deletes"]), "0", fmt_num(lb["total"])]
             )
             rows.append(

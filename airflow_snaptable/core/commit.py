@@ -130,7 +130,7 @@ class FileStoreCommit:
                 latest = newer
                 continue
             base_list = self.manifests.write_list(base_metas)
-            snapshot = self._new_snapshot(new_id, latest, request, base_list, delta_list)
+            snapshot = self._new_snapshot(new_id, latest, request, base_list, delta_list, base_metas)
             attempt_files.append(base_list)
             # Publishing on a base that expiry or a rollback removed would re-create a removed id
             # (undone below, but visible meanwhile): check right before, to keep that window tiny.
@@ -212,7 +212,23 @@ class FileStoreCommit:
             for i in range(0, len(merged), per_manifest)
         ]
 
-    def _new_snapshot(self, new_id: int, parent: Snapshot | None, request: CommitRequest, base_list: str, delta_list: str) -> Snapshot:
+    def _written_metadata(self, parent: Snapshot | None, base_list: str, delta_list: str, base_metas: list[ManifestFileMeta]) -> dict:
+        """What this commit wrote (see Snapshot.written_metadata); all from memory, no I/O."""
+        inherited: set[str] = set()
+        if parent is not None:
+            for list_name in (parent.base_manifest_list, parent.delta_manifest_list):
+                inherited.update(m.file_name for m in self.manifests.read_list(list_name))  # cached by _next_base
+        return {
+            "base_list": self.manifests.list_size(base_list),
+            "delta_list": self.manifests.list_size(delta_list),
+            "delta_manifests": {m.file_name: m.file_size for m in self.manifests.read_list(delta_list)},
+            "merged_manifests": {m.file_name: m.file_size for m in base_metas if m.file_name not in inherited},
+        }
+
+    def _new_snapshot(
+        self, new_id: int, parent: Snapshot | None, request: CommitRequest, base_list: str, delta_list: str,
+        base_metas: list[ManifestFileMeta],
+    ) -> Snapshot:
         added_records = sum(f.record_count for f in request.added)
         deleted_records = sum(f.record_count for f in request.deleted)
         parent_total = parent.total_record_count if parent else 0
@@ -243,6 +259,7 @@ class FileStoreCommit:
             base_manifest_list=base_list,
             delta_manifest_list=delta_list,
             summary=summary,
+            written_metadata=self._written_metadata(parent, base_list, delta_list, base_metas),
         )
 
     def _publish(self, snapshot: Snapshot) -> bool:

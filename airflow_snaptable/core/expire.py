@@ -173,30 +173,45 @@ def expire_range(table: "Table", settings: ExpireSettings, read=None, earliest: 
 
 def plan_expiry(table: "Table", earliest: int, end: int, read=None) -> DeletionPlan:
     """Candidates: files deleted by snapshots earliest+1 .. end (unused by ``end`` and later),
-    and manifests of the expired snapshots that ``end`` does not use."""
+    and manifests of the expired snapshots that ``end`` does not use.
+
+    The manifests the expired snapshots use are those of ``earliest`` plus what each
+    later commit wrote (a base list holds the previous base, the previous delta and
+    manifests merged from them), so with ``written_metadata`` in the snapshots only
+    ``earliest``'s and ``end``'s lists and the delta manifests are read.
+    """
     read = read or _Snapshots(table)
     manifests = table.manifest_io
 
     def fetch(snapshot_id: int) -> None:
         # Warms the snapshot and manifest caches; the loops below then run without I/O.
         snapshot = read.get(snapshot_id)
-        manifests.sizes_of(snapshot)
+        if snapshot_id in (earliest, end) or snapshot.written_metadata is None:
+            manifests.sizes_of(snapshot)
         if snapshot_id > earliest:
-            manifests.read_delta(snapshot)
+            _delta_entries(manifests, snapshot)
 
     if table.storage.is_remote:
         map_io(fetch, range(earliest, end + 1))
     data: dict[str, DataCandidate] = {}
     for snapshot_id in range(earliest + 1, end + 1):
-        entries = manifests.read_delta(read.get(snapshot_id))
+        entries = _delta_entries(manifests, read.get(snapshot_id))
         added_here = {e.file.path for e in entries if e.kind is FileKind.ADD}
         for entry in entries:
             if entry.kind is FileKind.DELETE and entry.file.path not in added_here:
                 data[entry.file.path] = DataCandidate(entry.file.path, entry.file.file_size, below=snapshot_id)
     kept = manifests.names_of(read.get(end))
-    manifest_sizes: dict[str, int] = {}
-    for snapshot_id in range(earliest, end):
-        manifest_sizes.update(manifests.sizes_of(read.get(snapshot_id)))
+    manifest_sizes: dict[str, int] = manifests.sizes_of(read.get(earliest))
+    for snapshot_id in range(earliest + 1, end):
+        snapshot = read.get(snapshot_id)
+        written = snapshot.written_metadata
+        if written is None:
+            manifest_sizes.update(manifests.sizes_of(snapshot))
+            continue
+        manifest_sizes[snapshot.base_manifest_list] = written["base_list"] or 0
+        manifest_sizes[snapshot.delta_manifest_list] = written["delta_list"] or 0
+        manifest_sizes.update(written["delta_manifests"])
+        manifest_sizes.update(written["merged_manifests"])
     manifest_files = sorted((name, size) for name, size in manifest_sizes.items() if name not in kept)
     return DeletionPlan(
         kind=EXPIRE,
@@ -205,6 +220,17 @@ def plan_expiry(table: "Table", earliest: int, end: int, read=None) -> DeletionP
         data_files=sorted(data.values(), key=lambda c: c.path),
         manifest_files=manifest_files,
     )
+
+
+def _delta_entries(manifests, snapshot: Snapshot) -> list:
+    """The ADD/DELETE entries of a snapshot's commit; its delta manifests read by name when it lists them."""
+    written = snapshot.written_metadata
+    if written is None:
+        return manifests.read_delta(snapshot)
+    entries = []
+    for name in written["delta_manifests"]:
+        entries.extend(manifests.read_manifest(name))
+    return entries
 
 
 def expire_snapshots(

@@ -217,6 +217,10 @@ class ManifestIO:
         except FileNotFoundError:
             raise MissingMetadataError(f"{self.storage.full_uri(path)} is missing") from None
 
+    def list_size(self, name: str) -> int | None:
+        """The byte size of a manifest list this instance read or wrote (None if unknown)."""
+        return self._list_sizes.get(name)
+
     def read_list(self, name: str) -> list[ManifestFileMeta]:
         cached = self._cached(name)
         if cached is None:

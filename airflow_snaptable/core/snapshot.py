@@ -49,6 +49,11 @@ class Snapshot:
     base_manifest_list: str
     delta_manifest_list: str
     summary: dict[str, Any] = field(default_factory=dict)
+    #: The metadata files this commit wrote, with byte sizes: ``{"base_list": n, "delta_list": n,
+    #: "delta_manifests": {name: n}, "merged_manifests": {name: n}}`` (merged: new manifests in the
+    #: base list). Expiry reads these instead of every expired snapshot's lists. None in
+    #: snapshots written before it existed; readers then read the lists.
+    written_metadata: dict[str, Any] | None = None
 
     def to_json(self) -> bytes:
         doc = asdict(self)
