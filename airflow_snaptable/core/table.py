@@ -259,8 +259,12 @@ class Table:
         commit_user: str | None = None,
         commit_identifier: int | None = None,
         watermark: int | None = None,
+        summary: dict[str, Any] | None = None,
     ) -> Snapshot:
         """Commit data files that are written already (e.g. by Spark tasks) as one new snapshot.
+
+        ``summary``: extra string-keyed JSON scalars for the snapshot's summary (e.g.
+        ``{"engine": "spark"}``); the standard keys (added_files, ...) cannot be overridden.
 
         ``mode="append"`` adds them (APPEND); ``mode="overwrite"`` makes them replace the
         whole table, or only ``partitions`` (OVERWRITE), like :meth:`overwrite`.
@@ -340,9 +344,10 @@ class Table:
                         return outcome
                     raise outcome from None
                 base = self.latest_snapshot()  # appends never conflict: any newer base will do
+        extra = _check_summary(summary)
         files = list(added)
         if mode == "append":
-            return self._commit(CommitKind.APPEND, files, [], base, commit_user, commit_identifier, watermark)
+            return self._commit(CommitKind.APPEND, files, [], base, commit_user, commit_identifier, watermark, extra_summary=extra)
         scope = WHOLE_TABLE if specs is None else specs
         try:
             deleted = self._files_in_scope(base, scope)
@@ -353,7 +358,7 @@ class Table:
             if isinstance(outcome, Snapshot):
                 return outcome
             raise outcome from exc
-        return self._commit(CommitKind.OVERWRITE, files, deleted, base, commit_user, commit_identifier, watermark, scope)
+        return self._commit(CommitKind.OVERWRITE, files, deleted, base, commit_user, commit_identifier, watermark, scope, extra_summary=extra)
 
     def _prepare(self, data) -> list[tuple[tuple, pa.Table]]:
         return split_by_partition(to_arrow_table(data, self.schema), self.schema)
@@ -382,16 +387,18 @@ class Table:
             return list(files)
         return [f for f in files if self.schema.partition_matches(f.partition, scope)]
 
-    def _commit(self, kind, added, deleted, base, commit_user, commit_identifier, watermark, scope=None, written_here=False) -> Snapshot:
+    def _commit(
+        self, kind, added, deleted, base, commit_user, commit_identifier, watermark, scope=None, written_here=False, extra_summary=None
+    ) -> Snapshot:
         """Commit; if the data files were written by this call and the commit surely failed, delete them too."""
         try:
-            return self._commit_request(kind, added, deleted, base, commit_user, commit_identifier, watermark, scope)
+            return self._commit_request(kind, added, deleted, base, commit_user, commit_identifier, watermark, scope, extra_summary)
         except (CommitConflictError, CommitFailedError):
             if written_here:
                 self.storage.delete_files([f.path for f in added])
             raise
 
-    def _commit_request(self, kind, added, deleted, base, commit_user, commit_identifier, watermark, scope) -> Snapshot:
+    def _commit_request(self, kind, added, deleted, base, commit_user, commit_identifier, watermark, scope, extra_summary=None) -> Snapshot:
         if commit_identifier is not None:
             if commit_user is None:
                 raise InvalidArgumentError("commit_identifier needs commit_user (identifiers increase per user)")
@@ -409,6 +416,7 @@ class Table:
             watermark=watermark,
             overwrite_scope=scope,
             replan_deleted=(lambda latest: self._files_in_scope(latest, scope)) if scope is not None else None,
+            extra_summary=extra_summary or {},
         )
         return self.new_commit().commit(request)
 
@@ -585,6 +593,22 @@ class Table:
     def verify(self) -> VerifyResult:
         """Files live snapshots/tags reference but are missing, and files nothing references."""
         return orphans.verify(self)
+
+
+_STANDARD_SUMMARY_KEYS = {"added_files", "deleted_files", "added_records", "deleted_records", "changed_partitions"}
+
+
+def _check_summary(summary) -> dict[str, Any]:
+    if summary is None:
+        return {}
+    if not isinstance(summary, dict):
+        raise InvalidArgumentError(f"summary must be a dict, got {type(summary).__name__}")
+    for key, value in summary.items():
+        if not isinstance(key, str) or key in _STANDARD_SUMMARY_KEYS:
+            raise InvalidArgumentError(f"summary key {key!r} is not a string or is one of the standard keys")
+        if value is not None and not isinstance(value, (str, int, float, bool)):
+            raise InvalidArgumentError(f"summary value for {key!r} must be a JSON scalar, got {type(value).__name__}")
+    return dict(summary)
 
 
 def _check_snapshot_id(snapshot_id) -> None:

@@ -367,6 +367,7 @@ class SnapTableWriter(DataSourceArrowWriter):
             base_snapshot_id=self.base.id if self.base is not None else 0,
             commit_user=commit_user,
             commit_identifier=self.commit_identifier,
+            summary={"engine": "spark"},
         )
         if self.commit_identifier is not None and added and not _adds_file(table, snapshot, added[0].path):
             # An earlier or concurrent run of the same job committed: ours is a duplicate.

@@ -41,7 +41,9 @@ def assert_clean(table: Table) -> None:
 
 def test_append_commits_the_given_files_as_one_snapshot(table):
     files = write_files(table, make_rows(range(12)))
-    snapshot = table.commit_files(files)
+    snapshot = table.commit_files(files, summary={"engine": "spark", "job": 7})
+    assert snapshot.summary["engine"] == "spark" and snapshot.summary["job"] == 7
+    assert snapshot.summary["added_files"] == len(files)
     assert snapshot.id == 1 and snapshot.commit_kind is CommitKind.APPEND
     assert sorted(f.path for f in table.scan().files()) == sorted(f.path for f in files)
     assert sorted_ids(table.scan().to_arrow()) == list(range(12))
@@ -141,6 +143,9 @@ def bad_inputs(table: Table, good: DataFile):
         (dict(added=good), InvalidArgumentError),  # not a list
         (dict(added=[good.path]), InvalidArgumentError),
         (dict(added=[good, good]), InvalidArgumentError),
+        (dict(added=[good], summary={"added_files": 0}), InvalidArgumentError),  # a standard key
+        (dict(added=[good], summary={"engine": ["spark"]}), InvalidArgumentError),  # not a scalar
+        (dict(added=[good], summary="engine=spark"), InvalidArgumentError),
         (dict(added=[replace(good, path="manifest/x.parquet")]), InvalidArgumentError),
         (dict(added=[replace(good, path="data/p=2/../../schema/x")]), InvalidArgumentError),
         (dict(added=[replace(good, path="/tmp/data/p=2/x.parquet")]), InvalidArgumentError),

@@ -36,6 +36,7 @@ def test_first_write_creates_the_table_then_append_and_overwrite_read_back(spark
     assert table.options.get("snapshot.num-retained.min") == 3
     assert [s.id for s in table.snapshots()] == [1]  # one snapshot for four tasks
     assert table.latest_snapshot().summary["added_records"] == 40
+    assert table.latest_snapshot().summary["engine"] == "spark"
 
     save(df.filter("id < 10"), uri)
     assert table.latest_snapshot().commit_kind is CommitKind.APPEND
