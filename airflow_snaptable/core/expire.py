@@ -178,35 +178,54 @@ def plan_expiry(table: "Table", earliest: int, end: int, read=None) -> DeletionP
     The manifests the expired snapshots use are those of ``earliest`` plus what each
     later commit wrote (a base list holds the previous base, the previous delta and
     manifests merged from them), so with ``written_metadata`` in the snapshots only
-    ``earliest``'s and ``end``'s lists and the delta manifests are read.
+    ``earliest``'s and ``end``'s lists and the delta manifests are read, in bulk
+    (``Storage.read_many``: threads on remote stores, executors in the Spark job).
     """
     read = read or _Snapshots(table)
     manifests = table.manifest_io
-
-    def fetch(snapshot_id: int) -> None:
-        # Warms the snapshot and manifest caches; the loops below then run without I/O.
-        snapshot = read.get(snapshot_id)
-        if snapshot_id in (earliest, end) or snapshot.written_metadata is None:
-            manifests.sizes_of(snapshot)
-        if snapshot_id > earliest:
-            _delta_entries(manifests, snapshot)
-
+    ids = range(earliest, end + 1)
     if table.storage.is_remote:
-        map_io(fetch, range(earliest, end + 1))
+        map_io(read.get, ids)
+    snaps = {i: read.get(i) for i in ids}
+
+    # Lists: those of the first and the kept snapshot, and every list of a snapshot that does not record its metadata.
+    lists = manifests.read_lists(
+        name
+        for i, snapshot in snaps.items()
+        if i in (earliest, end) or snapshot.written_metadata is None
+        for name in (snapshot.base_manifest_list, snapshot.delta_manifest_list)
+    )
+
+    def delta_manifests(snapshot: Snapshot) -> list[str]:
+        written = snapshot.written_metadata
+        return list(written["delta_manifests"]) if written is not None else [m.file_name for m in lists[snapshot.delta_manifest_list]]
+
+    deltas = {i: delta_manifests(snaps[i]) for i in range(earliest + 1, end + 1)}
+    entries_of = manifests.read_manifests(name for names in deltas.values() for name in names)
+
     data: dict[str, DataCandidate] = {}
     for snapshot_id in range(earliest + 1, end + 1):
-        entries = _delta_entries(manifests, read.get(snapshot_id))
+        entries = [e for name in deltas[snapshot_id] for e in entries_of[name]]
         added_here = {e.file.path for e in entries if e.kind is FileKind.ADD}
         for entry in entries:
             if entry.kind is FileKind.DELETE and entry.file.path not in added_here:
                 data[entry.file.path] = DataCandidate(entry.file.path, entry.file.file_size, below=snapshot_id)
-    kept = manifests.names_of(read.get(end))
-    manifest_sizes: dict[str, int] = manifests.sizes_of(read.get(earliest))
+
+    def listed(snapshot: Snapshot) -> dict[str, int]:
+        """The lists of ``snapshot`` and the manifests in them, with sizes (from the lists read above)."""
+        sizes = {}
+        for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
+            sizes.update((m.file_name, m.file_size) for m in lists[list_name])
+            sizes[list_name] = manifests.list_size(list_name) or 0
+        return sizes
+
+    kept = set(listed(snaps[end]))
+    manifest_sizes = listed(snaps[earliest])
     for snapshot_id in range(earliest + 1, end):
-        snapshot = read.get(snapshot_id)
+        snapshot = snaps[snapshot_id]
         written = snapshot.written_metadata
         if written is None:
-            manifest_sizes.update(manifests.sizes_of(snapshot))
+            manifest_sizes.update(listed(snapshot))
             continue
         manifest_sizes[snapshot.base_manifest_list] = written["base_list"] or 0
         manifest_sizes[snapshot.delta_manifest_list] = written["delta_list"] or 0
@@ -220,17 +239,6 @@ def plan_expiry(table: "Table", earliest: int, end: int, read=None) -> DeletionP
         data_files=sorted(data.values(), key=lambda c: c.path),
         manifest_files=manifest_files,
     )
-
-
-def _delta_entries(manifests, snapshot: Snapshot) -> list:
-    """The ADD/DELETE entries of a snapshot's commit; its delta manifests read by name when it lists them."""
-    written = snapshot.written_metadata
-    if written is None:
-        return manifests.read_delta(snapshot)
-    entries = []
-    for name in written["delta_manifests"]:
-        entries.extend(manifests.read_manifest(name))
-    return entries
 
 
 def expire_snapshots(

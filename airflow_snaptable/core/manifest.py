@@ -230,6 +230,34 @@ class ManifestIO:
             self._remember(name, cached)
         return list(cached)
 
+    def read_lists(self, names) -> dict[str, list[ManifestFileMeta]]:
+        """:meth:`read_list` for many lists, the uncached ones in one ``Storage.read_many``."""
+        return self._read_many(names, lambda name, data: decode_manifest_list(data, where=name), is_list=True)
+
+    def read_manifests(self, names) -> dict[str, list[ManifestEntry]]:
+        """:meth:`read_manifest` for many manifests, the uncached ones in one ``Storage.read_many``."""
+        return self._read_many(names, lambda name, data: decode_manifest(data, self.partition_types, where=name), is_list=False)
+
+    def _read_many(self, names, decode, is_list: bool) -> dict[str, list]:
+        found: dict[str, list] = {}
+        missing = []
+        for name in dict.fromkeys(names):
+            cached = self._cached(name)
+            if cached is None:
+                missing.append(name)
+            else:
+                found[name] = cached
+        contents = self.storage.read_many([manifest_path(name) for name in missing])
+        for name in missing:
+            data = contents.get(manifest_path(name))
+            if data is None:
+                raise MissingMetadataError(f"{self.storage.full_uri(manifest_path(name))} is missing")
+            found[name] = decode(name, data)
+            if is_list:
+                self._list_sizes[name] = len(data)
+            self._remember(name, found[name])
+        return found
+
     def write_list(self, metas: list[ManifestFileMeta]) -> str:
         name = new_manifest_list_name()
         data = encode_manifest_list(metas)

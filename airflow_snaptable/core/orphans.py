@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
-from airflow_snaptable.core.manifest import MANIFEST_DIR, manifest_path
+from airflow_snaptable.core.manifest import MANIFEST_DIR, apply_entries, manifest_path
 from airflow_snaptable.core.options import parse_duration
 from airflow_snaptable.core.writer import DATA_DIR
 
@@ -39,29 +39,76 @@ class InUse:
 
 
 def in_use(table: "Table") -> InUse:
-    """Every data file and manifest a live snapshot or tag references. O(history); fails closed."""
+    """Every data file and manifest a live snapshot or tag references. O(history) reads, in bulk; fails closed.
+
+    Every snapshot's and tag's lists are read (a missing one aborts the run); of the
+    manifests, only the earliest state's, the tags' and the commits' deltas: a later
+    state's files are the earliest state's plus what the commits since added.
+    """
     used = InUse()
     snapshots = table.snapshot_manager
     manifests = table.manifest_io
     earliest, latest = snapshots.earliest_id(), snapshots.latest_id()
-    if earliest is not None and latest is not None:
-        first = snapshots.snapshot(earliest)
-        for path in manifests.read_state(first):
-            used.data_files.setdefault(path, f"snapshot {earliest}")
-        for snapshot_id in range(earliest, latest + 1):
-            snapshot = first if snapshot_id == earliest else snapshots.snapshot(snapshot_id)
-            for name in manifests.names_of(snapshot):
-                used.manifest_files.setdefault(manifest_path(name), f"snapshot {snapshot_id}")
-            if snapshot_id > earliest:
+    history = _read_snapshots(table, earliest, latest) if earliest is not None and latest is not None else []
+    tags = table.tag_manager.tags()
+    lists = manifests.read_lists(
+        name for s in history + [t.snapshot for t in tags] for name in (s.base_manifest_list, s.delta_manifest_list)
+    )
+
+    def listed(snapshot, which: str = "both") -> list[str]:
+        names = {"base": [snapshot.base_manifest_list], "delta": [snapshot.delta_manifest_list]}.get(
+            which, [snapshot.base_manifest_list, snapshot.delta_manifest_list]
+        )
+        return [m.file_name for name in names for m in lists[name]]
+
+    folded = history[:1] + [t.snapshot for t in tags]  # states read whole
+    entries = manifests.read_manifests(
+        [name for s in folded for name in listed(s)] + [name for s in history[1:] for name in listed(s, "delta")]
+    )
+
+    def state(snapshot) -> dict:
+        files: dict = {}
+        for name in listed(snapshot):  # base manifests, then delta: the fold order
+            apply_entries(files, entries[name])
+        return files
+
+    def referenced(snapshot) -> list[str]:
+        return [snapshot.base_manifest_list, snapshot.delta_manifest_list] + listed(snapshot)
+
+    if history:
+        first = history[0]
+        for path in state(first):
+            used.data_files.setdefault(path, f"snapshot {first.id}")
+        for snapshot in history:
+            for name in referenced(snapshot):
+                used.manifest_files.setdefault(manifest_path(name), f"snapshot {snapshot.id}")
+            if snapshot is not first:
                 # Every file of a later state is in the earliest state or added since.
-                for entry in manifests.read_delta(snapshot):
-                    used.data_files.setdefault(entry.file.path, f"snapshot {snapshot_id}")
-    for tag in table.tag_manager.tags():
-        for path in manifests.read_state(tag.snapshot):
+                for name in listed(snapshot, "delta"):
+                    for entry in entries[name]:
+                        used.data_files.setdefault(entry.file.path, f"snapshot {snapshot.id}")
+    for tag in tags:
+        for path in state(tag.snapshot):
             used.data_files.setdefault(path, f"tag {tag.name}")
-        for name in manifests.names_of(tag.snapshot):
+        for name in referenced(tag.snapshot):
             used.manifest_files.setdefault(manifest_path(name), f"tag {tag.name}")
     return used
+
+
+def _read_snapshots(table: "Table", earliest: int, latest: int) -> list:
+    """Snapshots earliest..latest, read in bulk; a missing one fails (fail closed)."""
+    from airflow_snaptable.core.errors import SnapshotNotFoundError
+    from airflow_snaptable.core.snapshot import Snapshot, snapshot_path
+
+    storage = table.storage
+    paths = [snapshot_path(i) for i in range(earliest, latest + 1)]
+    contents = storage.read_many(paths)
+    history = []
+    for snapshot_id, path in zip(range(earliest, latest + 1), paths):
+        if path not in contents:
+            raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist in {storage.uri}")
+        history.append(Snapshot.from_json(contents[path], where=storage.full_uri(path)))
+    return history
 
 
 @dataclass

@@ -130,6 +130,22 @@ class Storage:
         self._op("read", rel)
         return self.fs.cat_file(self.full_path(rel))
 
+    def read_many(self, rels: list[str]) -> dict[str, bytes]:
+        """Read many whole files whose order does not matter; missing files are absent from the result.
+
+        This is the bulk-read seam (manifests during expiry planning and orphan
+        cleaning): remote stores read on the shared I/O pool, local files in turn
+        (see :attr:`is_remote`); the Spark job overrides it to read on executors.
+        """
+        def read(rel: str) -> bytes | None:
+            try:
+                return self.read_bytes(rel)
+            except FileNotFoundError:
+                return None
+
+        contents = map_io(read, rels) if self.is_remote else [read(rel) for rel in rels]
+        return {rel: data for rel, data in zip(rels, contents) if data is not None}
+
     def open_read(self, rel: str):
         """Open a file for streaming reads (one counted read)."""
         self._op("read", rel)
