@@ -1,19 +1,23 @@
-"""Maintenance actions in Spark: core's action, with bulk file deletes spread over executors.
+"""Maintenance actions in Spark: core's action, with bulk deletes and bulk metadata reads on executors.
 
 Core deletes a plan's manifests, then its data files, and orphan cleaning its
 orphans, each through one call of ``Storage.delete_files`` (a set of files
 whose relative order does not matter; all gone on return). Every other delete,
 whose order is what makes core crash safe (snapshot files, tags, the plan
-itself), goes through ``Storage.delete`` one at a time. So the only seam Spark
-needs is ``delete_files``: :class:`DistributedDeleteStorage` sends a call with
-at least ``threshold`` files to the executors
-(``sc.parallelize(paths, n).foreachPartition(...)``), each task deleting its
-slice with core's own ``Storage.delete_files``; shorter calls stay in process.
+itself), goes through ``Storage.delete`` one at a time. Core reads many
+metadata files at once (expiry planning: the expired snapshots' delta
+manifests; orphan cleaning: every snapshot's lists and deltas) through one call
+of ``Storage.read_many``. Those two are the seams: :class:`DistributedStorage`
+sends a call with at least ``threshold`` (deletes) or ``read_threshold``
+(reads) files to the executors (``sc.parallelize(paths, n)``), each task
+running core's own bulk call on its slice; shorter calls stay in process.
+Listing for orphans stays on the driver: it is one paginated listing per
+directory, which executors would not shorten.
 
 Crash safety is core's: ``delete_files`` returns only when every file is gone,
 and a failed Spark job raises :class:`~airflow_snaptable.core.errors.StorageError`
 before core deletes the plan, so a rerun finishes it (deleting a missing file
-is success).
+is success). Reads change nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +43,65 @@ DEFAULT_PARALLEL_THRESHOLD = 10_000
 #: A task costs ~0.1 s before it deletes anything: 20,000 local files took 2.7-3.5x core's
 #: in-process time in tasks of 1,000, 0.99x in tasks of 5,000 (docs/benchmarks.md).
 DEFAULT_FILES_PER_TASK = 5000
+
+
+#: ``read_many`` calls with at least this many files are read on the executors
+#: (Spark conf ``spark.snaptable.read.parallelThreshold``): orphan cleaning of a long
+#: history reads every snapshot's lists and delta manifests. A Spark job costs 1-2 s,
+#: so short reads stay on the driver (on threads, for remote stores).
+DEFAULT_READ_THRESHOLD = 5000
+
+
+class ExecutorRead:
+    """The per-partition function: reads table-relative paths on an executor with core's bulk read.
+
+    Yields ``(path, bytes)`` for the files that exist; ``processed`` counts the paths read.
+    """
+
+    def __init__(self, uri: str, storage_options: dict | None, processed=None):
+        self.uri = uri
+        self.storage_options = storage_options
+        self.processed = processed
+
+    def __call__(self, paths: Iterable[str]):
+        paths = list(paths)
+        if not paths:
+            return iter(())
+        found = Storage.from_uri(self.uri, self.storage_options).read_many(paths)
+        if self.processed is not None:
+            self.processed.add(len(paths))
+        return iter(found.items())
+
+
+class SparkReader:
+    """Reads a list of table files in one Spark job: ``sc.parallelize(paths, n).mapPartitions(...).collect()``.
+
+    ``read`` counts the files the executors' tasks read (an accumulator); ``jobs`` the Spark jobs run.
+    """
+
+    def __init__(self, spark_context, uri: str, storage_options: dict | None = None, files_per_task: int = DEFAULT_FILES_PER_TASK):
+        self.sc = spark_context
+        self.uri = uri
+        self.storage_options = storage_options
+        self.files_per_task = max(1, int(files_per_task))
+        self.read = 0
+        self.jobs = 0
+
+    def __call__(self, paths: list[str]) -> dict[str, bytes]:
+        if not paths:
+            return {}
+        processed = self.sc.accumulator(0)
+        tasks = max(1, min(len(paths), max(math.ceil(len(paths) / self.files_per_task), self.sc.defaultParallelism)))
+        self.sc.setJobDescription(f"snaptable: read {len(paths)} metadata files of {self.uri}")
+        try:
+            self.jobs += 1
+            pairs = self.sc.parallelize(paths, tasks).mapPartitions(ExecutorRead(self.uri, self.storage_options, processed)).collect()
+        except Exception as exc:  # noqa: BLE001 - Py4J/Spark errors become core's typed storage error
+            raise StorageError(f"reading {len(paths)} files of {self.uri} on Spark executors failed: {_first_line(exc)}") from exc
+        finally:
+            self.sc.setJobDescription(None)
+        self.read += processed.value
+        return dict(pairs)
 
 
 class ExecutorDelete:
@@ -111,19 +174,36 @@ def _first_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-class DistributedDeleteStorage(Storage):
-    """A core Storage whose bulk deletes (``delete_files``) of ``threshold`` files or more run through ``deleter``.
+class DistributedStorage(Storage):
+    """A core Storage whose bulk deletes (``delete_files``) of ``threshold`` files or more run through
+    ``deleter``, and bulk reads (``read_many``) of ``read_threshold`` files or more through ``reader``.
 
     Every file is counted and announced (``on_operation``) on the driver before
-    the deleter runs, as core's ``delete_files`` does per batch, so operation
+    the deleter or reader runs, as core's bulk operations do, so operation
     counts and crash injection see each file.
     """
 
-    def __init__(self, storage: Storage, deleter: Callable[[list[str]], None], threshold: int = DEFAULT_PARALLEL_THRESHOLD):
+    def __init__(
+        self,
+        storage: Storage,
+        deleter: Callable[[list[str]], None],
+        threshold: int = DEFAULT_PARALLEL_THRESHOLD,
+        reader: Callable[[list[str]], dict[str, bytes]] | None = None,
+        read_threshold: int = DEFAULT_READ_THRESHOLD,
+    ):
         super().__init__(storage.fs, storage.root, storage.uri)
         self.deleter = deleter
         self.threshold = max(1, int(threshold))
         self.deleted_by_deleter = 0
+        self.reader = reader
+        self.read_threshold = max(1, int(read_threshold))
+
+    def read_many(self, rels: list[str]) -> dict[str, bytes]:
+        if self.reader is None or len(rels) < self.read_threshold:
+            return super().read_many(rels)
+        for rel in rels:
+            self._op("read", rel)
+        return self.reader(list(rels))
 
     def delete_files(self, rels: list[str]) -> None:
         if len(rels) < self.threshold:
@@ -144,6 +224,8 @@ class DistributedRun:
     spark_jobs: int
     #: storage operations the action issued, by kind (each file deleted on an executor counts as one delete)
     operations: dict[str, int]
+    #: metadata files the executors' tasks read (counted there)
+    read_on_executors: int = 0
 
 
 def run_action_distributed(
@@ -152,15 +234,19 @@ def run_action_distributed(
     storage_options: dict | None = None,
     threshold: int | None = None,
     files_per_task: int | None = None,
+    read_threshold: int | None = None,
 ) -> DistributedRun:
-    """``core.actions.run_action(action)`` with bulk deletes on the executors; returns core's result dict."""
+    """``core.actions.run_action(action)`` with bulk deletes and bulk metadata reads on the executors."""
     conf = spark.sparkContext.getConf()
     if threshold is None:
         threshold = int(conf.get("spark.snaptable.delete.parallelThreshold", str(DEFAULT_PARALLEL_THRESHOLD)))
     if files_per_task is None:
         files_per_task = int(conf.get("spark.snaptable.delete.filesPerTask", str(DEFAULT_FILES_PER_TASK)))
+    if read_threshold is None:
+        read_threshold = int(conf.get("spark.snaptable.read.parallelThreshold", str(DEFAULT_READ_THRESHOLD)))
     deleter = SparkDeleter(spark.sparkContext, action.table, storage_options, files_per_task)
-    storage = DistributedDeleteStorage(Storage.from_uri(action.table, storage_options), deleter, threshold)
+    reader = SparkReader(spark.sparkContext, action.table, storage_options, files_per_task)
+    storage = DistributedStorage(Storage.from_uri(action.table, storage_options), deleter, threshold, reader, read_threshold)
     table = Table.open(action.table, storage=storage)
     result = run_action(action, storage_options, table=table)
-    return DistributedRun(result, deleter.deleted, deleter.jobs, storage.snapshot_counts())
+    return DistributedRun(result, deleter.deleted, deleter.jobs + reader.jobs, storage.snapshot_counts(), reader.read)

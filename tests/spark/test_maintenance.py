@@ -12,7 +12,7 @@ from airflow_snaptable.core import Table
 from airflow_snaptable.core.actions import ExpireSnapshots, RemoveOrphanFiles, run_action
 from airflow_snaptable.core.errors import StorageError
 from airflow_snaptable.core.storage import Storage
-from airflow_snaptable.spark.maintenance import DistributedDeleteStorage, SparkDeleter, run_action_distributed
+from airflow_snaptable.spark.maintenance import DistributedStorage, SparkDeleter, run_action_distributed
 from tests.conftest import SCHEMA, make_rows
 from tests.spark.helpers import assert_clean, data_files_on_disk
 
@@ -42,7 +42,7 @@ def test_distributed_delete_storage_sends_big_bulk_deletes_to_the_deleter_and_co
         calls.append(list(paths))
         base.delete_files(paths)
 
-    storage = DistributedDeleteStorage(base, deleter, threshold=2)
+    storage = DistributedStorage(base, deleter, threshold=2)
     storage.on_operation = lambda kind, rel: announced.append((kind, rel))
     storage.delete_files(["data/a", "data/b"])  # at the threshold: the deleter
     storage.delete_files(["data/c"])  # below it: in process
@@ -142,7 +142,7 @@ def test_a_crash_while_announcing_distributed_deletes_leaves_a_state_a_rerun_com
     table = history(str(tmp_path / "t"))
     expected_state = sorted(table.scan().to_arrow().column("id").to_pylist())
     deleter = SparkDeleter(spark.sparkContext, table.uri, files_per_task=2)
-    storage = DistributedDeleteStorage(Storage.from_uri(table.uri), deleter, threshold=1)
+    storage = DistributedStorage(Storage.from_uri(table.uri), deleter, threshold=1)
     seen = {"bulk": 0}
 
     def crash(kind, rel):
@@ -176,3 +176,25 @@ def test_a_failing_action_changes_nothing(spark, tmp_path):
     with pytest.raises(InvalidArgumentError):
         run_action_distributed(spark, ExpireSnapshots(table=table.uri, retain_min=3, retain_max=2))
     assert [s.id for s in table.snapshots()] == [1, 2]
+
+
+def test_metadata_is_read_on_executors_with_the_same_results_as_in_process(spark, tmp_path):
+    """Orphan cleaning (every snapshot's lists and deltas) and expiry planning (the expired deltas) read
+    through ``Storage.read_many``; above the read threshold that runs on the executors."""
+
+    table = history(str(tmp_path / "t"), overwrites=4)
+    copy = str(tmp_path / "copy")
+    shutil.copytree(table.uri, copy)
+    action = {"dry_run": True, "older_than": "0 s"}
+    on_executors = run_action_distributed(spark, RemoveOrphanFiles(table=table.uri, **action), read_threshold=1)
+    in_process = run_action(RemoveOrphanFiles(table=copy, **action))
+    assert on_executors.read_on_executors >= 2 * len(table.snapshots())  # every list of every snapshot
+    assert on_executors.result["result"]["orphan_count"] == in_process["result"]["orphan_count"]
+
+    expire = {"retain_min": 1, "retain_max": 1}
+    on_executors = run_action_distributed(spark, ExpireSnapshots(table=table.uri, **expire), read_threshold=1)
+    in_process = run_action(ExpireSnapshots(table=copy, **expire))
+    assert on_executors.read_on_executors > 0
+    assert on_executors.result["result"] == in_process["result"]
+    assert sorted(data_files_on_disk(table.uri)) == sorted(p for p in data_files_on_disk(copy))
+    assert_clean(table)
