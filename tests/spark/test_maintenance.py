@@ -181,7 +181,6 @@ def test_a_failing_action_changes_nothing(spark, tmp_path):
 def test_metadata_is_read_on_executors_with_the_same_results_as_in_process(spark, tmp_path):
     """Orphan cleaning (every snapshot's lists and deltas) and expiry planning (the expired deltas) read
     through ``Storage.read_many``; above the read threshold that runs on the executors."""
-
     table = history(str(tmp_path / "t"), overwrites=4)
     copy = str(tmp_path / "copy")
     shutil.copytree(table.uri, copy)
