@@ -73,29 +73,39 @@ class ExecutorRead:
         return iter(found.items())
 
 
-class SparkReader:
-    """Reads a list of table files in one Spark job: ``sc.parallelize(paths, n).mapPartitions(...).collect()``.
-
-    ``read`` counts the files the executors' tasks read (an accumulator); ``jobs`` the Spark jobs run.
-    """
+class _ExecutorJobs:
+    """Runs core bulk operations on slices of a file list, one Spark job per call."""
 
     def __init__(self, spark_context, uri: str, storage_options: dict | None = None, files_per_task: int = DEFAULT_FILES_PER_TASK):
         self.sc = spark_context
         self.uri = uri
         self.storage_options = storage_options
         self.files_per_task = max(1, int(files_per_task))
-        self.read = 0
         self.jobs = 0
+
+    def task_count(self, files: int) -> int:
+        """Enough tasks for ``files_per_task`` each, and at least one per core (never more than files)."""
+        return max(1, min(files, max(math.ceil(files / self.files_per_task), self.sc.defaultParallelism)))
+
+
+class SparkReader(_ExecutorJobs):
+    """Reads a list of table files in one Spark job: ``sc.parallelize(paths, n).mapPartitions(...).collect()``.
+
+    ``read`` counts the files the executors' tasks read (an accumulator); ``jobs`` the Spark jobs run.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.read = 0
 
     def __call__(self, paths: list[str]) -> dict[str, bytes]:
         if not paths:
             return {}
         processed = self.sc.accumulator(0)
-        tasks = max(1, min(len(paths), max(math.ceil(len(paths) / self.files_per_task), self.sc.defaultParallelism)))
         self.sc.setJobDescription(f"snaptable: read {len(paths)} metadata files of {self.uri}")
         try:
             self.jobs += 1
-            pairs = self.sc.parallelize(paths, tasks).mapPartitions(ExecutorRead(self.uri, self.storage_options, processed)).collect()
+            pairs = self.sc.parallelize(paths, self.task_count(len(paths))).mapPartitions(ExecutorRead(self.uri, self.storage_options, processed)).collect()
         except Exception as exc:  # noqa: BLE001 - Py4J/Spark errors become core's typed storage error
             raise StorageError(f"reading {len(paths)} files of {self.uri} on Spark executors failed: {_first_line(exc)}") from exc
         finally:
@@ -125,24 +135,16 @@ class ExecutorDelete:
             self.processed.add(len(paths))
 
 
-class SparkDeleter:
+class SparkDeleter(_ExecutorJobs):
     """Deletes a list of table files in one Spark job: ``sc.parallelize(paths, n).foreachPartition(...)``.
 
     ``deleted`` counts the files the executors' tasks reported done (a Spark
     accumulator, so it proves the work happened there); ``jobs`` the Spark jobs run.
     """
 
-    def __init__(self, spark_context, uri: str, storage_options: dict | None = None, files_per_task: int = DEFAULT_FILES_PER_TASK):
-        self.sc = spark_context
-        self.uri = uri
-        self.storage_options = storage_options
-        self.files_per_task = max(1, int(files_per_task))
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         self.deleted = 0
-        self.jobs = 0
-
-    def task_count(self, files: int) -> int:
-        """Enough tasks for ``files_per_task`` each, and at least one per core (never more than files)."""
-        return max(1, min(files, max(math.ceil(files / self.files_per_task), self.sc.defaultParallelism)))
 
     def __call__(self, paths: list[str]) -> None:
         if not paths:

@@ -10,18 +10,10 @@ from airflow_snaptable.core.consumers import Consumer
 from airflow_snaptable.core.intents import CONSUMER, STALE_INTENT_SECONDS, TAG, Intent, IntentManager
 from airflow_snaptable.core.tags import Tag
 from tests.conftest import sorted_ids
-from tests.core.test_lifecycle import FAR_FUTURE, check_clean, check_readable, make_table
+from tests.core.test_lifecycle import FAR_FUTURE, check_clean, check_readable
+from tests.core.test_lifecycle_crash import _linear_table as _linear
 
 EXPIRE = dict(time_retained="0 s", now=FAR_FUTURE)
-
-
-def _linear(uri: str):
-    history = make_table(uri)
-    history.append(6)
-    for _ in range(5):
-        history.overwrite(3)  # each snapshot frees the files of the one before
-    history.append(3)
-    return history
 
 
 def _intent_files(uri: str) -> list[str]:
