@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Callable, Iterable, TypeVar
 
 T = TypeVar("T")
@@ -33,12 +33,16 @@ def io_pool() -> ThreadPoolExecutor:
 def map_io(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """``[fn(x) for x in items]`` on the pool, results in order; the first exception is raised.
 
+    Every call has finished when this returns or raises: work left running after a
+    failure would change storage behind the caller's back (its cleanup, a rerun).
     Callers must not be pool tasks themselves (a task waiting on the pool can deadlock it).
     """
     items = list(items)
     if len(items) <= 1 or threading.current_thread().name.startswith("snaptable-io"):
         return [fn(x) for x in items]
-    return list(io_pool().map(fn, items))
+    futures = [io_pool().submit(fn, x) for x in items]
+    wait(futures)
+    return [future.result() for future in futures]
 
 
 def _forget_pool_in_child() -> None:
