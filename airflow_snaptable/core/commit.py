@@ -134,7 +134,12 @@ class FileStoreCommit:
             attempt_files.append(base_list)
             # Publishing on a base that expiry or a rollback removed would re-create a removed id
             # (undone below, but visible meanwhile): check right before, to keep that window tiny.
-            if self._base_removed(latest) is None and self._publish(snapshot):
+            removed = self._base_removed(latest)
+            if removed == ROLLED_BACK:
+                raise CommitFailedError(
+                    f"a rollback of {self.snapshots.storage.uri} discarded snapshot {latest.id}, which this commit was planned on"
+                )
+            if removed is None and self._publish(snapshot):
                 stranded = self._stranded(snapshot, latest)
                 if stranded is None:
                     self._write_hints(snapshot)
@@ -299,9 +304,7 @@ class FileStoreCommit:
         newest = self.snapshots.latest_id()
         if newest is not None and newest > base.id:
             return EXPIRED_BASE  # others committed on top and an expiry removed it: a lost race
-        raise CommitFailedError(
-            f"a rollback of {self.snapshots.storage.uri} discarded snapshot {base.id}, which this commit was planned on"
-        )
+        return ROLLED_BACK
 
     def _stranded(self, snapshot: Snapshot, parent: Snapshot | None) -> str | None:
         """Why the snapshot just published does not extend the table (EXPIRED_BASE, ROLLED_BACK), or None.

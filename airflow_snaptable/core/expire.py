@@ -26,7 +26,6 @@ from airflow_snaptable.core.options import parse_duration
 from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan, PlanManager
 from airflow_snaptable.core.readds import ReaddRegistry
 from airflow_snaptable.core.intents import IntentManager
-from airflow_snaptable.core.io_pool import map_io
 from airflow_snaptable.core.snapshot import Snapshot, snapshot_path
 
 if TYPE_CHECKING:
@@ -124,6 +123,10 @@ class _Snapshots:
     def file_size(self, snapshot_id: int) -> int:
         return self._load(snapshot_id)[1]
 
+    def load(self, first: int, last: int) -> None:
+        """Read the uncached snapshots of ``first..last`` in bulk."""
+        self.cache.update(self.manager.read_ids([i for i in range(first, last + 1) if i not in self.cache]))
+
     def _load(self, snapshot_id: int) -> tuple[Snapshot, int]:
         loaded = self.cache.get(snapshot_id)
         if loaded is None:
@@ -183,10 +186,8 @@ def plan_expiry(table: "Table", earliest: int, end: int, read=None) -> DeletionP
     """
     read = read or _Snapshots(table)
     manifests = table.manifest_io
-    ids = range(earliest, end + 1)
-    if table.storage.is_remote:
-        map_io(read.get, ids)
-    snaps = {i: read.get(i) for i in ids}
+    read.load(earliest, end)
+    snaps = {i: read.get(i) for i in range(earliest, end + 1)}
 
     # Lists: those of the first and the kept snapshot, and every list of a snapshot that does not record its metadata.
     lists = manifests.read_lists(
@@ -211,21 +212,14 @@ def plan_expiry(table: "Table", earliest: int, end: int, read=None) -> DeletionP
             if entry.kind is FileKind.DELETE and entry.file.path not in added_here:
                 data[entry.file.path] = DataCandidate(entry.file.path, entry.file.file_size, below=snapshot_id)
 
-    def listed(snapshot: Snapshot) -> dict[str, int]:
-        """The lists of ``snapshot`` and the manifests in them, with sizes (from the lists read above)."""
-        sizes = {}
-        for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
-            sizes.update((m.file_name, m.file_size) for m in lists[list_name])
-            sizes[list_name] = manifests.list_size(list_name) or 0
-        return sizes
-
-    kept = set(listed(snaps[end]))
-    manifest_sizes = listed(snaps[earliest])
+    # sizes_of reads the lists read in bulk above, from the cache.
+    kept = set(manifests.sizes_of(snaps[end]))
+    manifest_sizes = manifests.sizes_of(snaps[earliest])
     for snapshot_id in range(earliest + 1, end):
         snapshot = snaps[snapshot_id]
         written = snapshot.written_metadata
         if written is None:
-            manifest_sizes.update(listed(snapshot))
+            manifest_sizes.update(manifests.sizes_of(snapshot))
             continue
         manifest_sizes[snapshot.base_manifest_list] = written["base_list"] or 0
         manifest_sizes[snapshot.delta_manifest_list] = written["delta_list"] or 0

@@ -49,7 +49,7 @@ def in_use(table: "Table") -> InUse:
     snapshots = table.snapshot_manager
     manifests = table.manifest_io
     earliest, latest = snapshots.earliest_id(), snapshots.latest_id()
-    history = _read_snapshots(table, earliest, latest) if earliest is not None and latest is not None else []
+    history = [s for s, _size in snapshots.read_ids(range(earliest, latest + 1)).values()] if earliest is not None and latest is not None else []
     tags = table.tag_manager.tags()
     lists = manifests.read_lists(
         name for s in history + [t.snapshot for t in tags] for name in (s.base_manifest_list, s.delta_manifest_list)
@@ -93,22 +93,6 @@ def in_use(table: "Table") -> InUse:
         for name in referenced(tag.snapshot):
             used.manifest_files.setdefault(manifest_path(name), f"tag {tag.name}")
     return used
-
-
-def _read_snapshots(table: "Table", earliest: int, latest: int) -> list:
-    """Snapshots earliest..latest, read in bulk; a missing one fails (fail closed)."""
-    from airflow_snaptable.core.errors import SnapshotNotFoundError
-    from airflow_snaptable.core.snapshot import Snapshot, snapshot_path
-
-    storage = table.storage
-    paths = [snapshot_path(i) for i in range(earliest, latest + 1)]
-    contents = storage.read_many(paths)
-    history = []
-    for snapshot_id, path in zip(range(earliest, latest + 1), paths):
-        if path not in contents:
-            raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist in {storage.uri}")
-        history.append(Snapshot.from_json(contents[path], where=storage.full_uri(path)))
-    return history
 
 
 @dataclass

@@ -170,16 +170,13 @@ class PlanManager:
         self.storage = table.storage
         self._files_by_tag: dict[str, set[str]] = {}
 
-    def _read_plans(self, prefix: str) -> list[DeletionPlan]:
-        return read_plans(self.storage, prefix)
-
     def plans(self) -> list[DeletionPlan]:
         """Active, unfinished plans. An unreadable plan is an error: its fence must not silently disappear."""
-        return self._read_plans("plan-")
+        return read_plans(self.storage, "plan-")
 
     def fences(self) -> list[DeletionPlan]:
         """Every plan whose fence stands: active and pending."""
-        return self._read_plans("")
+        return read_plans(self.storage)
 
     def fence(self) -> int:
         """Snapshot ids below this are being removed by an unfinished plan (0: none)."""

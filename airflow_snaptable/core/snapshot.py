@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError
 from airflow_snaptable.core.storage import Storage
@@ -107,10 +107,28 @@ class SnapshotManager:
             data = self.storage.read_bytes(path)
         except FileNotFoundError:
             raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist in {self.storage.uri}") from None
+        return self._parse(snapshot_id, path, data), len(data)
+
+    def read_ids(self, snapshot_ids: Iterable[int]) -> dict[int, tuple[Snapshot, int]]:
+        """Those snapshots with their file sizes, read in one ``Storage.read_many``.
+
+        A missing one raises SnapshotNotFoundError (callers reading a range fail closed).
+        """
+        paths = {snapshot_id: snapshot_path(snapshot_id) for snapshot_id in snapshot_ids}
+        contents = self.storage.read_many(list(paths.values()))
+        found = {}
+        for snapshot_id, path in paths.items():
+            data = contents.get(path)
+            if data is None:
+                raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist in {self.storage.uri}")
+            found[snapshot_id] = (self._parse(snapshot_id, path, data), len(data))
+        return found
+
+    def _parse(self, snapshot_id: int, path: str, data: bytes) -> Snapshot:
         snapshot = Snapshot.from_json(data, where=self.storage.full_uri(path))
         if snapshot.id != snapshot_id:
             raise CorruptMetadataError(f"{path} holds snapshot id {snapshot.id}")
-        return snapshot, len(data)
+        return snapshot
 
     def exists(self, snapshot_id: int) -> bool:
         return self.storage.exists(snapshot_path(snapshot_id))
