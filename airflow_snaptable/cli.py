@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from airflow_snaptable.core import SnapTableError, Table
 from airflow_snaptable.core import actions
+from airflow_snaptable.core.storage import parse_storage_options
 
 
 def format_time(millis: int | None) -> str:
@@ -38,9 +39,12 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _storage_options(args) -> dict[str, Any] | None:
+    return parse_storage_options(args.storage_options, "--storage-options")
+
+
 def _open(args) -> Table:
-    options = json.loads(args.storage_options) if args.storage_options else None
-    return Table.open(args.uri, options)
+    return Table.open(args.uri, _storage_options(args))
 
 
 def cmd_snapshots(args) -> Any:
@@ -139,8 +143,7 @@ def _action_command(build):
     """A command that builds an action from its arguments and runs it through core.actions."""
 
     def run(args) -> Any:
-        options = json.loads(args.storage_options) if args.storage_options else None
-        outcome = actions.run_action(build(args), storage_options=options)
+        outcome = actions.run_action(build(args), storage_options=_storage_options(args))
         if args.json:
             return outcome
         return render_result(outcome["result"])
@@ -271,8 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("action_json")
     run.add_argument("--storage-options")
     run.add_argument("--json", action="store_true")
-    run.set_defaults(handler=lambda a: (lambda outcome: outcome if a.json else render_result(outcome["result"]))(
-        actions.run_action(actions.action_from_json(a.action_json), json.loads(a.storage_options) if a.storage_options else None)))
+    run.set_defaults(handler=_action_command(lambda a: actions.action_from_json(a.action_json)))
     return parser
 
 

@@ -122,10 +122,11 @@ def update_consumer(table, consumer_id: str, next_snapshot: int) -> Consumer:
 
 
 def expire_consumers(table, now=None) -> list[str]:
+    # ``now`` first: a bad one is an error whether or not the option makes this run do anything.
+    now_millis = table.clock() if now is None else table.to_millis(now)
     expiration = table.options.get("consumer.expiration-time")
     if expiration is None:
         return []
-    now_millis = table.clock() if now is None else table.to_millis(now)
     limit = now_millis - int(expiration.total_seconds() * 1000)
     expired = [c.id for c in table.consumer_manager.consumers() if c.update_time_millis < limit]
     for consumer_id in expired:

@@ -24,7 +24,6 @@ from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.manifest import FileKind, manifest_path
 from airflow_snaptable.core.options import parse_duration
 from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan, PlanManager
-from airflow_snaptable.core.readds import ReaddRegistry
 from airflow_snaptable.core.intents import IntentManager
 from airflow_snaptable.core.snapshot import Snapshot, snapshot_path
 
@@ -204,13 +203,21 @@ def plan_expiry(table: "Table", earliest: int, end: int, read=None) -> DeletionP
     deltas = {i: delta_manifests(snaps[i]) for i in range(earliest + 1, end + 1)}
     entries_of = manifests.read_manifests(name for names in deltas.values() for name in names)
 
+    # A file's last event in the range decides: deleted (a candidate, held by what held it at
+    # its last deletion) or added back (live at ``end``: not a candidate). A file deleted and
+    # added back within the range has several live intervals, and the candidate says so.
     data: dict[str, DataCandidate] = {}
+    readded: set[str] = set()
     for snapshot_id in range(earliest + 1, end + 1):
         entries = [e for name in deltas[snapshot_id] for e in entries_of[name]]
         added_here = {e.file.path for e in entries if e.kind is FileKind.ADD}
+        for path in added_here:
+            if data.pop(path, None) is not None:
+                readded.add(path)
         for entry in entries:
-            if entry.kind is FileKind.DELETE and entry.file.path not in added_here:
-                data[entry.file.path] = DataCandidate(entry.file.path, entry.file.file_size, below=snapshot_id)
+            path = entry.file.path
+            if entry.kind is FileKind.DELETE and path not in added_here:
+                data[path] = DataCandidate(path, entry.file.file_size, below=snapshot_id, readded=path in readded)
 
     # sizes_of reads the lists read in bulk above, from the cache.
     kept = set(manifests.sizes_of(snaps[end]))
@@ -283,7 +290,6 @@ def expire_snapshots(
         result.bytes_freed = outcome.bytes_freed + sum(read.file_size(i) for i in plan.snapshot_ids)
         result.protected_data_files = outcome.protected_data_files
         result.earliest_after = plan.fence
-        ReaddRegistry(table.storage).prune(plan.fence)
         return result
     result.earliest_after = table.snapshot_manager.earliest_id()
     return result

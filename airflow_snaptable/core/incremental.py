@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import pyarrow as pa
 
+from airflow_snaptable.core.checks import check_bool, check_int, check_optional_int
 from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError, StreamPositionLostError
 from airflow_snaptable.core.manifest import DataFile, FileKind
 from airflow_snaptable.core.scan import read_files
@@ -58,6 +59,8 @@ class ChangeSet:
 
 
 def compute_changes(table: "Table", from_snapshot_id: int, to_snapshot_id: int | None) -> ChangeSet:
+    check_int(from_snapshot_id, "from_snapshot_id", minimum=0)
+    check_optional_int(to_snapshot_id, "to_snapshot_id", minimum=0)
     snapshots = table.snapshot_manager
     latest = snapshots.latest_id()
     if to_snapshot_id is None:
@@ -123,8 +126,11 @@ class StreamScan:
     ):
         if start_mode not in START_MODES:
             raise InvalidArgumentError(f"start_mode must be one of {', '.join(START_MODES)}; got {start_mode!r}")
-        if start_mode in ("from-snapshot", "from-snapshot-full") and (snapshot_id is None or snapshot_id < 1):
-            raise InvalidArgumentError(f"start_mode {start_mode!r} needs snapshot_id >= 1")
+        if start_mode in ("from-snapshot", "from-snapshot-full"):
+            if snapshot_id is None:
+                raise InvalidArgumentError(f"start_mode {start_mode!r} needs snapshot_id >= 1")
+            check_int(snapshot_id, "snapshot_id", minimum=1)
+        check_bool(include_overwrite, "include_overwrite")
         if start_mode == "from-timestamp" and timestamp is None:
             raise InvalidArgumentError("start_mode 'from-timestamp' needs timestamp")
         self.table = table
@@ -147,8 +153,7 @@ class StreamScan:
         return self._next if self._full_pending is None else self._full_pending
 
     def restore(self, next_snapshot_id: int) -> None:
-        if next_snapshot_id < 1:
-            raise InvalidArgumentError(f"next_snapshot_id must be >= 1, got {next_snapshot_id}")
+        check_int(next_snapshot_id, "next_snapshot_id", minimum=1)
         self._started = True
         self._full_pending = None
         self._next = next_snapshot_id

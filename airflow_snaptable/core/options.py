@@ -7,6 +7,7 @@ mean "keep the default" without anyone noticing).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import timedelta
@@ -30,6 +31,8 @@ def parse_duration(value: Any, key: str = "duration") -> timedelta:
     if isinstance(value, timedelta):
         result = value
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):  # timedelta(seconds=nan) raises a bare ValueError
+            raise InvalidOptionError(f"{key}: duration must be a finite number of seconds, got {value!r}")
         try:
             result = timedelta(seconds=value)
         except OverflowError:
@@ -127,6 +130,8 @@ class TableOptions:
     """Validated, typed view of a table's options; ``raw`` is what is stored."""
 
     def __init__(self, raw: Mapping[str, Any] | None = None):
+        if raw is not None and not isinstance(raw, Mapping):
+            raise InvalidOptionError(f"table options must be a mapping of option key -> value, got {type(raw).__name__}")
         self.raw: dict[str, str] = {}
         self._parsed: dict[str, Any] = {}
         for key, value in (raw or {}).items():

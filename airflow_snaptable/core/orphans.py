@@ -4,7 +4,9 @@ Rules (Paimon OrphanFilesClean, and its bugs not repeated):
 - list the candidates *before* building the in-use set, so a file committed in
   between is in the in-use set (Paimon #3074);
 - only files older than the window are candidates (default 1 day; a window
-  ending in the future is an error), files of unknown age never are;
+  ending in the future is an error), files of unknown age never are; the window
+  ends no later than the real clock, whatever ``now`` a caller passes, as file
+  ages come from the storage's clock, and a commit in flight has young files;
 - any read failure while building the in-use set aborts the run, and a table
   with snapshots but an empty in-use set is an error, never "delete
   everything" (Paimon #7715).
@@ -12,10 +14,12 @@ Rules (Paimon OrphanFilesClean, and its bugs not repeated):
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from airflow_snaptable.core.checks import check_bool
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
 from airflow_snaptable.core.manifest import MANIFEST_DIR, apply_entries, manifest_path
 from airflow_snaptable.core.options import parse_duration
@@ -156,17 +160,8 @@ class OrphanResult:
 def remove_orphan_files(table: "Table", older_than=None, dry_run: bool = True, now=None) -> OrphanResult:
     """Delete (or, on a dry run, list) files under the table that nothing references and that are
     older than ``older_than`` (a time, or a duration back from now; default 1 day)."""
-    if not isinstance(dry_run, bool):
-        raise InvalidArgumentError(f"dry_run must be True or False, got {dry_run!r}")
-    now_millis = table.clock() if now is None else table.to_millis(now)
-    if older_than is None:
-        cutoff = now_millis - int(DEFAULT_ORPHAN_WINDOW.total_seconds() * 1000)
-    elif isinstance(older_than, (timedelta,)) or (isinstance(older_than, str) and _is_duration(older_than)):
-        cutoff = now_millis - int(parse_duration(older_than, "older_than").total_seconds() * 1000)
-    else:
-        cutoff = table.to_millis(older_than)
-    if cutoff > now_millis:
-        raise InvalidArgumentError(f"older_than ({older_than}) is in the future: files being written now could be deleted")
+    check_bool(dry_run, "dry_run")
+    cutoff = _cutoff_millis(table, older_than, now)
 
     storage = table.storage
     # Candidates first, then the in-use set: a file committed in between is in the set.
@@ -186,6 +181,28 @@ def remove_orphan_files(table: "Table", older_than=None, dry_run: bool = True, n
         storage.delete_files(result.orphan_files)
     result.orphan_count = len(result.orphan_files)
     return result
+
+
+def _cutoff_millis(table: "Table", older_than, now) -> int:
+    """Files modified before this (epoch millis) may be deleted.
+
+    A ``now`` later than the real clock never moves the cutoff later: file ages come from
+    the storage, where a commit in flight has files only seconds old, so the window the
+    caller asked for is measured back from ``min(now, real clock)``, and an absolute
+    ``older_than`` after it is an error.
+    """
+    now_millis = table.clock() if now is None else table.to_millis(now)
+    reference = min(now_millis, int(time.time() * 1000))
+    if older_than is None:
+        return reference - int(DEFAULT_ORPHAN_WINDOW.total_seconds() * 1000)
+    if isinstance(older_than, timedelta) or (isinstance(older_than, str) and _is_duration(older_than)):
+        return reference - int(parse_duration(older_than, "older_than").total_seconds() * 1000)
+    cutoff = table.to_millis(older_than)
+    if cutoff > reference:
+        raise InvalidArgumentError(
+            f"older_than ({older_than}) is in the future (of now or of the real clock): files being written now could be deleted"
+        )
+    return cutoff
 
 
 def _is_duration(text: str) -> bool:

@@ -46,10 +46,12 @@ ROLLBACK = "rollback"
 class DataCandidate:
     path: str
     size: int
-    #: Held if the newest tag with snapshot id < ``below`` holds it.
+    #: Held if the newest tag with snapshot id < ``below`` holds it (``below``: the snapshot that deleted it last).
     below: int
     #: And (tag deletion) if the oldest tag with snapshot id >= ``from_id`` holds it.
     from_id: int | None = None
+    #: The planner saw it deleted and added back: it has several live intervals, so any tag may hold it.
+    readded: bool = False
 
 
 @dataclass
@@ -82,7 +84,8 @@ class DeletionPlan:
             "fence": self.fence,
             "snapshot_ids": self.snapshot_ids,
             "data_files": [] if fence_only else [
-                {"path": c.path, "size": c.size, "below": c.below, "from_id": c.from_id} for c in self.data_files
+                {"path": c.path, "size": c.size, "below": c.below, "from_id": c.from_id, "readded": c.readded}
+                for c in self.data_files
             ],
             "manifest_files": [] if fence_only else [list(m) for m in self.manifest_files],
             "tag_names": self.tag_names,
@@ -130,6 +133,7 @@ class Protection:
 
     held_manifests: set[str]
     protected_paths: set[str]
+    #: Re-add entries of snapshots a rollback discards: retired once it has run.
     discarded_readds: list
 
 
@@ -236,14 +240,17 @@ class PlanManager:
         tags = [t for t in self.table.tag_manager.tags() if t.name not in doomed] + announced
         tags.sort(key=lambda t: (t.snapshot_id, t.name))
         readds = ReaddRegistry(self.storage).entries()
+        multi_interval = ReaddRegistry.multi_interval(readds)  # discarded re-adds included: the intervals were real
         discarded = []
         if plan.kind == ROLLBACK and plan.ceiling is not None:
-            # Re-adds by discarded snapshots were accounted for when the rollback was planned.
-            discarded = [e for e in readds if e.snapshot_id is not None and e.snapshot_id > plan.ceiling]
-            readds = [e for e in readds if e not in discarded]
+            # Liveness at discarded snapshots was accounted for when the rollback was planned.
+            discarded = [e for e in readds if e.live and e.snapshot_id is not None and e.snapshot_id > plan.ceiling]
+        # A re-add at an expired snapshot says nothing about files live now (its entry stays as a marker).
+        earliest = self.table.snapshot_manager.earliest_id() or 0
+        readds = [e for e in readds if e not in discarded and (e.pending or (e.live and e.snapshot_id >= earliest))]
         return Protection(
             held_manifests=self._manifests_held_by(tags),
-            protected_paths={c.path for c in plan.data_files if self.is_protected(c, tags, readds)},
+            protected_paths={c.path for c in plan.data_files if self.is_protected(c, tags, readds, multi_interval)},
             discarded_readds=discarded,
         )
 
@@ -320,7 +327,8 @@ class PlanManager:
 
         registry = ReaddRegistry(self.storage)
         for entry in protection.discarded_readds:
-            registry.discard(entry.name)
+            registry.retire(entry)
+        registry.forget(set(outcome.deleted_data_files))
         self.storage.delete(plan.path)
         return outcome
 
@@ -337,8 +345,18 @@ class PlanManager:
             protected_data_files=len(plan.data_files) - len(data),
         )
 
-    def is_protected(self, candidate: DataCandidate, tags: list["Tag"], readds) -> bool:
-        return self._held(candidate, tags) or any(e.protects(candidate.path, candidate.below) for e in readds)
+    def is_protected(self, candidate: DataCandidate, tags: list["Tag"], readds, multi_interval: frozenset[str]) -> bool:
+        """Held by a tag, or live again at or after its deletion (a re-add).
+
+        A file with one live interval [added, below) can only be in the newest tag below
+        ``below``. A file added back has several intervals, and a tag in any of them
+        holds it: for those every tag is asked.
+        """
+        if any(e.protects(candidate.path, candidate.below) for e in readds):
+            return True
+        if candidate.readded or candidate.path in multi_interval:
+            return any(candidate.path in self._tag_files(tag) for tag in tags)
+        return self._held(candidate, tags)
 
     def _held(self, candidate: DataCandidate, tags: list["Tag"]) -> bool:
         below = [t for t in tags if t.snapshot_id < candidate.below]

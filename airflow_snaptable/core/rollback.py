@@ -146,7 +146,7 @@ def _plan(table: "Table", target: Snapshot, latest: int) -> DeletionPlan:
         for path, data_file in manifests.read_state(tag.snapshot).items():
             candidates[path] = data_file.file_size
         manifest_sizes.update(manifests.sizes_of(tag.snapshot))
-    if any(e.snapshot_id is None or e.snapshot_id > r for e in ReaddRegistry(table.storage).entries()):
+    if any(e.pending or (e.live and e.snapshot_id > r) for e in ReaddRegistry(table.storage).entries()):
         # A discarded snapshot re-added files: those may also be used by retained snapshots before r.
         kept_files |= _files_of_range(table, earliest, r) if earliest is not None and earliest <= r else set()
     data = [DataCandidate(path, size, below=r + 1) for path, size in sorted(candidates.items()) if path not in kept_files]

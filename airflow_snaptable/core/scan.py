@@ -39,12 +39,29 @@ def to_expression(filter: Filter) -> pc.Expression | None:
 def check_columns(schema: TableSchema, columns: Sequence[str] | None) -> list[str] | None:
     if columns is None:
         return None
-    if isinstance(columns, str):
-        raise InvalidArgumentError("columns must be a list of names, not a string")
-    unknown = [c for c in columns if c not in schema.arrow_schema.names]
+    if not isinstance(columns, (list, tuple)):
+        raise InvalidArgumentError(f"columns must be a list of column names, got {columns!r}")
+    unknown = [c for c in columns if not isinstance(c, str) or c not in schema.arrow_schema.names]
     if unknown:
         raise InvalidArgumentError(f"unknown columns {unknown}; the table has {schema.arrow_schema.names}")
+    if len(set(columns)) != len(columns):
+        raise InvalidArgumentError(f"columns must not name a column twice, got {list(columns)}")
     return list(columns)
+
+
+def check_filter(schema: TableSchema, expression: pc.Expression | None) -> pc.Expression | None:
+    """``expression`` if it fits the table's schema (columns exist, types compare, result is boolean).
+
+    Checked against no rows, before any file is read, so an error while reading a file
+    is the file's fault, never the filter's.
+    """
+    if expression is None:
+        return None
+    try:
+        ds.dataset(schema.arrow_schema.empty_table()).to_table(filter=expression)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise InvalidArgumentError(f"filter {expression} does not fit the table schema: {exc}") from exc
+    return expression
 
 
 def prune_files(schema: TableSchema, files: list[DataFile], expression: pc.Expression | None) -> list[DataFile]:
@@ -79,6 +96,7 @@ def read_files(
 ) -> Iterator[pa.RecordBatch]:
     """Rows of ``files`` in order, projected and filtered, with the table's exact types."""
     target = schema.arrow_schema if columns is None else pa.schema([schema.arrow_schema.field(c) for c in columns])
+    check_filter(schema, expression)
     for data_file in files:
         try:
             handle = storage.open_read(data_file.path)
@@ -87,11 +105,13 @@ def read_files(
         with handle:
             try:
                 table = pq.read_table(handle, columns=columns, filters=expression)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-                if expression is None:
-                    raise
-                raise InvalidArgumentError(f"filter {expression} does not fit the table schema: {exc}") from exc
-        table = table.select(target.names).cast(target)
+                table = table.select(target.names).cast(target)
+            except (pa.ArrowException, OSError) as exc:
+                # The filter fits the schema (checked above): the file is truncated, damaged or not
+                # the table's (a page that does not decode is a plain OSError).
+                raise CorruptMetadataError(
+                    f"data file {storage.full_uri(data_file.path)} cannot be read (truncated or damaged?): {exc}"
+                ) from exc
         yield from table.to_batches()
 
 

@@ -12,12 +12,16 @@ from urllib.parse import quote, unquote
 
 import pyarrow as pa
 
+from airflow_snaptable.core.checks import is_int
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError, SchemaMismatchError
+from airflow_snaptable.core.names import MAX_PATH_COMPONENT_BYTES, validate_partition_key
 from airflow_snaptable.core.options import TableOptions
 
 SCHEMA_DIR = "schema"
 _SCHEMA_FILE = re.compile(r"^schema-(\d+)$")
 NULL_PARTITION = "__NULL__"
+#: The directory text of a string value spelled like the null marker ("_" percent-encoded).
+_NULL_LOOKALIKE = quote(NULL_PARTITION, safe="").replace("_", "%5F")
 
 
 def schema_path(schema_id: int) -> str:
@@ -52,12 +56,17 @@ class TableSchema:
         names = arrow_schema.names
         if len(set(names)) != len(names):
             raise InvalidArgumentError(f"schema has duplicate field names: {names}")
-        if isinstance(partition_keys, str):
+        if partition_keys is None:
+            partition_keys = ()
+        elif isinstance(partition_keys, str):
             partition_keys = (partition_keys,)
+        elif not isinstance(partition_keys, (list, tuple)):
+            raise InvalidArgumentError(f"partition_by must be a list of column names, got {partition_keys!r}")
         keys = tuple(partition_keys)
         if len(set(keys)) != len(keys):
             raise InvalidArgumentError(f"duplicate partition keys: {keys}")
         for key in keys:
+            validate_partition_key(key)
             if key not in names:
                 raise InvalidArgumentError(f"partition key {key!r} is not a field of the schema ({names})")
             if not _is_partition_type(arrow_schema.field(key).type):
@@ -136,11 +145,27 @@ class TableSchema:
         return [self.arrow_schema.field(k).type for k in self.partition_keys]
 
     def partition_dir(self, partition: tuple) -> str:
-        """``k1=v1/k2=v2`` (Hive style, values percent-encoded), or "" for unpartitioned tables."""
+        """``k1=v1/k2=v2`` (Hive style, values percent-encoded), or "" for unpartitioned tables.
+
+        Raises InvalidArgumentError when a ``key=value`` is longer than a file system takes
+        as one directory name, so writers check every partition before writing any file.
+        """
         parts = []
         for key, value in zip(self.partition_keys, partition):
-            text = NULL_PARTITION if value is None else quote(_partition_text(value), safe="")
-            parts.append(f"{key}={text}")
+            if value is None:
+                text = NULL_PARTITION
+            else:
+                text = quote(_partition_text(value), safe="")
+                if text == NULL_PARTITION:
+                    text = _NULL_LOOKALIKE
+            part = f"{key}={text}"
+            size = len(part.encode("utf-8"))
+            if size > MAX_PATH_COMPONENT_BYTES:
+                raise InvalidArgumentError(
+                    f"partition {key}={_partition_text(value)[:40]!r}...: its directory name {key}=<percent-encoded value> "
+                    f"is {size} bytes, over the {MAX_PATH_COMPONENT_BYTES} bytes file systems take"
+                )
+            parts.append(part)
         return "/".join(parts)
 
     def partition_from_dir(self, directory: str) -> tuple:
@@ -152,7 +177,12 @@ class TableSchema:
             values.append(None if text == NULL_PARTITION else decode_partition_value(unquote(text), t))
         return tuple(values)
 
-    def check_partition_spec(self, spec: dict) -> None:
+    def check_partition_spec(self, spec: dict) -> dict:
+        """The spec with values of the keys' types (a date may be an ISO string, as JSON has no dates).
+
+        A value of another type would match no partition, turning a delete or an overwrite of
+        it into a silent no-op: an error instead.
+        """
         if not self.partition_keys:
             raise InvalidArgumentError("the table is not partitioned; partition filters are not allowed")
         if not isinstance(spec, dict) or not spec:
@@ -160,11 +190,43 @@ class TableSchema:
         unknown = [k for k in spec if k not in self.partition_keys]
         if unknown:
             raise InvalidArgumentError(f"{unknown} are not partition keys (partition keys: {list(self.partition_keys)})")
+        return {key: _partition_value(key, value, self.arrow_schema.field(key).type) for key, value in spec.items()}
 
     def partition_matches(self, partition: tuple, specs: list[dict]) -> bool:
         """True if ``partition`` matches any spec (a spec names some keys; all it names must be equal)."""
         index = {k: i for i, k in enumerate(self.partition_keys)}
         return any(all(partition[index[k]] == v for k, v in spec.items()) for spec in specs)
+
+
+def _partition_value(key: str, value: Any, t: pa.DataType) -> Any:
+    if value is None:
+        return None
+    if pa.types.is_date32(t):
+        if isinstance(value, str):
+            try:
+                return dt.date.fromisoformat(value)
+            except ValueError:
+                pass
+        elif isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+            return value
+        expected = "a datetime.date or an ISO date string (YYYY-MM-DD)"
+    elif pa.types.is_boolean(t):
+        if isinstance(value, bool):
+            return value
+        expected = "True or False"
+    elif pa.types.is_integer(t):
+        if is_int(value):
+            try:
+                pa.scalar(value, t)
+            except (pa.ArrowInvalid, OverflowError):
+                raise InvalidArgumentError(f"partition value for {key!r} ({t}): {value} is out of the type's range") from None
+            return value
+        expected = "an integer"
+    else:
+        if isinstance(value, str):
+            return value
+        expected = "a string"
+    raise InvalidArgumentError(f"partition value for {key!r} ({t}) must be {expected} or None, got {value!r}")
 
 
 def _partition_text(value: Any) -> str:

@@ -8,18 +8,24 @@ bound. Tests inject crashes through :attr:`Storage.on_operation`.
 
 from __future__ import annotations
 
+import json
 import os
 import posixpath
 import threading
 import uuid
 from collections import Counter
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
-from airflow_snaptable.core.errors import StorageError, UnsupportedStorageError
+from airflow_snaptable.core.errors import (
+    CorruptMetadataError,
+    InvalidArgumentError,
+    StorageError,
+    UnsupportedStorageError,
+)
 from airflow_snaptable.core.io_pool import map_io
 
 #: The kinds of operation that are counted.
@@ -83,14 +89,34 @@ class Storage:
         self._is_s3 = bool(_S3_PROTOCOLS.intersection(protocols))
 
     @classmethod
-    def from_uri(cls, uri: str, storage_options: dict[str, Any] | None = None) -> "Storage":
+    def from_uri(cls, uri: str | os.PathLike, storage_options: Mapping[str, Any] | None = None) -> "Storage":
+        """The storage of the table at ``uri`` (a local path or an fsspec URL).
+
+        The location is checked first: an empty or blank one would be the current directory,
+        ``None`` would become ``./None``, and a file cannot hold a table.
+        """
+        uri = check_location(uri)
+        if storage_options is not None and not isinstance(storage_options, Mapping):
+            raise InvalidArgumentError(f"storage options must be a mapping (a JSON object), got {type(storage_options).__name__}")
         options = dict(storage_options or {})
         protocol = fsspec.core.split_protocol(uri)[0] or "file"
+        for part in protocol.split("::"):  # a chained URL ("simplecache::s3://...") names several
+            try:
+                fsspec.get_filesystem_class(part)
+            except ValueError:
+                raise InvalidArgumentError(f"table location {uri!r}: unknown storage protocol {part!r}") from None
+            except ImportError as exc:
+                raise UnsupportedStorageError(f"table location {uri!r}: storage protocol {part!r} needs a package: {exc}") from None
         if protocol in _S3_PROTOCOLS:
             # A stale listing cache would hide new snapshots from readers.
             options.setdefault("use_listings_cache", False)
-        fs, root = fsspec.core.url_to_fs(uri, **options)
-        return cls(fs, root, uri=str(uri).rstrip("/"))
+        try:
+            fs, root = fsspec.core.url_to_fs(uri, **options)
+        except TypeError as exc:  # an option the filesystem does not take (values are not echoed: secrets)
+            raise InvalidArgumentError(f"storage options {sorted(options)} for {protocol!r}: {exc}") from None
+        if isinstance(fs, LocalFileSystem) and os.path.exists(root) and not os.path.isdir(root):
+            raise InvalidArgumentError(f"table location {uri!r} is a file, not a directory")
+        return cls(fs, root, uri=uri.rstrip("/"))
 
     # -- bookkeeping -------------------------------------------------------
 
@@ -126,9 +152,12 @@ class Storage:
     # -- operations --------------------------------------------------------
 
     def read_bytes(self, rel: str) -> bytes:
-        """Read a whole file. A missing file raises FileNotFoundError."""
+        """Read a whole file. A missing file raises FileNotFoundError; a directory CorruptMetadataError."""
         self._op("read", rel)
-        return self.fs.cat_file(self.full_path(rel))
+        try:
+            return self.fs.cat_file(self.full_path(rel))
+        except (IsADirectoryError, NotADirectoryError) as exc:
+            raise self._not_a_file(rel, exc) from None
 
     def read_many(self, rels: list[str]) -> dict[str, bytes]:
         """Read many whole files whose order does not matter; missing files are absent from the result.
@@ -149,7 +178,15 @@ class Storage:
     def open_read(self, rel: str):
         """Open a file for streaming reads (one counted read)."""
         self._op("read", rel)
-        return self.fs.open(self.full_path(rel), "rb")
+        try:
+            return self.fs.open(self.full_path(rel), "rb")
+        except (IsADirectoryError, NotADirectoryError) as exc:
+            raise self._not_a_file(rel, exc) from None
+
+    def _not_a_file(self, rel: str, exc: OSError) -> CorruptMetadataError:
+        """What the table expects as a file is a directory, or one of its parents is a file."""
+        where = "is a directory" if isinstance(exc, IsADirectoryError) else "has a parent that is not a directory"
+        return CorruptMetadataError(f"{self.full_uri(rel)} {where}, where the table keeps a file")
 
     def write_bytes(self, rel: str, data: bytes, durable: bool = True) -> None:
         """Write (or replace) a file so that readers see the old or the new bytes, never a part.
@@ -205,7 +242,12 @@ class Storage:
             entries = self.fs.ls(path, detail=False)
         except FileNotFoundError:
             return []
+        except NotADirectoryError:
+            raise CorruptMetadataError(f"{self.full_uri(rel_dir)}: a parent is not a directory") from None
         own = path.rstrip("/")
+        if self._is_local and entries == [own] and not os.path.isdir(own):
+            # Listing a file lists the file: "no tags" or "no consumers" would be a wrong answer.
+            raise CorruptMetadataError(f"{self.full_uri(rel_dir)} is not a directory, where the table keeps a directory")
         # Some S3 servers (SeaweedFS) list an emptied directory as itself.
         return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries if str(e).rstrip("/") != own)
 
@@ -301,6 +343,36 @@ class Storage:
             return True
         finally:
             _unlink_quietly(tmp)
+
+
+def parse_storage_options(text: str | None, source: str) -> dict[str, Any] | None:
+    """A JSON object of fsspec storage options (None when ``text`` is empty). Never echoes the text: it may hold secrets."""
+    if text is None or not str(text).strip():
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgumentError(f"{source} is not valid JSON ({exc.msg} at position {exc.pos})") from None
+    except RecursionError:
+        raise InvalidArgumentError(f"{source} is nested too deeply to be storage options") from None
+    if not isinstance(value, dict):
+        raise InvalidArgumentError(f"{source} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def check_location(uri: object) -> str:
+    """A table location as text: a non-blank string (or path object) naming more than a protocol."""
+    if isinstance(uri, os.PathLike):
+        uri = os.fspath(uri)
+    if not isinstance(uri, str):
+        raise InvalidArgumentError(f"table location must be a path or URL string, got {type(uri).__name__} {uri!r}")
+    if not uri.strip():
+        raise InvalidArgumentError(f"table location must not be empty or blank (that is the current directory), got {uri!r}")
+    if uri != uri.strip():
+        raise InvalidArgumentError(f"table location {uri!r} must not start or end with spaces")
+    if not fsspec.core.split_protocol(uri)[1].strip("/"):
+        raise InvalidArgumentError(f"table location {uri!r} names no path (only a protocol)")
+    return uri
 
 
 def _modified_seconds(info: dict) -> float | None:

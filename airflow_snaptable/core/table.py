@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from airflow_snaptable.core import orphans, periodic, rollback
 from airflow_snaptable.core import tags as tag_ops
+from airflow_snaptable.core.checks import check_bool, check_int, check_optional_int
 from airflow_snaptable.core.commit import WHOLE_TABLE, CommitRequest, FileStoreCommit
 from airflow_snaptable.core.errors import (
     CommitConflictError,
@@ -36,7 +37,7 @@ from airflow_snaptable.core.orphans import OrphanResult, VerifyResult
 from airflow_snaptable.core.periodic import PeriodicTagResult
 from airflow_snaptable.core.plans import PlanManager
 from airflow_snaptable.core.rollback import RollbackResult
-from airflow_snaptable.core.scan import TableScan, check_columns, read_files, to_expression
+from airflow_snaptable.core.scan import TableScan, check_columns, check_filter, read_files, to_expression
 from airflow_snaptable.core.schema import SCHEMA_DIR, TableSchema, parse_schema_id, schema_path
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot, SnapshotManager
 from airflow_snaptable.core.storage import Storage
@@ -54,6 +55,12 @@ DEFAULT_COMMIT_USER = "snaptable"
 
 def _now_millis() -> int:
     return int(time.time() * 1000)
+
+
+# The epoch millis of the first and the last millisecond a datetime holds (years 1 and 9999, UTC).
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_MIN_MILLIS = (dt.datetime.min.replace(tzinfo=dt.timezone.utc) - _EPOCH) // timedelta(milliseconds=1)
+_MAX_MILLIS = (dt.datetime.max.replace(tzinfo=dt.timezone.utc) - _EPOCH) // timedelta(milliseconds=1)
 
 
 class Table:
@@ -88,7 +95,7 @@ class Table:
     ) -> "Table":
         """Create an empty table; raises TableAlreadyExistsError if one is there."""
         table_schema = TableSchema.new(schema, partition_by, options, _now_millis())
-        storage = storage or Storage.from_uri(str(uri), storage_options)
+        storage = storage or Storage.from_uri(uri, storage_options)
         if any(parse_schema_id(name) is not None for name in storage.list_names(SCHEMA_DIR)):
             raise TableAlreadyExistsError(f"a table exists already at {storage.uri}")
         _check_atomic_create(storage)
@@ -99,7 +106,7 @@ class Table:
     @classmethod
     def open(cls, uri: str, storage_options: dict[str, Any] | None = None, *, storage: Storage | None = None) -> "Table":
         """Open an existing table; raises TableNotFoundError if there is none."""
-        storage = storage or Storage.from_uri(str(uri), storage_options)
+        storage = storage or Storage.from_uri(uri, storage_options)
         ids = [i for i in (parse_schema_id(n) for n in storage.list_names(SCHEMA_DIR)) if i is not None]
         if not ids:
             raise TableNotFoundError(f"no table at {storage.uri}")
@@ -108,7 +115,7 @@ class Table:
 
     @classmethod
     def exists(cls, uri: str, storage_options: dict[str, Any] | None = None) -> bool:
-        storage = Storage.from_uri(str(uri), storage_options)
+        storage = Storage.from_uri(uri, storage_options)
         return any(parse_schema_id(n) is not None for n in storage.list_names(SCHEMA_DIR))
 
     @property
@@ -148,7 +155,7 @@ class Table:
 
     def snapshot_at_watermark(self, watermark: int) -> Snapshot | None:
         """The earliest snapshot whose watermark reached ``watermark``."""
-        return self.snapshot_manager.snapshot_at_watermark(int(watermark))
+        return self.snapshot_manager.snapshot_at_watermark(check_int(watermark, "watermark"))
 
     @staticmethod
     def to_millis(when) -> int:
@@ -156,6 +163,9 @@ class Table:
         if isinstance(when, bool):
             raise InvalidArgumentError(f"not a time: {when!r}")
         if isinstance(when, int):
+            # Times are turned into dates (tag names, messages): one no date can hold fails there, untyped.
+            if not _MIN_MILLIS <= when <= _MAX_MILLIS:
+                raise InvalidArgumentError(f"time {when!r} (epoch millis) is outside the years 1 to 9999")
             return when
         if isinstance(when, str):
             try:
@@ -174,6 +184,7 @@ class Table:
 
     def append(self, data, *, commit_user: str | None = None, commit_identifier: int | None = None, watermark: int | None = None) -> Snapshot:
         """Add rows as a new snapshot (commit kind APPEND)."""
+        _check_commit_arguments(commit_user, commit_identifier, watermark)
         groups = self._prepare(data)
         base = self.latest_snapshot()
         added = self._write(groups)
@@ -189,6 +200,7 @@ class Table:
         watermark: int | None = None,
     ) -> Snapshot:
         """Replace the whole table, or only ``partitions`` (e.g. ``[{"p": 3}]``), with ``data``."""
+        _check_commit_arguments(commit_user, commit_identifier, watermark)
         specs = self._check_partition_specs(partitions, allow_none=True)
         groups = self._prepare(data)
         if specs is not None:
@@ -201,6 +213,7 @@ class Table:
 
     def delete(self, partitions: list[dict], *, commit_user: str | None = None, commit_identifier: int | None = None) -> Snapshot:
         """Remove every row of ``partitions`` as a new snapshot (commit kind DELETE)."""
+        _check_commit_arguments(commit_user, commit_identifier, None)
         specs = self._check_partition_specs(partitions, allow_none=False)
         base = self.latest_snapshot()
         deleted = self._files_in_scope(base, specs)
@@ -220,6 +233,7 @@ class Table:
         ``target_file_size`` (defaults: options ``compaction.min.file-num``, ``target-file-size``).
         Returns None, committing nothing, when no partition qualifies.
         """
+        _check_commit_arguments(commit_user, None, None)
         specs = self._check_partition_specs(partitions, allow_none=True)
         if target_file_size is None:
             target = self.options.get("target-file-size")
@@ -227,9 +241,12 @@ class Table:
             from airflow_snaptable.core.options import parse_size
 
             target = parse_size(target_file_size, "target_file_size")
-        min_files = self.options.get("compaction.min.file-num") if min_file_num is None else int(min_file_num)
-        if min_files < 2:
-            raise InvalidArgumentError(f"min_file_num must be >= 2, got {min_file_num}")
+        if min_file_num is None:
+            min_files = self.options.get("compaction.min.file-num")
+            if min_files < 2:
+                raise InvalidArgumentError(f"option compaction.min.file-num must be >= 2 to compact, got {min_files}")
+        else:
+            min_files = check_int(min_file_num, "min_file_num", minimum=2)
         base = self.latest_snapshot()
         if base is None:
             return None
@@ -361,7 +378,11 @@ class Table:
         return self._commit(CommitKind.OVERWRITE, files, deleted, base, commit_user, commit_identifier, watermark, scope, extra_summary=extra)
 
     def _prepare(self, data) -> list[tuple[tuple, pa.Table]]:
-        return split_by_partition(to_arrow_table(data, self.schema), self.schema)
+        """The rows by partition, every partition's directory checked: writing starts only once all are valid."""
+        groups = split_by_partition(to_arrow_table(data, self.schema), self.schema)
+        for partition, _rows in groups:
+            self.schema.partition_dir(partition)
+        return groups
 
     def _write(self, groups) -> list[DataFile]:
         return write_data_files(
@@ -375,9 +396,7 @@ class Table:
             partitions = [partitions]
         if not isinstance(partitions, (list, tuple)) or not partitions:
             raise InvalidArgumentError(f"partitions must be a non-empty list of dicts like [{{'p': 3}}], got {partitions!r}")
-        for spec in partitions:
-            self.schema.check_partition_spec(spec)
-        return [dict(spec) for spec in partitions]
+        return [self.schema.check_partition_spec(spec) for spec in partitions]
 
     def _files_in_scope(self, snapshot: Snapshot | None, scope) -> list[DataFile]:
         if snapshot is None:
@@ -399,13 +418,8 @@ class Table:
             raise
 
     def _commit_request(self, kind, added, deleted, base, commit_user, commit_identifier, watermark, scope, extra_summary=None) -> Snapshot:
-        if commit_identifier is not None:
-            if commit_user is None:
-                raise InvalidArgumentError("commit_identifier needs commit_user (identifiers increase per user)")
-            if isinstance(commit_identifier, bool) or not isinstance(commit_identifier, int) or commit_identifier < 0:
-                raise InvalidArgumentError(f"commit_identifier must be a non-negative int, got {commit_identifier!r}")
-        if watermark is not None and (isinstance(watermark, bool) or not isinstance(watermark, int)):
-            raise InvalidArgumentError(f"watermark must be an int, got {watermark!r}")
+        # commit_files' check; append, overwrite, delete and compact made it before writing their first file.
+        _check_commit_arguments(commit_user, commit_identifier, watermark)
         request = CommitRequest(
             kind=kind,
             added=added,
@@ -436,7 +450,7 @@ class Table:
         """Read the latest snapshot, a given snapshot id, a tag, or the state as of a time."""
         if sum(x is not None for x in (snapshot_id, as_of, tag)) > 1:
             raise InvalidArgumentError("give at most one of snapshot_id, as_of and tag")
-        expression = to_expression(filter)
+        expression = check_filter(self.schema, to_expression(filter))
         columns = check_columns(self.schema, columns)
         if tag is not None:
             snapshot = self.tag_manager.tag(tag).snapshot
@@ -500,6 +514,7 @@ class Table:
         Defaults come from the options ``tag.creation-period``, ``tag.creation-delay``,
         ``tag.period-formatter`` and ``tag.num-retained-max`` (see core/periodic.py).
         """
+        check_bool(catch_up, "catch_up")
         return periodic.create_periodic_tags(self, period, delay, formatter, num_retained_max, catch_up, time_retained, now)
 
     def tags(self) -> list[Tag]:
@@ -565,6 +580,7 @@ class Table:
         (a time) and ``retain_last`` are Iceberg's names for the time bound and
         ``retain_min``. Tags and consumers always protect what they hold.
         """
+        check_bool(dry_run, "dry_run")
         return expire_snapshots(self, retain_min, retain_max, time_retained, older_than, retain_last, limit, dry_run, now)
 
 
@@ -579,6 +595,8 @@ class Table:
         ``keep_history=True``: a new snapshot with the target's state, nothing discarded.
         Consumers past the target refuse the default mode unless ``force=True``.
         """
+        check_bool(keep_history, "keep_history")
+        check_bool(force, "force")
         return rollback.rollback_to(self, snapshot_id, tag, as_of, keep_history, force)
 
     # -- files ---------------------------------------------------------------------
@@ -611,9 +629,19 @@ def _check_summary(summary) -> dict[str, Any]:
     return dict(summary)
 
 
+def _check_commit_arguments(commit_user, commit_identifier, watermark) -> None:
+    """What a commit records about its writer, checked before the write's first file."""
+    if commit_user is not None and (not isinstance(commit_user, str) or not commit_user.strip()):
+        raise InvalidArgumentError(f"commit_user must be a non-empty string, got {commit_user!r}")
+    if commit_identifier is not None:
+        if commit_user is None:
+            raise InvalidArgumentError("commit_identifier needs commit_user (identifiers increase per user)")
+        check_int(commit_identifier, "commit_identifier", minimum=0)
+    check_optional_int(watermark, "watermark")
+
+
 def _check_snapshot_id(snapshot_id) -> None:
-    if isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int) or snapshot_id < 1:
-        raise InvalidArgumentError(f"snapshot id must be an int >= 1, got {snapshot_id!r}")
+    check_int(snapshot_id, "snapshot id", minimum=1)
 
 
 def _check_atomic_create(storage: Storage) -> None:

@@ -112,10 +112,12 @@ def coerce_argument(name: str, value: Any, annotation: str) -> Any:
         except ValueError:
             raise InvalidArgumentError(f"{name} must be an integer, got {value!r}") from None
     if kinds <= {"bool", "None"}:
+        # Only the two spellings a rendered bool has ("True"/"False", "true"/"false" from JSON):
+        # a guessed "no" or "0" would make a typo decide whether a rollback is forced.
         lowered = text.lower()
-        if lowered in ("true", "1", "yes"):
+        if lowered == "true":
             return True
-        if lowered in ("false", "0", "no"):
+        if lowered == "false":
             return False
         raise InvalidArgumentError(f"{name} must be true or false, got {value!r}")
     if kinds == {"list", "None"}:

@@ -136,6 +136,14 @@ class TableLifecycle(RuleBasedStateMachine):
                 del self.tags[name]
             assert self.table.snapshot_manager.latest_id() == target
 
+    @precondition(lambda self: self.tags)
+    @rule(data=st.data())
+    def restore_tag_keeping_history(self, data):
+        """Add back files the table deleted: they get several live intervals, which every deletion rule must survive."""
+        name = data.draw(st.sampled_from(sorted(self.tags)))
+        result = self.table.rollback_to(tag=name, keep_history=True)
+        self.rows[result.latest_snapshot_id] = self.rows[self.tags[name]]
+
     # -- invariants -----------------------------------------------------------------
 
     @invariant()
@@ -170,7 +178,7 @@ class TableLifecycle(RuleBasedStateMachine):
 
 
 TableLifecycle.TestCase.settings = settings(
-    max_examples=25, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=40, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 test_table_lifecycle = TableLifecycle.TestCase
 
