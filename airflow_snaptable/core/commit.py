@@ -75,6 +75,8 @@ class CommitRequest:
     #: Recomputes ``deleted`` against a newer snapshot, after a concurrent COMPACT of the overwritten partitions.
     replan_deleted: Callable[[Snapshot], list[DataFile]] | None = None
     extra_summary: dict = field(default_factory=dict)
+    #: Added paths chosen by the caller (commit_files): a commit after the base that touched one is a conflict.
+    new_paths: frozenset[str] = frozenset()
 
 
 class FileStoreCommit:
@@ -363,8 +365,8 @@ class FileStoreCommit:
         """Raise CommitConflictError on a real conflict; return True if ``request.deleted`` was re-planned."""
         if latest is None or (base is not None and latest.id <= base.id):
             return False
-        if request.overwrite_scope is None and not request.deleted:
-            return False  # a pure append commutes with everything
+        if request.overwrite_scope is None and not request.deleted and not request.new_paths:
+            return False  # a pure append of files it wrote itself commutes with everything
         deleted_paths = {f.path for f in request.deleted}
         replan = False
         first = 1 if base is None else base.id + 1
@@ -388,6 +390,12 @@ class FileStoreCommit:
                         f"snapshot {other.id} ({other.commit_kind.value}) changed partition {named or '(table)'} "
                         f"that this {request.kind.value} replaces; re-run it against the new state"
                     )
+            taken = [e.file.path for e in entries if e.file.path in request.new_paths]
+            if taken:
+                raise CommitConflictError(
+                    f"snapshot {other.id} ({other.commit_kind.value}) committed {taken[0]}, which this "
+                    f"{request.kind.value} adds: a path is never committed twice"
+                )
             gone = [e.file.path for e in entries if e.kind is FileKind.DELETE and e.file.path in deleted_paths]
             if gone:
                 raise CommitConflictError(

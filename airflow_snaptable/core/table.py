@@ -30,6 +30,7 @@ from airflow_snaptable.core.errors import (
 from airflow_snaptable.core import consumers as consumer_ops
 from airflow_snaptable.core.consumers import Consumer, ConsumerManager
 from airflow_snaptable.core.expire import ExpireResult, expire_snapshots
+from airflow_snaptable.core.external_files import check_shapes, refuse_known_paths, split_kept
 from airflow_snaptable.core.incremental import ChangeSet, StreamScan, compute_changes
 from airflow_snaptable.core.manifest import DataFile, ManifestIO
 from airflow_snaptable.core.options import TableOptions
@@ -292,50 +293,26 @@ class Table:
         as in :meth:`append`: a retry returns the earlier snapshot, and the files given
         to the retry are then not part of any snapshot (the caller deletes them).
 
-        Checked, before anything is written: each file is a DataFile under ``data/`` in
-        the directory of its partition, whose values have the schema's types; no path
-        twice; an overwrite of ``partitions`` adds files only to those. Not checked:
-        that the files exist, and their sizes and row counts. The caller has just
-        written them, and checking would cost one storage round trip per file, which
-        for a large Spark job is more than the rest of the commit together; a missing
-        file would surface in ``verify()`` and as a typed error on read.
+        Checked before anything is written (core/external_files.py): each file is a
+        DataFile under ``data/`` in the directory of its partition, whose values have the
+        schema's types; no path twice; an overwrite of ``partitions`` adds files only to
+        those; no path the table knows (a retained snapshot, a tag or an unfinished plan
+        references it), except that a live file given again to an overwrite of its own
+        partition stays as it is. Not checked: that the files exist, their sizes and
+        row counts (a missing file surfaces in ``verify()`` and as a typed error on read).
         """
         if mode not in ("append", "overwrite"):
             raise InvalidArgumentError(f"mode must be 'append' or 'overwrite', got {mode!r}")
         if partitions is not None and mode != "overwrite":
             raise InvalidArgumentError("partitions are only for mode='overwrite'")
         specs = self._check_partition_specs(partitions, allow_none=True)
-        if isinstance(added, (DataFile, str, bytes)) or not isinstance(added, Sequence):
-            raise InvalidArgumentError(f"added must be a list of DataFile, got {type(added).__name__}")
-        keys = self.partition_keys
-        seen: set[str] = set()
-        for data_file in added:
-            if not isinstance(data_file, DataFile):
-                raise InvalidArgumentError(f"added must hold DataFile objects, got {type(data_file).__name__}")
-            path = data_file.path
-            if not isinstance(path, str) or path in seen:
-                raise InvalidArgumentError(f"data file path {path!r} is not a string or is given twice")
-            seen.add(path)
-            parts = path.split("/")
-            if parts[0] != DATA_DIR or len(parts) != len(keys) + 2 or any(p in ("", ".", "..") for p in parts):
-                raise InvalidArgumentError(
-                    f"data file {path!r} must be data/{'<key>=<value>/' * len(keys)}<name> relative to the table root"
-                )
-            partition = data_file.partition
-            if not isinstance(partition, tuple) or len(partition) != len(keys):
-                raise SchemaMismatchError(f"data file {path}: partition {partition!r} does not match the partition keys {list(keys)}")
-            directory = "/".join(parts[1:-1])
-            # The directory names the values as the writer would; decoding it checks their types too.
-            if directory != self.schema.partition_dir(partition) or self.schema.partition_from_dir(directory) != partition:
-                raise SchemaMismatchError(
-                    f"data file {path}: partition {partition!r} does not match its directory or the types of {list(keys)}"
-                )
-            for name, value in (("record_count", data_file.record_count), ("file_size", data_file.file_size)):
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise InvalidArgumentError(f"data file {path}: {name} must be a non-negative int, got {value!r}")
-            if specs is not None and not self.schema.partition_matches(partition, specs):
-                raise InvalidArgumentError(f"data file {path} is in partition {dict(zip(keys, partition))}, "
-                                           f"which is not among the overwritten partitions {specs}")
+        files = check_shapes(self.schema, added, specs)
+        _check_commit_arguments(commit_user, commit_identifier, watermark)
+        if commit_user is not None and commit_identifier is not None:
+            # A retry of a commit that landed returns it before its files count as known paths.
+            done = self.new_commit().find_committed(commit_user, commit_identifier)
+            if done is not None:
+                return done
 
         def expired_base(snapshot_id: int) -> CommitConflictError | Snapshot:
             # A retried job whose first attempt committed returns that snapshot, however old its base.
@@ -362,12 +339,14 @@ class Table:
                     raise outcome from None
                 base = self.latest_snapshot()  # appends never conflict: any newer base will do
         extra = _check_summary(summary)
-        files = list(added)
         if mode == "append":
-            return self._commit(CommitKind.APPEND, files, [], base, commit_user, commit_identifier, watermark, extra_summary=extra)
+            refuse_known_paths(self, files)
+            return self._commit(
+                CommitKind.APPEND, files, [], base, commit_user, commit_identifier, watermark, extra_summary=extra, new_paths=True
+            )
         scope = WHOLE_TABLE if specs is None else specs
         try:
-            deleted = self._files_in_scope(base, scope)
+            replaced = self._files_in_scope(base, scope)
         except CorruptMetadataError as exc:
             if base is None or self.snapshot_manager.exists(base.id):
                 raise
@@ -375,7 +354,12 @@ class Table:
             if isinstance(outcome, Snapshot):
                 return outcome
             raise outcome from exc
-        return self._commit(CommitKind.OVERWRITE, files, deleted, base, commit_user, commit_identifier, watermark, scope, extra_summary=extra)
+        files, deleted = split_kept(files, replaced)
+        refuse_known_paths(self, files)
+        return self._commit(
+            CommitKind.OVERWRITE, files, deleted, base, commit_user, commit_identifier, watermark, scope, extra_summary=extra,
+            new_paths=True, replan=len(deleted) == len(replaced),  # kept files must not be compacted away under us
+        )
 
     def _prepare(self, data) -> list[tuple[tuple, pa.Table]]:
         """The rows by partition, every partition's directory checked: writing starts only once all are valid."""
@@ -407,17 +391,26 @@ class Table:
         return [f for f in files if self.schema.partition_matches(f.partition, scope)]
 
     def _commit(
-        self, kind, added, deleted, base, commit_user, commit_identifier, watermark, scope=None, written_here=False, extra_summary=None
+        self, kind, added, deleted, base, commit_user, commit_identifier, watermark, scope=None, written_here=False, extra_summary=None,
+        new_paths=False, replan=True,
     ) -> Snapshot:
-        """Commit; if the data files were written by this call and the commit surely failed, delete them too."""
+        """Commit; if the data files were written by this call and the commit surely failed, delete them too.
+
+        ``new_paths``: the added paths come from the caller (commit_files), so a racing commit of the
+        same path is a conflict. ``replan``: a concurrent compaction of the scope may re-plan the deletes.
+        """
         try:
-            return self._commit_request(kind, added, deleted, base, commit_user, commit_identifier, watermark, scope, extra_summary)
+            return self._commit_request(
+                kind, added, deleted, base, commit_user, commit_identifier, watermark, scope, extra_summary, new_paths, replan
+            )
         except (CommitConflictError, CommitFailedError):
             if written_here:
                 self.storage.delete_files([f.path for f in added])
             raise
 
-    def _commit_request(self, kind, added, deleted, base, commit_user, commit_identifier, watermark, scope, extra_summary=None) -> Snapshot:
+    def _commit_request(
+        self, kind, added, deleted, base, commit_user, commit_identifier, watermark, scope, extra_summary=None, new_paths=False, replan=True
+    ) -> Snapshot:
         # commit_files' check; append, overwrite, delete and compact made it before writing their first file.
         _check_commit_arguments(commit_user, commit_identifier, watermark)
         request = CommitRequest(
@@ -429,8 +422,9 @@ class Table:
             commit_identifier=commit_identifier,
             watermark=watermark,
             overwrite_scope=scope,
-            replan_deleted=(lambda latest: self._files_in_scope(latest, scope)) if scope is not None else None,
+            replan_deleted=(lambda latest: self._files_in_scope(latest, scope)) if scope is not None and replan else None,
             extra_summary=extra_summary or {},
+            new_paths=frozenset(f.path for f in added) if new_paths else frozenset(),
         )
         return self.new_commit().commit(request)
 

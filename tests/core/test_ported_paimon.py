@@ -45,9 +45,6 @@ from tests.core.ported_support import (
 from tests.core.test_lifecycle import tree
 
 
-UPGRADE_BUG = "bug: commit_files(mode='overwrite') re-adding a file of its own scope drops it (delta ADD before DELETE)"
-
-
 def no_active_plan(uri: str) -> bool:
     plan_dir = os.path.join(uri, "plan")
     return not os.path.isdir(plan_dir) or not [n for n in os.listdir(plan_dir) if n.startswith("plan-")]
@@ -289,7 +286,6 @@ def test_consumer_keeps_the_snapshot_before_its_next_one(tmp_path):
     s.check()
 
 
-@pytest.mark.xfail(strict=True, reason=UPGRADE_BUG)
 def test_upgraded_file_stays_through_expiry(tmp_path):
     """Paimon ExpireSnapshotsTest#testExpireWithUpgradedFile: a compaction upgrades a file in place (one
     delta with DELETE and ADD of the same file); after newExpire(1, 1, MAX) the file still exists and
@@ -313,7 +309,7 @@ def test_expiry_deletes_the_files_of_dropped_partitions_on_two_levels(tmp_path):
     (dt, hr) = (0401, 8), (0401, 12), (0402, 8), (0402, 12); snapshot 2 drops dt=0401, snapshot 3 drops
     dt=0402/hr=8; newExpire(1, 1, MAX) leaves no file under dt=0401 and dt=0402/hr=8 and keeps
     dt=0402/hr=12. Not ported: the bucket-level step (no API deletes one file of a partition; see the
-    xfail'd upgrade tests) and removing the emptied directories (we never remove directories)."""
+    upgrade tests above) and removing the emptied directories (we never remove directories)."""
     schema = pa.schema([("dt", pa.string()), ("hr", pa.int64()), ("id", pa.int64())])
     table = Table.create(str(tmp_path / "t"), schema, partition_by=["dt", "hr"])
     now = [T0]
@@ -360,7 +356,6 @@ def test_expiry_deletes_what_no_tag_holds_and_keeps_what_one_does(tmp_path):
     s.check()
 
 
-@pytest.mark.xfail(strict=True, reason=UPGRADE_BUG)
 def test_upgraded_file_held_by_a_tag_stays_through_expiry(tmp_path):
     """Paimon FileDeletionTest#testExpireWithUpgradeAndTags: 1 +A; 2 compaction upgrades A in place;
     3 -A; tag1 on 1; newExpire(1, 1, MAX): A still exists and so does every manifest of tag1."""

@@ -1,0 +1,125 @@
+"""Issue 9 item 4: ``commit_files`` and paths the table knows.
+
+Every deletion rule relies on a file never being added back under its name (except by a
+keep-history rollback, which registers its re-adds). ``commit_files`` takes paths from its
+caller, so it must refuse one the table knows; a live file given again to an overwrite of
+its own partition stays as it is (Paimon's in-place upgrade).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from airflow_snaptable.core import CommitConflictError, InvalidArgumentError, Table
+from tests.conftest import SCHEMA, make_rows, sorted_ids
+from tests.core.test_commit_files import assert_clean, files_on_disk, write_files
+
+
+def _tree(uri: str) -> dict[str, bytes]:
+    import os
+
+    found = {}
+    for rel in files_on_disk(uri):
+        with open(os.path.join(uri, rel), "rb") as handle:
+            found[rel] = handle.read()
+    return found
+
+
+def test_a_path_the_table_deleted_is_refused_and_nothing_changes(table, table_uri):
+    """The issue's repro: append; delete its partition; commit_files the deleted file; expire; the file was missing."""
+    table.append(make_rows([0]))
+    (x,) = table.scan().files()
+    table.delete(partitions=[{"p": 0}])
+    before = _tree(table_uri)
+    with pytest.raises(InvalidArgumentError, match="already known"):
+        table.commit_files([x])
+    assert _tree(table_uri) == before
+    table.expire_snapshots(retain_min=1, time_retained="0 s")
+    assert_clean(table)
+
+
+def test_a_path_a_tag_still_holds_is_refused(table):
+    table.append(make_rows([0]))
+    (x,) = table.scan().files()
+    table.create_tag("t", 1)
+    table.delete(partitions=[{"p": 0}])
+    table.append(make_rows([1]))
+    table.expire_snapshots(retain_min=1, time_retained="0 s")  # only tag t holds x now
+    with pytest.raises(InvalidArgumentError, match="tag t"):
+        table.commit_files([x])
+    assert sorted_ids(table.scan(tag="t").to_arrow()) == [0]
+
+
+def test_appending_a_live_file_again_is_refused(table, table_uri):
+    table.append(make_rows([0, 1]))
+    files = table.scan().files()
+    before = _tree(table_uri)
+    with pytest.raises(InvalidArgumentError, match="already known"):
+        table.commit_files(files[:1])
+    assert _tree(table_uri) == before
+
+
+def test_a_live_file_given_to_an_overwrite_of_its_partition_stays(table):
+    """It used to be dropped (the DELETE won: 0 rows, summary 'added 1') and then leaked."""
+    table.append(make_rows([0, 3, 1]))
+    p0 = [f for f in table.scan().files() if f.partition == (0,)]
+    new = write_files(table, make_rows([6]))
+    snapshot = table.commit_files(p0 + new, mode="overwrite", partitions=[{"p": 0}])
+    assert sorted_ids(table.scan().to_arrow()) == [0, 1, 3, 6]
+    assert snapshot.summary["added_files"] == 1 and snapshot.summary["deleted_files"] == 0
+    table.expire_snapshots(retain_min=1, time_retained="0 s")
+    assert sorted_ids(table.scan().to_arrow()) == [0, 1, 3, 6]
+    assert_clean(table)
+
+
+def test_a_live_file_with_other_metadata_is_refused(table):
+    from dataclasses import replace
+
+    table.append(make_rows([0]))
+    (x,) = table.scan().files()
+    with pytest.raises(InvalidArgumentError, match="already known"):
+        table.commit_files([replace(x, record_count=5)], mode="overwrite", partitions=[{"p": 0}])
+
+
+def test_a_retry_of_a_committed_commit_files_still_returns_its_snapshot(table):
+    """The known-path rule must not turn an idempotent retry with the same files into an error."""
+    files = write_files(table, make_rows([0, 1]))
+    first = table.commit_files(files, commit_user="job", commit_identifier=1)
+    assert table.commit_files(files, commit_user="job", commit_identifier=1).id == first.id
+
+
+def test_two_commits_of_the_same_new_file_racing_cannot_both_land(table):
+    """The check before committing cannot see a racing commit of the same path: the commit's conflict check does."""
+    files = write_files(table, make_rows([0]))
+    barrier = threading.Barrier(2)
+    real = table.new_commit
+
+    def synchronised_commit():
+        commit = real()
+        original = commit._attempt
+
+        def attempt(*args, **kwargs):
+            barrier.wait(timeout=10)
+            return original(*args, **kwargs)
+
+        commit._attempt = attempt
+        return commit
+
+    table.new_commit = synchronised_commit
+    outcomes = []
+
+    def run():
+        try:
+            outcomes.append(table.commit_files(files).id)
+        except CommitConflictError as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len([o for o in outcomes if isinstance(o, int)]) == 1, outcomes
+    assert sorted_ids(table.scan().to_arrow()) == [0]
