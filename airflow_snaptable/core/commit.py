@@ -79,6 +79,26 @@ class CommitRequest:
     new_paths: frozenset[str] = frozenset()
 
 
+@dataclass
+class _Written:
+    """The metadata one commit wrote, so that nothing its published snapshot does not reference survives it."""
+
+    #: The delta list this commit publishes with.
+    delta: str
+    #: The current attempt's base list and the manifests its merge wrote.
+    attempt: list[str] = field(default_factory=list)
+    #: Written and referenced by nothing: earlier attempts, deltas replaced by a re-plan.
+    unused: list[str] = field(default_factory=list)
+
+    def next_attempt(self) -> None:
+        self.unused += self.attempt
+        self.attempt = []
+
+    def replace_delta(self, old_names: list[str], new_delta: str) -> None:
+        self.unused += old_names
+        self.delta = new_delta
+
+
 class FileStoreCommit:
     def __init__(
         self,
@@ -105,35 +125,43 @@ class FileStoreCommit:
                 log.info("commit %s/%s was applied already as snapshot %s", request.commit_user, request.commit_identifier, done.id)
                 return done
 
-        delta_list = self._write_delta(request)
-        latest = request.base_snapshot
-        backoff = 0.01
-        attempt_files: list[str] = []  # base lists of attempts that did not become the snapshot
+        written = _Written(delta=self._write_delta(request))
         try:
-            return self._attempt(request, latest, delta_list, attempt_files, backoff)
+            snapshot = self._attempt(request, request.base_snapshot, written)
         except (CommitConflictError, CommitFailedError):
             # Nothing of this commit is referenced: take its metadata with it (data files are the caller's).
-            self._delete_quietly(attempt_files + self._delta_names(delta_list))
+            self._delete_quietly(written.unused + written.attempt + self._delta_names(written.delta))
             raise
+        self._delete_quietly(written.unused)
+        return snapshot
 
-    def _attempt(self, request: CommitRequest, latest, delta_list: str, attempt_files: list[str], backoff: float) -> Snapshot:
+    def _attempt(self, request: CommitRequest, latest, written: "_Written") -> Snapshot:
+        backoff = 0.01
         for attempt in range(1, self.max_retries + 1):
             new_id = 1 if latest is None else latest.id + 1
+            written.next_attempt()
             try:
                 base_metas = self._next_base(latest)
-            except CorruptMetadataError:
-                # The base we planned on may have expired meanwhile (its lists are gone): not corruption
-                # if a newer snapshot exists; then treat it like a lost race.
+            except CorruptMetadataError as exc:
+                # The base we planned on is gone (its lists with it): a rollback discarded it, or it
+                # expired under us, which is a lost race if a newer snapshot exists.
+                removed = self._base_removed(latest)
+                if removed == ROLLED_BACK:
+                    raise CommitFailedError(
+                        f"a rollback of {self.snapshots.storage.uri} discarded snapshot {latest.id}, "
+                        "which this commit was planned on"
+                    ) from exc
                 newer = self.snapshots.latest_snapshot()
-                if latest is None or newer is None or newer.id <= latest.id:
+                if removed is None or newer is None or newer.id <= latest.id:
                     raise
                 if self._check_intervening(request, latest, newer):
-                    delta_list = self._write_delta(request)
+                    written.replace_delta(self._delta_names(written.delta), self._write_delta(request))
                 latest = newer
                 continue
             base_list = self.manifests.write_list(base_metas)
+            written.attempt = [base_list] + self._merged(latest, base_metas)
+            delta_list = written.delta
             snapshot = self._new_snapshot(new_id, latest, request, base_list, delta_list, base_metas)
-            attempt_files.append(base_list)
             # Publishing on a base that expiry or a rollback removed would re-create a removed id
             # (undone below, but visible meanwhile): check right before, to keep that window tiny.
             removed = self._base_removed(latest)
@@ -145,7 +173,6 @@ class FileStoreCommit:
                 stranded = self._stranded(snapshot, latest)
                 if stranded is None:
                     self._write_hints(snapshot)
-                    self._delete_quietly(attempt_files[:-1])
                     return snapshot
                 self.snapshots.storage.delete(snapshot_path(snapshot.id))
                 if stranded == ROLLED_BACK:
@@ -156,18 +183,19 @@ class FileStoreCommit:
                 log.warning("snapshot %s re-created an expired id from a stale base; undone, retrying", snapshot.id)
                 # While it was visible, an expiry may have taken the undone snapshot's
                 # delta manifests with it: write them anew for the retry.
-                delta_list = self._write_delta(request)
+                written.replace_delta(self._delta_names(delta_list), self._write_delta(request))
 
             newer = self.snapshots.latest_snapshot()
             if newer is None or (latest is not None and newer.id <= latest.id):
                 # The id is taken but not visible as latest: a rollback is racing us; re-read and retry.
                 newer = self.snapshots.latest_snapshot()
-            if request.commit_identifier is not None:
-                done = self.find_committed(request.commit_user, request.commit_identifier)
+            if request.commit_identifier is not None and newer is not None:
+                # Only what landed since the last look can be an earlier attempt of this commit.
+                done = self.find_committed(request.commit_user, request.commit_identifier, after=latest.id if latest else 0)
                 if done is not None:
                     return done
             if self._check_intervening(request, latest, newer):
-                delta_list = self._write_delta(request)
+                written.replace_delta(self._delta_names(written.delta), self._write_delta(request))
             latest = newer
             time.sleep(backoff * (0.5 + random.random()))
             backoff = min(backoff * 2, 1.0)
@@ -189,6 +217,14 @@ class FileStoreCommit:
             return []
         metas = self.manifests.read_list(latest.base_manifest_list) + self.manifests.read_list(latest.delta_manifest_list)
         return self._merge(metas)
+
+    def _merged(self, parent: Snapshot | None, base_metas: list[ManifestFileMeta]) -> list[str]:
+        """The manifests of ``base_metas`` this commit wrote (merging), not inherited from ``parent``."""
+        inherited: set[str] = set()
+        if parent is not None:
+            for list_name in (parent.base_manifest_list, parent.delta_manifest_list):
+                inherited.update(m.file_name for m in self.manifests.read_list(list_name))  # cached by _next_base
+        return [m.file_name for m in base_metas if m.file_name not in inherited]
 
     def _merge(self, metas: list[ManifestFileMeta]) -> list[ManifestFileMeta]:
         """Keep the number of manifests a snapshot reads bounded.
@@ -300,9 +336,18 @@ class FileStoreCommit:
                 log.warning("could not remove unused %s: %s", name, exc)
 
     def _base_removed(self, base: Snapshot | None) -> str | None:
-        """EXPIRED_BASE or ROLLED_BACK if the snapshot this attempt builds on is gone, else None."""
-        if base is None or self.snapshots.exists(base.id):
+        """EXPIRED_BASE or ROLLED_BACK if the snapshot this attempt builds on is gone, else None.
+
+        Its id holding another snapshot means a rollback discarded it and a later commit reused the id.
+        """
+        if base is None:
             return None
+        try:
+            current = self.snapshots.snapshot(base.id)
+        except SnapshotNotFoundError:
+            current = None
+        if current is not None:
+            return None if current.base_manifest_list == base.base_manifest_list else ROLLED_BACK
         newest = self.snapshots.latest_id()
         if newest is not None and newest > base.id:
             return EXPIRED_BASE  # others committed on top and an expiry removed it: a lost race
@@ -409,8 +454,8 @@ class FileStoreCommit:
     def _in_scope(self, partition: tuple, scope: list[dict] | str) -> bool:
         return scope == WHOLE_TABLE or self.schema.partition_matches(partition, scope)
 
-    def find_committed(self, commit_user: str, commit_identifier: int) -> Snapshot | None:
-        """The snapshot ``commit_user`` made with ``commit_identifier``, if any.
+    def find_committed(self, commit_user: str, commit_identifier: int, after: int = 0) -> Snapshot | None:
+        """The snapshot ``commit_user`` made with ``commit_identifier``, if any, among those with id > ``after``.
 
         Identifiers increase per user, so walking back from the latest snapshot
         stops at the user's first commit with a smaller identifier.
@@ -418,7 +463,7 @@ class FileStoreCommit:
         latest = self.snapshots.latest_id()
         if latest is None:
             return None
-        earliest = self.snapshots.earliest_id() or 1
+        earliest = max(self.snapshots.earliest_id() or 1, after + 1)
         for snapshot_id in range(latest, earliest - 1, -1):
             try:
                 snapshot = self.snapshots.snapshot(snapshot_id)

@@ -143,3 +143,16 @@ def test_commit_after_a_finished_rollback_extends_the_rolled_back_table(tmp_path
     assert snapshot.id == 4
     model = {**{i: history.model[i] for i in (1, 2, 3)}, 4: sorted(history.model[3] + [1000])}
     assert _check(uri, model, 4).verify().ok
+
+
+def test_commit_whose_base_a_rollback_discarded_before_it_read_the_base_fails_cleanly(tmp_path):
+    """Issue 9 item 7: the base's manifest lists vanish under the committer. It used to raise
+    MissingMetadataError (reads as corruption) and leave its data files, delta manifest and list."""
+    history = _history(str(tmp_path / "t"))
+    uri = history.table.uri
+    committer = Table.open(uri)
+    _pause_at(committer, "read", "manifest/", lambda: Table.open(uri).rollback_to(snapshot_id=3))
+    with pytest.raises(CommitFailedError, match="rollback"):
+        committer.append(make_rows([1000, 1001]))
+    fresh = _check(uri, history.model, 3)
+    assert fresh.verify().ok, fresh.verify()
