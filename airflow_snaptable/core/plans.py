@@ -25,11 +25,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, TagNotFoundError
+from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, SnapshotNotFoundError, TagNotFoundError
 from airflow_snaptable.core.intents import IntentManager
 from airflow_snaptable.core.manifest import manifest_path
 from airflow_snaptable.core.readds import ReaddRegistry
-from airflow_snaptable.core.snapshot import snapshot_path
+from airflow_snaptable.core.snapshot import SnapshotManager, snapshot_path
 from airflow_snaptable.core.tags import tag_path
 
 if TYPE_CHECKING:
@@ -71,7 +71,12 @@ class DeletionPlan:
     restore_snapshot: str | None = None
     #: Create time of each tag in ``tag_names``: a later tag of the same name is not this plan's.
     tag_create_times: dict[str, int] = field(default_factory=dict)
+    #: Rollback: ``[id, base manifest list]`` of the latest snapshot it was planned on. Its owner
+    #: activates it only while that snapshot is still the latest, so once it is gone the plan is dead.
+    planned_latest: list | None = None
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    #: Read from a pending file (set by read_plans; not stored).
+    pending: bool = False
 
     @property
     def path(self) -> str:
@@ -92,6 +97,7 @@ class DeletionPlan:
             "ceiling": self.ceiling,
             "restore_snapshot": self.restore_snapshot,
             "tag_create_times": self.tag_create_times,
+            "planned_latest": self.planned_latest,
             "id": self.id,
         }
         return json.dumps(doc).encode()
@@ -141,23 +147,48 @@ STALE_PENDING_SECONDS = 600
 
 
 def read_plans(storage, prefix: str = "") -> list[DeletionPlan]:
-    """Unfinished plans whose file name starts with ``prefix`` ("plan-": active; "": active and pending)."""
+    """Unfinished plans whose file name starts with ``prefix`` ("plan-": active; "": active and pending).
+
+    A pending plan older than STALE_PENDING_SECONDS lost its owner (a live owner takes
+    milliseconds from pending to active): it fences nothing and is left out.
+    """
     found = []
-    for name in storage.list_names(PLAN_DIR):
+    now = time.time()  # compared with storage modification times, not the table's clock
+    for rel, _size, mtime in storage.list_files(PLAN_DIR):
+        name = rel.rsplit("/", 1)[-1]
         if not (name.startswith(prefix) and name.endswith(".json")):
+            continue
+        if name.startswith("pending-") and mtime is not None and now - mtime > STALE_PENDING_SECONDS:
             continue
         path = f"{PLAN_DIR}/{name}"
         try:
             data = storage.read_bytes(path)
         except FileNotFoundError:
             continue  # finished while we listed
-        found.append(DeletionPlan.from_json(data, where=storage.full_uri(path)))
+        plan = DeletionPlan.from_json(data, where=storage.full_uri(path))
+        plan.pending = name.startswith("pending-")
+        found.append(plan)
     return found
+
+
+def is_dead_rollback(storage, plan: DeletionPlan) -> bool:
+    """A pending rollback whose planned latest snapshot is gone or replaced: its owner's check can
+    never pass again (the table moved on, e.g. a rerun of the same rollback finished), so it fences nothing."""
+    if plan.kind != ROLLBACK or plan.planned_latest is None:
+        return False
+    snapshot_id, base_list = plan.planned_latest
+    try:
+        return SnapshotManager(storage).snapshot(snapshot_id).base_manifest_list != base_list
+    except SnapshotNotFoundError:
+        return True
 
 
 def rollback_ceiling(storage) -> int | None:
     """Snapshot ids above this are being discarded by an unfinished rollback (None: none)."""
-    return min((p.ceiling for p in read_plans(storage) if p.ceiling is not None), default=None)
+    return min(
+        (p.ceiling for p in read_plans(storage) if p.ceiling is not None and not (p.pending and is_dead_rollback(storage, p))),
+        default=None,
+    )
 
 
 class PlanManager:
@@ -227,6 +258,9 @@ class PlanManager:
             # A pending plan deleted nothing; one this old lost its owner.
             if name.startswith("pending-") and mtime is not None and now - mtime > STALE_PENDING_SECONDS:
                 self.storage.delete(rel)
+        for plan in read_plans(self.storage, "pending-"):
+            if is_dead_rollback(self.storage, plan):
+                self.storage.delete(self._pending_path(plan))
         IntentManager(self.storage).drop_stale(self.table.snapshot_manager.earliest_id())
         return total
 

@@ -99,7 +99,8 @@ def rollback_to(table: "Table", snapshot_id=None, tag=None, as_of=None, keep_his
     plan = _plan(table, target, latest)
     plans.publish_pending(plan)
     try:
-        if table.snapshot_manager.latest_id() != latest:
+        now_latest = table.snapshot_manager.latest_snapshot()
+        if now_latest is None or [now_latest.id, now_latest.base_manifest_list] != plan.planned_latest:
             raise CommitConflictError("a commit landed while the rollback was being planned; rollback needs a quiet table")
         protection = plans.protection(plan)
     except BaseException:
@@ -161,6 +162,7 @@ def _plan(table: "Table", target: Snapshot, latest: int) -> DeletionPlan:
         tag_create_times={t.name: t.create_time_millis for t in discarded_tags},
         ceiling=r,
         restore_snapshot=restore,
+        planned_latest=[latest, snapshots.snapshot(latest).base_manifest_list],
     )
 
 

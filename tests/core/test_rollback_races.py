@@ -156,3 +156,49 @@ def test_commit_whose_base_a_rollback_discarded_before_it_read_the_base_fails_cl
         committer.append(make_rows([1000, 1001]))
     fresh = _check(uri, history.model, 3)
     assert fresh.verify().ok, fresh.verify()
+
+
+def _rollback_killed_after_its_pending_plan(uri: str) -> None:
+    """A rollback process dies right after writing its pending plan (its fence for commits)."""
+    dying = Table.open(uri)
+    state = {"armed": False}
+
+    def hook(kind, path):
+        if state["armed"]:
+            raise ProcessDied()
+        if kind == "write" and path.startswith("plan/pending-"):
+            state["armed"] = True
+
+    dying.storage.on_operation = hook
+    with pytest.raises(ProcessDied):
+        dying.rollback_to(snapshot_id=3)
+
+
+def test_a_rerun_of_a_killed_rollback_unblocks_commits_at_once(tmp_path):
+    """Issue 9 item 6: the dead attempt's ceiling kept failing every append after the rerun succeeded."""
+    history = _history(str(tmp_path / "t"))
+    uri = history.table.uri
+    _rollback_killed_after_its_pending_plan(uri)
+    Table.open(uri).rollback_to(snapshot_id=3)
+    assert Table.open(uri).append(make_rows([1000])).id == 4
+    model = {**{i: history.model[i] for i in (1, 2, 3)}, 4: sorted(history.model[3] + [1000])}
+    assert _check(uri, model, 4).verify().ok
+
+
+def test_a_killed_rollback_blocks_commits_only_until_its_pending_plan_is_stale(tmp_path):
+    """Without a rerun or any maintenance run (an append-only table), appends resume once the plan is stale."""
+    import os
+    import time
+
+    from airflow_snaptable.core.plans import STALE_PENDING_SECONDS
+
+    history = _history(str(tmp_path / "t"))
+    uri = history.table.uri
+    _rollback_killed_after_its_pending_plan(uri)
+    with pytest.raises(CommitFailedError, match="rollback"):
+        Table.open(uri).append(make_rows([1000]))  # its owner might be alive: the fence holds
+    old = time.time() - STALE_PENDING_SECONDS - 5
+    for name in os.listdir(os.path.join(uri, "plan")):
+        os.utime(os.path.join(uri, "plan", name), (old, old))
+    assert Table.open(uri).append(make_rows([1001])).id == 6
+    assert _check(uri, {**history.model, 6: sorted(history.model[5] + [1001])}, 6).verify().ok
