@@ -221,12 +221,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     expire = add("expire", _action_command(lambda a: actions.ExpireSnapshots(
         a.uri, retain_min=a.retain_min, retain_max=a.retain_max, time_retained=a.time_retained,
-        older_than=a.older_than, limit=a.limit, dry_run=a.dry_run)), "expire old snapshots and delete unused files")
+        older_than=a.older_than, limit=a.limit, dry_run=a.dry_run, skip_missing=a.skip_missing)),
+        "expire old snapshots and delete unused files")
     expire.add_argument("--retain-min", type=int)
     expire.add_argument("--retain-max", type=int)
     expire.add_argument("--time-retained", help="e.g. '1 h' (default: option snapshot.time-retained)")
     expire.add_argument("--older-than", help="ISO-8601 time")
     expire.add_argument("--limit", type=int)
+    expire.add_argument(
+        "--skip-missing", action="store_true",
+        help="repair path: skip metadata of the expired snapshots that is already missing (left for orphan cleaning)",
+    )
     expire.add_argument("--dry-run", action="store_true")
 
     rollback = add("rollback", _action_command(lambda a: actions.Rollback(

@@ -142,6 +142,7 @@ class ExpireSnapshots(Action):
     limit: int | None = _arg(minimum=1)
     dry_run: bool = False
     now: str | int | None = _arg(check=_time)
+    skip_missing: bool = False
     name: ClassVar[str] = "expire-snapshots"
     method: ClassVar[str] = "expire_snapshots"
 

@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from airflow_snaptable.core.errors import InvalidArgumentError
+from airflow_snaptable.core.checks import check_bool
+from airflow_snaptable.core.errors import InvalidArgumentError, MissingMetadataError
 from airflow_snaptable.core.manifest import FileKind, manifest_path
 from airflow_snaptable.core.options import parse_duration
 from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan, PlanManager
@@ -49,6 +50,8 @@ class ExpireResult:
     snapshot_files: list[str] = field(default_factory=list)
     #: Files deleted while finishing plans an earlier, interrupted run left behind.
     recovered_data_files: int = 0
+    #: skip_missing: metadata of the expired snapshots that was already gone (what it named is left for orphan cleaning).
+    missing_metadata: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -173,7 +176,7 @@ def expire_range(table: "Table", settings: ExpireSettings, read=None, earliest: 
     return earliest, end
 
 
-def plan_expiry(table: "Table", earliest: int, end: int, read=None) -> DeletionPlan:
+def plan_expiry(table: "Table", earliest: int, end: int, read=None, missing: list[str] | None = None) -> DeletionPlan:
     """Candidates: files deleted by snapshots earliest+1 .. end (unused by ``end`` and later),
     and manifests of the expired snapshots that ``end`` does not use.
 
@@ -182,6 +185,11 @@ def plan_expiry(table: "Table", earliest: int, end: int, read=None) -> DeletionP
     manifests merged from them), so with ``written_metadata`` in the snapshots only
     ``earliest``'s and ``end``'s lists and the delta manifests are read, in bulk
     (``Storage.read_many``: threads on remote stores, executors in the Spark job).
+
+    ``missing`` (the repair path, ``skip_missing=True``): metadata of the *expired*
+    snapshots that is already gone is skipped and its path appended there; what it
+    named is left for orphan cleaning. ``end``'s metadata must still read, and no
+    candidate ``end`` references is kept, since a skipped delta may have added it back.
     """
     read = read or _Snapshots(table)
     manifests = table.manifest_io
@@ -189,19 +197,23 @@ def plan_expiry(table: "Table", earliest: int, end: int, read=None) -> DeletionP
     snaps = {i: read.get(i) for i in range(earliest, end + 1)}
 
     # Lists: those of the first and the kept snapshot, and every list of a snapshot that does not record its metadata.
-    lists = manifests.read_lists(
+    kept_lists = (snaps[end].base_manifest_list, snaps[end].delta_manifest_list)
+    lists = manifests.read_lists(kept_lists)
+    lists.update(_read_some(manifests.read_lists, (
         name
         for i, snapshot in snaps.items()
-        if i in (earliest, end) or snapshot.written_metadata is None
+        if i == earliest or (i < end and snapshot.written_metadata is None)
         for name in (snapshot.base_manifest_list, snapshot.delta_manifest_list)
-    )
+    ), missing))
 
     def delta_manifests(snapshot: Snapshot) -> list[str]:
         written = snapshot.written_metadata
-        return list(written["delta_manifests"]) if written is not None else [m.file_name for m in lists[snapshot.delta_manifest_list]]
+        if written is not None:
+            return list(written["delta_manifests"])
+        return [m.file_name for m in lists.get(snapshot.delta_manifest_list, [])]
 
     deltas = {i: delta_manifests(snaps[i]) for i in range(earliest + 1, end + 1)}
-    entries_of = manifests.read_manifests(name for names in deltas.values() for name in names)
+    entries_of = _read_some(manifests.read_manifests, (name for names in deltas.values() for name in names), missing)
 
     # A file's last event in the range decides: deleted (a candidate, held by what held it at
     # its last deletion) or added back (live at ``end``: not a candidate). A file deleted and
@@ -209,7 +221,7 @@ def plan_expiry(table: "Table", earliest: int, end: int, read=None) -> DeletionP
     data: dict[str, DataCandidate] = {}
     readded: set[str] = set()
     for snapshot_id in range(earliest + 1, end + 1):
-        entries = [e for name in deltas[snapshot_id] for e in entries_of[name]]
+        entries = [e for name in deltas[snapshot_id] for e in entries_of.get(name, [])]
         added_here = {e.file.path for e in entries if e.kind is FileKind.ADD}
         for path in added_here:
             if data.pop(path, None) is not None:
@@ -218,15 +230,26 @@ def plan_expiry(table: "Table", earliest: int, end: int, read=None) -> DeletionP
             path = entry.file.path
             if entry.kind is FileKind.DELETE and path not in added_here:
                 data[path] = DataCandidate(path, entry.file.file_size, below=snapshot_id, readded=path in readded)
+    if missing:
+        for path in manifests.read_state(snaps[end]):
+            data.pop(path, None)
 
-    # sizes_of reads the lists read in bulk above, from the cache.
-    kept = set(manifests.sizes_of(snaps[end]))
-    manifest_sizes = manifests.sizes_of(snaps[earliest])
+    def sizes(snapshot: Snapshot) -> dict[str, int]:
+        """Its lists and their manifests with byte sizes; a skipped (missing) list contributes nothing."""
+        found = {}
+        for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
+            if list_name in lists:
+                found.update((m.file_name, m.file_size) for m in lists[list_name])
+                found[list_name] = manifests.list_size(list_name) or 0
+        return found
+
+    kept = set(sizes(snaps[end]))
+    manifest_sizes = sizes(snaps[earliest])
     for snapshot_id in range(earliest + 1, end):
         snapshot = snaps[snapshot_id]
         written = snapshot.written_metadata
         if written is None:
-            manifest_sizes.update(manifests.sizes_of(snapshot))
+            manifest_sizes.update(sizes(snapshot))
             continue
         manifest_sizes[snapshot.base_manifest_list] = written["base_list"] or 0
         manifest_sizes[snapshot.delta_manifest_list] = written["delta_list"] or 0
@@ -242,6 +265,35 @@ def plan_expiry(table: "Table", earliest: int, end: int, read=None) -> DeletionP
     )
 
 
+def _read_some(read_many, names, missing: list[str] | None) -> dict[str, list]:
+    """``read_many(names)``; with ``missing`` a list, the names that do not exist are appended to it instead."""
+    names = list(dict.fromkeys(names))
+    if missing is None:
+        return read_many(names)
+    try:
+        return read_many(names)
+    except MissingMetadataError:
+        found: dict[str, list] = {}
+        for name in names:
+            try:
+                found.update(read_many([name]))
+            except MissingMetadataError:
+                missing.append(manifest_path(name))
+        return found
+
+
+def _planned(table: "Table", bounds: tuple[int, int], read, missing: list[str] | None) -> DeletionPlan:
+    """plan_expiry, with the way out named when metadata of the expired range is missing."""
+    try:
+        return plan_expiry(table, *bounds, read=read, missing=missing)
+    except MissingMetadataError as exc:
+        raise MissingMetadataError(
+            f"{exc}. Expiry deletes nothing it cannot plan from. If this file belongs to a snapshot being "
+            "expired (verify() lists what is missing), expire with skip_missing=True (CLI: --skip-missing): "
+            "missing metadata of the expired snapshots is skipped, what it named is left for orphan cleaning"
+        ) from exc
+
+
 def expire_snapshots(
     table: "Table",
     retain_min=None,
@@ -252,13 +304,16 @@ def expire_snapshots(
     limit=None,
     dry_run: bool = False,
     now=None,
+    skip_missing: bool = False,
 ) -> ExpireResult:
+    check_bool(skip_missing, "skip_missing")
     now_millis = None if now is None else table.to_millis(now)
     settings = resolve_settings(table, retain_min, retain_max, time_retained, older_than, retain_last, limit, now_millis)
     plans = PlanManager(table)
     result = ExpireResult(dry_run=dry_run)
+    missing = result.missing_metadata if skip_missing else None
     if dry_run:
-        return _dry_run(table, plans, settings, result)
+        return _dry_run(table, plans, settings, result, missing)
     result.recovered_data_files = len(plans.finish_all().deleted_data_files)
     result.earliest_before = table.snapshot_manager.earliest_id()
 
@@ -268,7 +323,8 @@ def expire_snapshots(
         if bounds is None:
             result.earliest_after = table.snapshot_manager.earliest_id()
             return result
-        plan = plan_expiry(table, *bounds, read=read)
+        del result.missing_metadata[:]
+        plan = _planned(table, bounds, read, missing)
         # Pending first: the fence is up, so from now on new tags and consumers below it
         # back out; then re-check the consumers that came in before, and read what protects.
         plans.publish_pending(plan)
@@ -295,7 +351,9 @@ def expire_snapshots(
     return result
 
 
-def _dry_run(table: "Table", plans: PlanManager, settings: ExpireSettings, result: ExpireResult) -> ExpireResult:
+def _dry_run(
+    table: "Table", plans: PlanManager, settings: ExpireSettings, result: ExpireResult, missing: list[str] | None
+) -> ExpireResult:
     """What the real run with the same arguments deletes, deleting nothing.
 
     The real run first finishes the plans an interrupted run left behind, then
@@ -319,7 +377,7 @@ def _dry_run(table: "Table", plans: PlanManager, settings: ExpireSettings, resul
     read = _Snapshots(table)
     bounds = expire_range(table, settings, read, earliest=earliest)
     if bounds is not None:
-        plan = plan_expiry(table, *bounds, read=read)
+        plan = _planned(table, bounds, read, missing)
         effect = plans.effect(plan, plans.protection(plan))
         result.expired_snapshot_ids = plan.snapshot_ids
         snapshot_ids.update(plan.snapshot_ids)

@@ -566,6 +566,7 @@ class Table:
         limit: int | None = None,
         dry_run: bool = False,
         now=None,
+        skip_missing: bool = False,
     ) -> ExpireResult:
         """Expire old snapshots and delete the files nothing retained still uses.
 
@@ -573,9 +574,13 @@ class Table:
         ``snapshot.time-retained`` and ``snapshot.expire.limit``. ``older_than``
         (a time) and ``retain_last`` are Iceberg's names for the time bound and
         ``retain_min``. Tags and consumers always protect what they hold.
+        ``skip_missing=True`` is the repair path when metadata of the snapshots being
+        expired is already gone (see core/expire.py ``plan_expiry``).
         """
         check_bool(dry_run, "dry_run")
-        return expire_snapshots(self, retain_min, retain_max, time_retained, older_than, retain_last, limit, dry_run, now)
+        return expire_snapshots(
+            self, retain_min, retain_max, time_retained, older_than, retain_last, limit, dry_run, now, skip_missing
+        )
 
 
     # -- rollback --------------------------------------------------------------------

@@ -160,6 +160,8 @@ class SnapshotExpireOperator(SnapTableBaseOperator):
     :param time_retained: Or: keep snapshots younger than this duration (``"7 d"``, a timedelta). (templated)
     :param limit: Expire at most this many snapshots in one run. (templated)
     :param dry_run: Plan only: report what would be deleted, delete nothing.
+    :param skip_missing: Repair path: skip metadata of the snapshots being expired that is already
+        missing (what it named is left for orphan cleaning); what protects must still read.
     """
 
     action = core_actions.ExpireSnapshots
@@ -174,6 +176,7 @@ class SnapshotExpireOperator(SnapTableBaseOperator):
         time_retained: Any = None,
         limit: int | str | None = None,
         dry_run: bool = False,
+        skip_missing: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -181,6 +184,8 @@ class SnapshotExpireOperator(SnapTableBaseOperator):
             check_int(name, value, minimum=1)
         check_one_of({"older_than": older_than, "time_retained": time_retained}, required=False)
         check_bool("dry_run", dry_run)
+        check_bool("skip_missing", skip_missing)
+        self.skip_missing = skip_missing
         self.retain_min = retain_min
         self.retain_max = retain_max
         self.older_than = older_than
@@ -196,6 +201,7 @@ class SnapshotExpireOperator(SnapTableBaseOperator):
             "time_retained": self.time_retained,
             "limit": self.limit,
             "dry_run": self.dry_run,
+            "skip_missing": self.skip_missing,
         }
 
 
