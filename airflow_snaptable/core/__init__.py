@@ -5,6 +5,7 @@ operators are front ends over these calls.
 """
 
 from airflow_snaptable.core.errors import (
+    ClockSkewError,
     CommitConflictError,
     CommitFailedError,
     ConsumerNotFoundError,
@@ -13,6 +14,7 @@ from airflow_snaptable.core.errors import (
     InvalidNameError,
     InvalidOptionError,
     SchemaMismatchError,
+    SnapshotGapError,
     SnapshotNotFoundError,
     SnapTableError,
     StorageError,
@@ -45,6 +47,7 @@ __all__ = [
     "RollbackResult",
     "Tag",
     "VerifyResult",
+    "ClockSkewError",
     "CommitConflictError",
     "CommitFailedError",
     "CommitKind",
@@ -59,6 +62,7 @@ __all__ = [
     "SchemaMismatchError",
     "SnapTableError",
     "Snapshot",
+    "SnapshotGapError",
     "SnapshotNotFoundError",
     "Storage",
     "StorageError",

@@ -27,10 +27,12 @@ from __future__ import annotations
 import logging
 import random
 import time
+from datetime import timedelta
 from dataclasses import dataclass, field
 from typing import Callable
 
 from airflow_snaptable.core.errors import (
+    ClockSkewError,
     CommitConflictError,
     CommitFailedError,
     CorruptMetadataError,
@@ -113,6 +115,7 @@ class FileStoreCommit:
         self.clock = clock
         options = schema.table_options
         self.max_retries = options.get("commit.max-retries")
+        self.max_clock_skew_millis = int(options.get("commit.max-clock-skew").total_seconds() * 1000)
         self.manifest_target_size = options.get("manifest.target-file-size")
         self.manifest_merge_min_count = options.get("manifest.merge-min-count")
 
@@ -279,7 +282,10 @@ class FileStoreCommit:
         if parent is not None and parent.watermark is not None:
             watermark = parent.watermark if watermark is None else max(watermark, parent.watermark)
         # Commit times never go backwards, so time travel can binary-search.
-        time_millis = max(self.clock(), parent.time_millis if parent else 0)
+        now = self.clock()
+        if parent is not None and parent.time_millis - now > self.max_clock_skew_millis:
+            raise ClockSkewError(_skew_message(parent, now, self.snapshots.storage.uri))
+        time_millis = max(now, parent.time_millis if parent else 0)
         summary = {
             "added_files": len(request.added),
             "deleted_files": len(request.deleted),
@@ -476,3 +482,14 @@ class FileStoreCommit:
             if snapshot.commit_identifier < commit_identifier:
                 return None
         return None
+
+
+def _skew_message(parent: Snapshot, now_millis: int, uri: str) -> str:
+    ahead = timedelta(milliseconds=parent.time_millis - now_millis)
+    return (
+        f"snapshot {parent.id} of {uri} is stamped {ahead} ahead of this writer's clock, more than "
+        "commit.max-clock-skew allows: commit times never go backwards, so this commit would carry that time "
+        "and break time travel and time-based expiry. If this writer's clock is right, the writer of snapshot "
+        f"{parent.id} ran ahead: fix its clock, then roll back to snapshot {parent.id - 1} and re-run what it "
+        "committed (verify() lists snapshots from the future). If this writer's clock is behind, fix it"
+    )

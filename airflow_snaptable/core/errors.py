@@ -23,6 +23,19 @@ class SnapshotNotFoundError(SnapTableError):
     """The requested snapshot does not exist (never committed, or expired)."""
 
 
+class SnapshotGapError(SnapshotNotFoundError):
+    """Snapshot ids between EARLIEST and LATEST are missing, and the answer asked for may be among them.
+
+    An interrupted rollback to an expired snapshot leaves one (it restores the target first);
+    re-running it (or any expiry or rollback, which finish unfinished plans) closes it.
+    """
+
+    def __init__(self, message: str, first_missing: int | None = None, last_missing: int | None = None):
+        super().__init__(message)  # only the message in args: the error unpickles (Spark, Airflow) like the others
+        self.first_missing = first_missing
+        self.last_missing = last_missing
+
+
 class TagNotFoundError(SnapTableError):
     """The requested tag does not exist."""
 
@@ -57,6 +70,10 @@ class CommitConflictError(SnapTableError):
 
 class CommitFailedError(SnapTableError):
     """The commit could not be made after all retries (e.g. lost every race)."""
+
+
+class ClockSkewError(CommitFailedError):
+    """The latest snapshot is stamped further ahead of this writer's clock than ``commit.max-clock-skew``."""
 
 
 class CorruptMetadataError(SnapTableError):

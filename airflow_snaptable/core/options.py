@@ -121,6 +121,10 @@ _SPECS = [
     OptionSpec("manifest.target-file-size", parse_size, 8 * 1024**2, "Manifests smaller than this are merged."),
     OptionSpec("manifest.merge-min-count", _positive_int, 30, "Small manifests that trigger a merge."),
     OptionSpec("commit.max-retries", _positive_int, 20, "Attempts of one commit before giving up."),
+    OptionSpec(
+        "commit.max-clock-skew", parse_duration, timedelta(minutes=1),
+        "A commit whose clock is further behind the latest snapshot's time fails (ClockSkewError).",
+    ),
     OptionSpec("file.compression", _choice("zstd", "snappy", "gzip", "lz4", "none"), "zstd", "Parquet compression."),
 ]
 OPTION_SPECS: dict[str, OptionSpec] = {spec.key: spec for spec in _SPECS}

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Iterable, Iterator
 
-from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError
+from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotGapError, SnapshotNotFoundError
 from airflow_snaptable.core.storage import Storage
 
 SNAPSHOT_DIR = "snapshot"
@@ -247,21 +247,67 @@ class SnapshotManager:
         return self.snapshot(candidate)
 
     def _search(self, before: Any) -> Snapshot | None:
-        """The last snapshot for which the monotone predicate ``before`` holds, or None."""
+        """The last snapshot for which the monotone predicate ``before`` holds, or None.
+
+        A binary search over EARLIEST..LATEST. An id missing in that range is a snapshot that
+        expired under us (EARLIEST moved: search again) or a gap (an interrupted rollback to an
+        expired snapshot restores it first, below the retained ones; or lost files). Across a gap
+        the present snapshots are searched, and the answer stands unless a missing id could be it:
+        then SnapshotGapError names the gap and the way out, instead of a wrong answer.
+        """
         for _attempt in range(3):
             low, high = self.earliest_id(), self.latest_id()
             if low is None or high is None:
                 return None
-            found: Snapshot | None = None
             try:
-                while low <= high:
-                    middle = (low + high) // 2
-                    snapshot = self.snapshot(middle)
-                    if before(snapshot):
-                        found, low = snapshot, middle + 1
-                    else:
-                        high = middle - 1
-                return found
+                return self._bisect(before, range(low, high + 1))
             except SnapshotNotFoundError:
+                pass
+            if self.earliest_id() != low:
                 continue  # expiry moved EARLIEST under us; search again
+            present = [i for i in self.list_ids() if low <= i <= high]
+            if not present or present == list(range(low, high + 1)):
+                continue  # no gap (any more): a race, search again
+            try:
+                found = self._bisect(before, present)
+            except SnapshotNotFoundError:
+                continue  # the gap is being closed right now
+            after = present.index(found.id) + 1 if found is not None else 0
+            if found is None or after == len(present) or present[after] == found.id + 1:
+                return found  # nothing missing between the answer and its successor: the gap cannot matter
+            raise self._gap_error(found.id, present[after])
         raise SnapshotNotFoundError("snapshots kept expiring during the search; try again")
+
+    def _bisect(self, before: Any, ids) -> Snapshot | None:
+        """The last snapshot among ``ids`` (ascending) for which ``before`` holds; raises if one is missing."""
+        found: Snapshot | None = None
+        low, high = 0, len(ids) - 1
+        while low <= high:
+            middle = (low + high) // 2
+            snapshot = self.snapshot(ids[middle])
+            if before(snapshot):
+                found, low = snapshot, middle + 1
+            else:
+                high = middle - 1
+        return found
+
+    def _gap_error(self, below: int, above: int) -> SnapshotGapError:
+        first, last = below + 1, above - 1
+        what = f"snapshot {first} is" if first == last else f"snapshots {first}..{last} are"
+        # Only an active plan can close a gap (a rollback restores its target after activating its plan).
+        unfinished = any(name.startswith("plan-") for name in self.storage.list_names("plan"))  # core/plans.py PLAN_DIR
+        if unfinished:
+            remedy = (
+                "an unfinished deletion plan is in plan/ (an interrupted rollback to an expired snapshot leaves such a "
+                "gap): re-run that rollback, or run any expire_snapshots or rollback_to, which finish unfinished plans first"
+            )
+        else:
+            remedy = (
+                "no deletion plan is unfinished, so no rerun restores it: the snapshot files were lost (restore them "
+                "from a backup), or a rollback is running right now (re-run this read once it is done)"
+            )
+        return SnapshotGapError(
+            f"{what} missing (between {below} and {above}) in {self.storage.uri} and may hold the answer; {remedy}",
+            first,
+            last,
+        )
