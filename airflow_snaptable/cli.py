@@ -136,6 +136,23 @@ def cmd_verify(args) -> Any:
     lines = [f"snapshots {len(result.snapshot_ids)}, tags {len(result.tags)}: " + ("OK" if result.ok else "PROBLEMS")]
     lines += [f"missing      {m['path']} (referenced by {m['referenced_by']})" for m in result.missing_files]
     lines += [f"unreferenced {path}" for path in result.unreferenced_files]
+    for gap in result.snapshot_gaps:
+        first, last = gap["first_missing"], gap["last_missing"]
+        what = f"snapshot {first} is" if first == last else f"snapshots {first}..{last} are"
+        lines.append(f"gap          {what} missing (between {gap['after']} and {gap['before']})")
+    lines += [
+        f"wrong size   {m['path']}: recorded {m['recorded_size']} bytes, found {m['actual_size']} bytes (referenced by {m['referenced_by']})"
+        for m in result.size_mismatches
+    ]
+    lines += [f"corrupt      {c['path']}: {c['error']}" for c in result.corrupt_metadata]
+    lines += [
+        f"future       snapshot {f['snapshot_id']} committed at {format_time(f['time_millis'])}, "
+        f"{f['ahead_millis'] // 1000} s ahead of this machine's clock"
+        for f in result.future_snapshots
+    ]
+    if result.snapshot_gaps:
+        # The usual cause, and the one a command fixes: a rollback to an expired snapshot that was killed.
+        lines.append("a gap left by an interrupted rollback closes when it is re-run (or by any expire / rollback run)")
     return "\n".join(lines)
 
 

@@ -7,11 +7,15 @@ Rules:
   state at the end of 21 November) and points at the last snapshot committed
   before the end.
 - Without ``catch_up`` only the latest complete period is tagged; with it every
-  period since the newest periodic tag (or since the earliest snapshot) is.
+  period after the newest periodic tag's (or from the earliest snapshot's) is.
+  The newest periodic tag is the one naming the latest period: its name is read
+  back to its period start (Paimon's TagAutoCreation does the same), whatever
+  period and formatter made it; its snapshot's time says nothing, as an idle
+  table's tags hold snapshots from earlier periods.
 - A period whose end state is no longer retained (its snapshots expired) is
   skipped and reported, never tagged with a later state.
-- Only periodic tags count toward ``num_retained_max``; manual tags are never
-  deleted by it, whatever their names.
+- Only periodic tags count toward ``num_retained_max``, oldest period deleted
+  first; manual tags are never deleted by it, whatever their names.
 """
 
 from __future__ import annotations
@@ -42,15 +46,46 @@ class PeriodicTagResult:
         return asdict(self)
 
 
+_DAY_PATTERNS = {"with_dashes": "%Y-%m-%d", "without_dashes": "%Y%m%d", "without_dashes_and_spaces": "%Y%m%d"}
+_HOUR_PATTERNS = {"with_dashes": "%Y-%m-%d %H", "without_dashes": "%Y%m%d %H", "without_dashes_and_spaces": "%Y%m%d%H"}
+_MINUTE_PATTERNS = {"with_dashes": "%Y-%m-%d %H:%M", "without_dashes": "%Y%m%d %H%M", "without_dashes_and_spaces": "%Y%m%d%H%M"}
+#: Every pattern a name can have. No name fits two of them (with 4-digit years their lengths and
+#: separators differ), so a periodic tag's name gives its period start whatever period and formatter made it.
+_ALL_PATTERNS = sorted({p for patterns in (_DAY_PATTERNS, _HOUR_PATTERNS, _MINUTE_PATTERNS) for p in patterns.values()})
+
+
 def tag_name(period_start_millis: int, period: timedelta, formatter: str) -> str:
     start = dt.datetime.fromtimestamp(period_start_millis / 1000, dt.timezone.utc)
     if period >= timedelta(days=1) and period % timedelta(days=1) == timedelta(0):
-        pattern = {"with_dashes": "%Y-%m-%d", "without_dashes": "%Y%m%d", "without_dashes_and_spaces": "%Y%m%d"}
+        pattern = _DAY_PATTERNS
     elif period % timedelta(hours=1) == timedelta(0):
-        pattern = {"with_dashes": "%Y-%m-%d %H", "without_dashes": "%Y%m%d %H", "without_dashes_and_spaces": "%Y%m%d%H"}
+        pattern = _HOUR_PATTERNS
     else:
-        pattern = {"with_dashes": "%Y-%m-%d %H:%M", "without_dashes": "%Y%m%d %H%M", "without_dashes_and_spaces": "%Y%m%d%H%M"}
+        pattern = _MINUTE_PATTERNS
     return start.strftime(pattern[formatter])
+
+
+def period_start_of(name: str) -> int | None:
+    """The start (epoch millis, UTC) of the period a periodic tag's name names, or None for another name.
+
+    The inverse of :func:`tag_name` for every period and formatter (Paimon's
+    ``TagPeriodHandler.tagToTime``); only an exact round trip counts, so "2026-11-21x" or
+    "20261121 1" are not read as periods.
+    """
+    for pattern in _ALL_PATTERNS:
+        try:
+            start = dt.datetime.strptime(name, pattern).replace(tzinfo=dt.timezone.utc)
+        except ValueError:
+            continue
+        if start.strftime(pattern) == name:
+            return int(start.timestamp() * 1000)
+    return None
+
+
+def _period_key(tag) -> tuple:
+    """Orders periodic tags by the period they name (a name that names none: by its snapshot's time)."""
+    start = period_start_of(tag.name)
+    return (tag.snapshot.time_millis if start is None else start, tag.name)
 
 
 def _period(value) -> timedelta:
@@ -105,9 +140,14 @@ def create_periodic_tags(
     if catch_up:
         # From the period after the newest periodic tag (so expired periods get reported as
         # skipped), or, with none yet, from the period of the earliest retained snapshot.
-        newest = max((t.snapshot.time_millis for t in periodic), default=None)
-        start = earliest.time_millis if newest is None else newest
-        first_end = (start // step_ms + 1) * step_ms
+        # "Newest" is the period the tag names, not its snapshot's time: a tag on an idle
+        # table holds a snapshot from periods before its own, and starting there re-tagged
+        # periods older than it (and ones num_retained_max had pruned).
+        newest = max((_period_key(t)[0] for t in periodic), default=None)
+        if newest is None:
+            first_end = (earliest.time_millis // step_ms + 1) * step_ms
+        else:
+            first_end = (newest // step_ms + 1) * step_ms + step_ms  # the first period starting after the newest's start
         ends = range(first_end, last_end + 1, step_ms)
     else:
         ends = [last_end]
@@ -130,7 +170,9 @@ def create_periodic_tags(
         result.created.append(name)
 
     if num_retained_max is not None:
-        periodic = sorted((t for t in table.tag_manager.tags() if t.source == PERIODIC), key=lambda t: (t.snapshot.time_millis, t.name))
+        # The oldest periods go first. By period, not by snapshot: tags of periods on an idle table
+        # share a snapshot, and their names sort by spelling, not time, across formatters.
+        periodic = sorted((t for t in table.tag_manager.tags() if t.source == PERIODIC), key=_period_key)
         for tag in periodic[: max(0, len(periodic) - num_retained_max)]:
             table.delete_tag(tag.name)
             result.deleted.append(tag.name)

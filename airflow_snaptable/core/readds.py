@@ -35,6 +35,22 @@ _PENDING = re.compile(r"^readd-pending-[0-9a-f]+\.json$")
 _HISTORY = re.compile(r"^readd-history-[0-9a-f]+\.json$")
 
 
+def is_entry_name(name: str) -> bool:
+    """A registry entry's file name (anything else in ``readd/`` is a temp file of an atomic write)."""
+    return any(pattern.match(name) for pattern in (_FINAL, _PENDING, _HISTORY))
+
+
+def parse_entry(data: bytes, where: str) -> frozenset[str]:
+    """The paths an entry lists; CorruptMetadataError if it cannot be parsed."""
+    try:
+        paths = json.loads(data)["paths"]
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            raise ValueError("'paths' must be a list of strings")
+        return frozenset(paths)
+    except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
+        raise CorruptMetadataError(f"{where}: cannot parse: {exc}") from exc
+
+
 @dataclass(frozen=True)
 class ReaddEntry:
     name: str
@@ -61,9 +77,9 @@ class ReaddRegistry:
         """Fail closed: an unreadable entry is an error, never "nothing re-added"."""
         found = []
         for name in self.storage.list_names(READD_DIR):
-            final = _FINAL.match(name)
-            if not final and not _PENDING.match(name) and not _HISTORY.match(name):
+            if not is_entry_name(name):
                 continue  # temp files of atomic writes
+            final = _FINAL.match(name)
             paths = self._read(name)
             if paths is None:
                 continue
@@ -74,15 +90,10 @@ class ReaddRegistry:
     def _read(self, name: str) -> frozenset[str] | None:
         path = f"{READD_DIR}/{name}"
         try:
-            doc = json.loads(self.storage.read_bytes(path))
-            paths = doc["paths"]
-            if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
-                raise ValueError("'paths' must be a list of strings")
-            return frozenset(paths)
+            data = self.storage.read_bytes(path)
         except FileNotFoundError:
             return None  # finalised, discarded or pruned while we listed
-        except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
-            raise CorruptMetadataError(f"{self.storage.full_uri(path)}: cannot parse: {exc}") from exc
+        return parse_entry(data, self.storage.full_uri(path))
 
     @staticmethod
     def multi_interval(entries: list[ReaddEntry]) -> frozenset[str]:

@@ -608,7 +608,8 @@ class Table:
         return orphans.remove_orphan_files(self, older_than, dry_run, now)
 
     def verify(self) -> VerifyResult:
-        """Files live snapshots/tags reference but are missing, and files nothing references."""
+        """What is wrong with the table, reported, never raised (see core/orphans.py ``verify``): missing and
+        unreferenced files, files of the wrong size, unparsable metadata, gaps in the ids, snapshots from the future."""
         return orphans.verify(self)
 
 

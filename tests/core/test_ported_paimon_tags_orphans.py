@@ -189,9 +189,6 @@ def test_catch_up_tags_every_missed_period_in_one_run(tmp_path):
     s.check()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="bug: catch_up restarts at the newest periodic tag's snapshot time, re-tagging (and re-pruning) older periods"
-)
 def test_catch_up_resumes_after_the_newest_periodic_tag(tmp_path):
     """Paimon TagAutoManagerTest#testAutoCompleteTags with retention (at most 1), and TagAutoCreation's
     restart rule: progress resumes at the period after the newest automatic tag (Paimon reads it from
