@@ -14,7 +14,10 @@ from typing import Any, Sequence
 
 from airflow_snaptable.core import SnapTableError, Table
 from airflow_snaptable.core import actions
-from airflow_snaptable.core.storage import parse_storage_options
+from airflow_snaptable.core.action_base import ActionField
+from airflow_snaptable.core.storage_options import parse_storage_options
+
+URI_HELP = "table location: a local path or an fsspec URL such as s3://bucket/table"
 
 
 def format_time(millis: int | None) -> str:
@@ -156,16 +159,63 @@ def cmd_verify(args) -> Any:
     return "\n".join(lines)
 
 
-def _action_command(build):
-    """A command that builds an action from its arguments and runs it through core.actions."""
+def _run_action(action: actions.Action, args) -> Any:
+    outcome = actions.run_action(action, storage_options=_storage_options(args))
+    return outcome if args.json else render_result(outcome["result"])
+
+
+def cmd_run_action(args) -> Any:
+    return _run_action(actions.action_from_json(args.action_json), args)
+
+
+def add_action_command(commands, word: str, action_cls: type[actions.Action]) -> argparse.ArgumentParser:
+    """The command ``word`` that runs ``action_cls``, its arguments made from the action's fields.
+
+    ``URI``, then the positional fields as words, then every other field as a flag
+    (``retain_min`` -> ``--retain-min``; internal fields are left out). A flag turns a bool
+    field on: without it the command passes False, so a command does what it says unless
+    told ``--dry-run`` (``clean-orphans`` deletes, where the action's default is a dry run).
+    Fields of a required choice (rollback's target) form a required group of exclusive flags.
+    """
+    fields = [field for field in action_cls.parameters() if not field.param.internal]
+    sub = commands.add_parser(word, help=action_cls.summary())
+    sub.add_argument("uri", help=URI_HELP)
+    for field in fields:
+        if field.param.positional:
+            sub.add_argument(field.name, help=_help(field), **_argparse_kind(field))
+    sub.add_argument("--storage-options", help="fsspec storage options as JSON")
+    sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    groups: dict[str, Any] = {}
+    for choice in action_cls.choices:
+        if choice.required:
+            groups.update(dict.fromkeys(choice.names, sub.add_mutually_exclusive_group(required=True)))
+    for field in fields:
+        if not field.param.positional:
+            flag = "--" + field.name.replace("_", "-")
+            groups.get(field.name, sub).add_argument(flag, dest=field.name, help=_help(field), **_argparse_kind(field))
+    # What argparse leaves as text although the field is not a string (a JSON list) is read by its kind.
+    text = [field.name for field in fields if field.kinds - {"None"} == {"list"}]
 
     def run(args) -> Any:
-        outcome = actions.run_action(build(args), storage_options=_storage_options(args))
-        if args.json:
-            return outcome
-        return render_result(outcome["result"])
+        values = {field.name: getattr(args, field.name) for field in fields if getattr(args, field.name) is not None}
+        return _run_action(action_cls.from_python(args.uri, values, text=text), args)
 
-    return run
+    sub.set_defaults(handler=run)
+    return sub
+
+
+def _argparse_kind(field: ActionField) -> dict[str, Any]:
+    """How argparse reads the field's words: a flag for a bool, an int for an integer, else the text."""
+    kinds = field.kinds - {"None"}
+    if kinds == {"bool"}:
+        return {"action": "store_true"}
+    if kinds == {"int"}:
+        return {"type": int}
+    return {}
+
+
+def _help(field: ActionField) -> str:
+    return field.param.help.replace("%", "%%")  # argparse formats help text
 
 
 def render_result(result: Any) -> str:
@@ -187,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, handler, help_text: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text)
-        sub.add_argument("uri", help="table location: a local path or an fsspec URL such as s3://bucket/table")
+        sub.add_argument("uri", help=URI_HELP)
         sub.add_argument("--storage-options", help="fsspec storage options as JSON")
         sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
         sub.set_defaults(handler=handler)
@@ -201,84 +251,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     tag = commands.add_parser("tag", help="create or delete tags")
     tag_commands = tag.add_subparsers(dest="tag_command", required=True)
-    for name, handler, help_text in (
-        ("create", _action_command(lambda a: actions.CreateTag(
-            a.uri, tag_name=a.name, snapshot_id=a.snapshot_id, as_of=a.as_of, time_retained=a.time_retained, if_exists=a.if_exists)),
-         "tag a snapshot (default: latest)"),
-        ("delete", _action_command(lambda a: actions.DeleteTag(a.uri, tag_name=a.name)), "delete a tag and the files only it held"),
-    ):
-        sub = tag_commands.add_parser(name, help=help_text)
-        sub.add_argument("uri")
-        sub.add_argument("name")
-        sub.add_argument("--storage-options")
-        sub.add_argument("--json", action="store_true")
-        if name == "create":
-            sub.add_argument("--snapshot-id", type=int)
-            sub.add_argument("--as-of", help="tag the state at this time (ISO-8601)")
-            sub.add_argument("--time-retained", help="time to live, e.g. '7 d'")
-            sub.add_argument("--if-exists", choices=("fail", "skip"), default="fail",
-                             help="skip: succeed when the tag exists on the same snapshot (for re-runs)")
-        sub.set_defaults(handler=handler)
-    periodic = tag_commands.add_parser("periodic", help="create the periodic tags due now")
-    periodic.add_argument("uri")
-    periodic.add_argument("--storage-options")
-    periodic.add_argument("--json", action="store_true")
-    periodic.add_argument("--period", help="daily, hourly or two-hours (default: option tag.creation-period)")
-    periodic.add_argument("--delay")
-    periodic.add_argument("--formatter")
-    periodic.add_argument("--num-retained-max", type=int)
-    periodic.add_argument("--catch-up", action="store_true")
-    periodic.set_defaults(handler=_action_command(lambda a: actions.CreatePeriodicTags(
-        a.uri, period=a.period, delay=a.delay, formatter=a.formatter, num_retained_max=a.num_retained_max, catch_up=a.catch_up)))
-    expire_tags = tag_commands.add_parser("expire", help="delete tags past their time to live")
-    expire_tags.add_argument("uri")
-    expire_tags.add_argument("--storage-options")
-    expire_tags.add_argument("--json", action="store_true")
-    expire_tags.set_defaults(handler=_action_command(lambda a: actions.ExpireTags(a.uri)))
-
-    expire = add("expire", _action_command(lambda a: actions.ExpireSnapshots(
-        a.uri, retain_min=a.retain_min, retain_max=a.retain_max, time_retained=a.time_retained,
-        older_than=a.older_than, limit=a.limit, dry_run=a.dry_run, skip_missing=a.skip_missing)),
-        "expire old snapshots and delete unused files")
-    expire.add_argument("--retain-min", type=int)
-    expire.add_argument("--retain-max", type=int)
-    expire.add_argument("--time-retained", help="e.g. '1 h' (default: option snapshot.time-retained)")
-    expire.add_argument("--older-than", help="ISO-8601 time")
-    expire.add_argument("--limit", type=int)
-    expire.add_argument(
-        "--skip-missing", action="store_true",
-        help="repair path: skip metadata of the expired snapshots that is already missing (left for orphan cleaning)",
-    )
-    expire.add_argument("--dry-run", action="store_true")
-
-    rollback = add("rollback", _action_command(lambda a: actions.Rollback(
-        a.uri, snapshot_id=a.snapshot_id, tag=a.tag, as_of=a.as_of, keep_history=a.keep_history, force=a.force)), "roll the table back")
-    target = rollback.add_mutually_exclusive_group(required=True)
-    target.add_argument("--snapshot-id", type=int)
-    target.add_argument("--tag")
-    target.add_argument("--as-of")
-    rollback.add_argument("--keep-history", action="store_true", help="commit the target state as a new snapshot instead")
-    rollback.add_argument("--force", action="store_true", help="move consumers that read past the target back")
-
-    orphans = add("clean-orphans", _action_command(lambda a: actions.RemoveOrphanFiles(a.uri, older_than=a.older_than, dry_run=a.dry_run)),
-                  "delete files nothing references (older than --older-than, default 1 day)")
-    orphans.add_argument("--older-than", help="a time, or a duration back from now such as '2 d'")
-    orphans.add_argument("--dry-run", action="store_true")
-
-    compact = add("compact", _action_command(lambda a: actions.Compact(a.uri, min_file_num=a.min_file_num, target_file_size=a.target_file_size)),
-                  "rewrite small files into fewer files")
-    compact.add_argument("--min-file-num", type=int)
-    compact.add_argument("--target-file-size")
+    add_action_command(tag_commands, "create", actions.CreateTag)
+    add_action_command(tag_commands, "delete", actions.DeleteTag)
+    add_action_command(tag_commands, "periodic", actions.CreatePeriodicTags)
+    add_action_command(tag_commands, "expire", actions.ExpireTags)
+    add_action_command(commands, "expire", actions.ExpireSnapshots)
+    add_action_command(commands, "rollback", actions.Rollback)
+    add_action_command(commands, "clean-orphans", actions.RemoveOrphanFiles)
+    add_action_command(commands, "compact", actions.Compact)
 
     consumer = commands.add_parser("consumer", help="move or delete a consumer")
     consumer_commands = consumer.add_subparsers(dest="consumer_command", required=True)
-    update = consumer_commands.add_parser("update", help="set a consumer's next snapshot (everything before it is read)")
-    update.add_argument("uri")
-    update.add_argument("consumer_id")
-    update.add_argument("next_snapshot", type=int)
-    update.add_argument("--storage-options")
-    update.add_argument("--json", action="store_true")
-    update.set_defaults(handler=_action_command(lambda a: actions.UpdateConsumer(a.uri, consumer_id=a.consumer_id, next_snapshot=a.next_snapshot)))
+    add_action_command(consumer_commands, "update", actions.UpdateConsumer)
     delete = consumer_commands.add_parser("delete", help="delete a consumer (expiry no longer keeps its snapshots)")
     delete.add_argument("uri")
     delete.add_argument("consumer_id")
@@ -296,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("action_json")
     run.add_argument("--storage-options")
     run.add_argument("--json", action="store_true")
-    run.set_defaults(handler=_action_command(lambda a: actions.action_from_json(a.action_json)))
+    run.set_defaults(handler=cmd_run_action)
     return parser
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from airflow_snaptable import demo
 from airflow_snaptable.cli import main
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.actions import ACTIONS, UpdateConsumer, action_from_json, run_action
 from airflow_snaptable.core.errors import InvalidArgumentError, TagAlreadyExistsError
+from devtools import demo
 from tests.conftest import make_rows
 
 SNAPTABLE = str(Path(sys.executable).with_name("snaptable"))

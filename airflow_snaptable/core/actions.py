@@ -1,264 +1,263 @@
-"""Maintenance actions as plain values.
+"""The maintenance actions: each one defined once, here, and run the same way by every front end.
 
-Each action is a small dataclass that serialises to JSON and names the Table
-method it runs. The CLI, the Spark job and the Airflow operators all build
-one of these and call :func:`run_action`, so every front end runs the same
-core call and returns the same result dict.
+An action is a value (a frozen dataclass, core/action_base.py): its fields are the arguments
+of the core call, with their defaults, checks and documentation; ``run(table)`` makes the
+call. The CLI (``snaptable expire ...``), the Spark job (``--action-file``), the hook and the
+Airflow operators are built from these definitions and return the same result document
+``{"action", "table", "result"}``. An argument added to an action's core call is added here
+as a field, and every front end takes it.
 
-Every field is checked when the action is made, against its annotation (a
-``bool`` is only True or False: ``"false"`` is truthy and once forced a
-rollback) and its ``_arg`` checks, so a bad action fails before it reaches a
-table or a Spark job.
+Actions travel as JSON (``{"action": "expire-snapshots", "table": "s3://b/t", "retain_max": 5}``):
+:func:`action_from_json` is the one way JSON becomes an action.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping
 
-from airflow_snaptable.core.checks import check_int, check_kinds
-from airflow_snaptable.core.errors import InvalidArgumentError, InvalidOptionError, TagAlreadyExistsError
-from airflow_snaptable.core.names import validate_name
-from airflow_snaptable.core.options import parse_duration, parse_size
+from airflow_snaptable.core import tags as tag_ops
+from airflow_snaptable.core.action_base import (
+    Action,
+    Choice,
+    allowed,
+    arg,
+    check_duration,
+    check_partitions,
+    check_size,
+    check_time,
+    check_time_or_duration,
+    valid_name,
+)
+from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.periodic import FORMATTERS, PERIODS
-from airflow_snaptable.core.storage import check_location
 from airflow_snaptable.core.table import Table
 
-Check = Callable[[Any, str], Any]
+_NOW = "The time the action runs at (default: the table's clock), for tests and replays."
 
 
-def _arg(default: Any = None, *, minimum: int | None = None, check: Check | None = None) -> Any:
-    """An action field: ``minimum`` bounds an integer, ``check(value, name)`` vets a value its type allows."""
-    return dataclasses.field(default=default, metadata={"minimum": minimum, "check": check})
-
-
-def _time(value: Any, name: str) -> None:
-    try:
-        Table.to_millis(value)
-    except InvalidArgumentError as exc:
-        raise InvalidArgumentError(f"{name}: {exc}") from None
-
-
-def _duration(value: Any, name: str) -> None:
-    try:
-        parse_duration(value, name)
-    except InvalidOptionError as exc:
-        raise InvalidArgumentError(str(exc)) from None
-
-
-def _time_or_duration(value: Any, name: str) -> None:
-    """Orphan cleaning's ``older_than``, read as core reads it: a duration text back from now, else a time."""
-    if isinstance(value, str):
-        try:
-            parse_duration(value, name)
-            return
-        except InvalidOptionError:
-            pass
-    _time(value, name)
-
-
-def _size(value: Any, name: str) -> None:
-    try:
-        parse_size(value, name)
-    except InvalidOptionError as exc:
-        raise InvalidArgumentError(str(exc)) from None
-
-
-def _name(what: str) -> Check:
-    def check(value: str, name: str) -> None:
-        if not value.strip():
-            raise InvalidArgumentError(f"{name} must be a non-empty string, got {value!r}")
-        validate_name(value, what)
-
-    return check
-
-
-def _one_of(allowed) -> Check:
-    def check(value: str, name: str) -> None:
-        if value not in allowed:
-            raise InvalidArgumentError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
-
-    return check
-
-
-def _partitions(value: list, name: str) -> None:
-    """Core checks keys and value types against the table; here only the JSON shape."""
-    if not value:
-        raise InvalidArgumentError(f"{name} must not be empty (None means every partition)")
-    for spec in value:
-        if not isinstance(spec, dict) or not spec or not all(isinstance(key, str) for key in spec):
-            raise InvalidArgumentError(f"{name} must be a list of non-empty objects like [{{\"day\": \"2026-01-01\"}}], got {value!r}")
-
-
-def _location(value: str, name: str) -> None:
-    try:
-        check_location(value)
-    except InvalidArgumentError as exc:
-        raise InvalidArgumentError(f"{name}: {exc}") from None
-
-
-@dataclass(frozen=True)
-class Action:
-    """Base: ``table`` is the table URI; subclasses add the method's arguments."""
-
-    table: str = dataclasses.field(metadata={"check": _location})
-    name: ClassVar[str] = ""
-    method: ClassVar[str] = ""
-
-    def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            name = f"{self.name}: {field.name}"
-            kinds = [kind.strip() for kind in str(field.type).split("|")]
-            minimum = field.metadata.get("minimum")
-            if minimum is not None and value is not None and set(kinds) - {"None"} == {"int"}:
-                check_int(value, name, minimum)
-            else:
-                check_kinds(value, name, kinds)
-            check = field.metadata.get("check")
-            if check is not None and value is not None:
-                check(value, name)
-        self.validate()
-
-    def validate(self) -> None:
-        """Checks across fields, after every field's own; subclasses add theirs."""
-
-    def arguments(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "table"}
-
-    def to_json(self) -> str:
-        return json.dumps({"action": self.name, **dataclasses.asdict(self)})
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExpireSnapshots(Action):
-    retain_min: int | None = _arg(minimum=1)
-    retain_max: int | None = _arg(minimum=1)
-    time_retained: str | None = _arg(check=_duration)
-    older_than: str | int | None = _arg(check=_time)
-    retain_last: int | None = _arg(minimum=1)
-    limit: int | None = _arg(minimum=1)
-    dry_run: bool = False
-    now: str | int | None = _arg(check=_time)
-    skip_missing: bool = False
-    name: ClassVar[str] = "expire-snapshots"
-    method: ClassVar[str] = "expire_snapshots"
+    """Expire old snapshots and delete the files nothing retained still uses.
 
-
-#: What CreateTag does when a tag of that name exists.
-IF_EXISTS = ("fail", "skip")
-
-
-@dataclass(frozen=True)
-class CreateTag(Action):
-    """Tag a snapshot (``snapshot_id``, or the latest at ``as_of``, or the latest).
-
-    ``if_exists="skip"`` makes retries and re-runs idempotent: when the tag exists and points
-    at the requested snapshot, that tag is the result (``"skipped": True``); when it points
-    elsewhere, TagAlreadyExistsError. It never checks before creating: tag creation is an
-    atomic create-if-absent, and only its "exists already" answer leads to the skip.
+    Tags and consumers always protect what they hold. Unset bounds come from the table
+    options (``snapshot.num-retained.min`` / ``.max``, ``snapshot.time-retained``,
+    ``snapshot.expire.limit``).
     """
 
-    tag_name: str = _arg("", check=_name("tag"))
-    snapshot_id: int | None = _arg(minimum=1)
-    as_of: str | int | None = _arg(check=_time)
-    time_retained: str | None = _arg(check=_duration)
-    if_exists: str = _arg("fail", check=_one_of(IF_EXISTS))
+    name: ClassVar[str] = "expire-snapshots"
+    choices: ClassVar[tuple[Choice, ...]] = (Choice(("older_than", "time_retained")),)
+
+    retain_min: int | None = arg(None, minimum=1, templated=True, help="Always keep at least this many newest snapshots.")
+    retain_max: int | None = arg(None, minimum=1, templated=True, help="Keep at most this many snapshots, whatever their age.")
+    time_retained: str | None = arg(
+        None, check=check_duration, templated=True,
+        help="Keep snapshots younger than this duration, e.g. '7 d' (default: option snapshot.time-retained).",
+    )
+    older_than: str | int | None = arg(
+        None, check=check_time, templated=True,
+        help="Or: expire only snapshots whose successor is older than this time (ISO-8601 or epoch millis).",
+    )
+    retain_last: int | None = arg(None, minimum=1, internal=True, help="Iceberg's name for retain_min.")
+    limit: int | None = arg(None, minimum=1, templated=True, help="Expire at most this many snapshots in one run.")
+    dry_run: bool = arg(False, help="Plan only: report what would be deleted, delete nothing.")
+    now: str | int | None = arg(None, check=check_time, internal=True, help=_NOW)
+    skip_missing: bool = arg(
+        False,
+        help="Repair path: skip metadata of the snapshots being expired that is already missing (what it named "
+        "is left for orphan cleaning); what protects must still read.",
+    )
+
+    def run(self, table: Table) -> dict[str, Any]:
+        return self.result_document(table.expire_snapshots(**self.arguments()))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateTag(Action):
+    """Tag a snapshot so its state outlives the snapshot's expiry.
+
+    The snapshot is ``snapshot_id``, or the latest committed at or before ``as_of``, or the
+    latest when the action runs. With ``if_exists="skip"`` a tag of that name on the
+    requested snapshot is the result, marked ``"skipped": True`` (atomic: the create is a
+    create-if-absent, and only its "exists already" answer leads to the skip).
+    """
+
     name: ClassVar[str] = "create-tag"
-    method: ClassVar[str] = "create_tag"
+    choices: ClassVar[tuple[Choice, ...]] = (Choice(("snapshot_id", "as_of")),)
 
-    def validate(self) -> None:
-        if self.snapshot_id is not None and self.as_of is not None:
-            raise InvalidArgumentError("create-tag: give snapshot_id or as_of, not both")
+    tag_name: str = arg(check=valid_name("tag"), templated=True, positional=True, help="The tag's name.")
+    snapshot_id: int | None = arg(None, minimum=1, templated=True, help="The snapshot to tag (default: the latest).")
+    as_of: str | int | None = arg(
+        None, check=check_time, templated=True,
+        help="Or: tag the latest snapshot committed at or before this time (ISO-8601), so a late or "
+        "backfilled run tags the state at the period boundary.",
+    )
+    time_retained: str | None = arg(
+        None, check=check_duration, templated=True,
+        help="The tag's time to live, e.g. '30 d' (default: option tag.default-time-retained, else kept until deleted).",
+    )
+    if_exists: str = arg(
+        "fail", check=allowed(tag_ops.IF_EXISTS),
+        help="'fail' when a tag of that name exists, or 'skip': keep it and return it when it points at "
+        "the requested snapshot (re-runs are idempotent), fail when it points elsewhere.",
+    )
+
+    def run(self, table: Table) -> dict[str, Any]:
+        tag, kept = tag_ops.create_or_keep_tag(
+            table, self.tag_name, self.snapshot_id, as_of=self.as_of, time_retained=self.time_retained, if_exists=self.if_exists
+        )
+        return self.result_document(tag, skipped=True) if kept else self.result_document(tag)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DeleteTag(Action):
-    tag_name: str = _arg("", check=_name("tag"))
+    """Delete a tag, and the data files only it still held."""
+
     name: ClassVar[str] = "delete-tag"
-    method: ClassVar[str] = "delete_tag"
+
+    tag_name: str = arg(check=valid_name("tag"), templated=True, positional=True, help="The tag to delete.")
+
+    def run(self, table: Table) -> dict[str, Any]:
+        return self.result_document(table.delete_tag(self.tag_name))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CreatePeriodicTags(Action):
-    period: str | None = _arg(check=_one_of(tuple(PERIODS)))
-    delay: str | None = _arg(check=_duration)
-    formatter: str | None = _arg(check=_one_of(FORMATTERS))
-    num_retained_max: int | None = _arg(minimum=1)
-    catch_up: bool = False
-    time_retained: str | None = _arg(check=_duration)
-    now: str | int | None = _arg(check=_time)
+    """Tag the state at the end of each elapsed period (Paimon's automatic tag creation).
+
+    Unset arguments come from the table options ``tag.creation-period``,
+    ``tag.creation-delay``, ``tag.period-formatter`` and ``tag.num-retained-max``.
+    """
+
     name: ClassVar[str] = "periodic-tags"
-    method: ClassVar[str] = "create_periodic_tags"
+
+    period: str | None = arg(None, check=allowed(tuple(PERIODS)), templated=True, help="daily, hourly or two-hours.")
+    delay: str | None = arg(
+        None, check=check_duration, templated=True, help="How long after a period ends its tag may be created (less than one period)."
+    )
+    formatter: str | None = arg(
+        None, check=allowed(FORMATTERS), help="The form of the tag names: with_dashes, without_dashes or without_dashes_and_spaces."
+    )
+    num_retained_max: int | None = arg(
+        None, minimum=1, templated=True, help="Keep at most this many periodic tags (the oldest are deleted)."
+    )
+    catch_up: bool = arg(False, help="Create the tags of every missed period, not only the newest.")
+    time_retained: str | None = arg(None, check=check_duration, templated=True, help="Time to live of the tags created.")
+    now: str | int | None = arg(None, check=check_time, internal=True, help=_NOW)
+
+    def run(self, table: Table) -> dict[str, Any]:
+        return self.result_document(table.create_periodic_tags(**self.arguments()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExpireTags(Action):
-    now: str | int | None = _arg(check=_time)
+    """Delete the tags whose time to live has passed (and the files only they held)."""
+
     name: ClassVar[str] = "expire-tags"
-    method: ClassVar[str] = "expire_tags"
+
+    now: str | int | None = arg(None, check=check_time, internal=True, help=_NOW)
+
+    def run(self, table: Table) -> dict[str, Any]:
+        return self.result_document(table.expire_tags(**self.arguments()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Rollback(Action):
-    snapshot_id: int | None = _arg(minimum=1)
-    tag: str | None = _arg(check=_name("tag"))
-    as_of: str | int | None = _arg(check=_time)
-    keep_history: bool = False
-    force: bool = False
+    """Make the table's state that of a snapshot, a tag or a time.
+
+    Default: later snapshots and tags are discarded with the files only they used;
+    consumers that read past the target refuse it unless forced.
+    """
+
     name: ClassVar[str] = "rollback"
-    method: ClassVar[str] = "rollback_to"
+    choices: ClassVar[tuple[Choice, ...]] = (Choice(("snapshot_id", "tag", "as_of"), required=True),)
 
-    def validate(self) -> None:
-        if sum(target is not None for target in (self.snapshot_id, self.tag, self.as_of)) != 1:
-            raise InvalidArgumentError("rollback: give exactly one of snapshot_id, tag and as_of")
+    snapshot_id: int | None = arg(None, minimum=1, templated=True, help="Roll back to this snapshot.")
+    tag: str | None = arg(None, check=valid_name("tag"), templated=True, help="Or: to this tag.")
+    as_of: str | int | None = arg(None, check=check_time, templated=True, help="Or: to the latest snapshot at or before this time.")
+    keep_history: bool = arg(
+        False, templated=True,
+        help="Commit the target's state as a new snapshot instead of discarding the later snapshots and tags.",
+    )
+    force: bool = arg(
+        False, templated=True, help="Roll back even if consumers have read past the target (they move back); default mode only."
+    )
+
+    def run(self, table: Table) -> dict[str, Any]:
+        return self.result_document(table.rollback_to(**self.arguments()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RemoveOrphanFiles(Action):
-    older_than: str | int | None = _arg(check=_time_or_duration)
-    dry_run: bool = True
-    now: str | int | None = _arg(check=_time)
+    """Delete files under the table that nothing references (left behind by crashed writers)."""
+
     name: ClassVar[str] = "remove-orphan-files"
-    method: ClassVar[str] = "remove_orphan_files"
+
+    older_than: str | int | None = arg(
+        None, check=check_time_or_duration, templated=True,
+        help="Only files older than this: a time, or a duration back from now such as '2 d' (default: 1 day).",
+    )
+    dry_run: bool = arg(True, help="List the orphan files only, delete nothing.")
+    now: str | int | None = arg(None, check=check_time, internal=True, help=_NOW)
+
+    def run(self, table: Table) -> dict[str, Any]:
+        return self.result_document(table.remove_orphan_files(**self.arguments()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Compact(Action):
-    partitions: list | None = _arg(check=_partitions)
-    target_file_size: str | int | None = _arg(check=_size)
-    min_file_num: int | None = _arg(minimum=2)
+    """Rewrite the small files of each partition into fewer files (a COMPACT snapshot)."""
+
     name: ClassVar[str] = "compact"
-    method: ClassVar[str] = "compact"
+
+    partitions: list | None = arg(
+        None, check=check_partitions, templated=True, help='Only these partitions, e.g. [{"day": "2026-01-01"}] (default: all).'
+    )
+    target_file_size: str | int | None = arg(
+        None, check=check_size, templated=True,
+        help="Files smaller than this are compacted, e.g. '128 mb' (default: option target-file-size).",
+    )
+    min_file_num: int | None = arg(
+        None, minimum=2, templated=True,
+        help="A partition is compacted when it has at least this many small files (default: option compaction.min.file-num).",
+    )
+
+    def run(self, table: Table) -> dict[str, Any]:
+        return self.result_document(table.compact(**self.arguments()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExpireConsumers(Action):
-    now: str | int | None = _arg(check=_time)
+    """Delete consumers not updated for the table option ``consumer.expiration-time``."""
+
     name: ClassVar[str] = "expire-consumers"
-    method: ClassVar[str] = "expire_consumers"
+
+    now: str | int | None = arg(None, check=check_time, internal=True, help=_NOW)
+
+    def run(self, table: Table) -> dict[str, Any]:
+        return self.result_document(table.expire_consumers(**self.arguments()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class UpdateConsumer(Action):
     """Commit a consumer's position: every snapshot before ``next_snapshot`` counts as read.
 
-    Checked when the value is made (a bad action fails before it reaches a table or a Spark job);
-    the range ``[earliest, latest + 1]`` is checked by ``Table.update_consumer``.
+    ``next_snapshot`` and later snapshots are protected from expiry while the consumer lives.
     """
 
-    consumer_id: str = _arg("", check=_name("consumer"))
-    next_snapshot: int | None = _arg(minimum=1)
     name: ClassVar[str] = "update-consumer"
-    method: ClassVar[str] = "update_consumer"
 
-    def validate(self) -> None:
-        if self.next_snapshot is None:
-            raise InvalidArgumentError("update-consumer: next_snapshot is required (the first snapshot not read yet)")
+    consumer_id: str = arg(check=valid_name("consumer"), templated=True, positional=True, help="The consumer.")
+    next_snapshot: int = arg(
+        minimum=1, templated=True, positional=True, help="The first snapshot not read yet: in [earliest, latest + 1]."
+    )
+
+    def run(self, table: Table) -> dict[str, Any]:
+        return self.result_document(table.update_consumer(**self.arguments()))
 
 
+#: Every action by its JSON name: what the Spark job and ``snaptable run-action`` can run.
 ACTIONS: dict[str, type[Action]] = {
     cls.name: cls
     for cls in (
@@ -276,90 +275,67 @@ ACTIONS: dict[str, type[Action]] = {
 }
 
 
-def action_from_json(text: str | Mapping) -> Action:
-    """Parse ``{"action": "<name>", "table": "...", ...}``; unknown actions or arguments are errors."""
-    if isinstance(text, str):
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InvalidArgumentError(f"action is not valid JSON: {exc}") from exc
-        except RecursionError:
-            raise InvalidArgumentError("action JSON is nested too deeply") from None
-    elif isinstance(text, Mapping):
-        doc = text
-    else:
-        raise InvalidArgumentError(f"an action is JSON text or a mapping, got {type(text).__name__}")
-    if not isinstance(doc, Mapping):
-        raise InvalidArgumentError(
-            f'an action is a JSON object like {{"action": "expire-snapshots", "table": "..."}}, got {type(doc).__name__}'
-        )
-    doc = dict(doc)
-    name = doc.pop("action", None)
+def action_class(name: Any) -> type[Action]:
+    """The action registered under ``name``."""
     cls = ACTIONS.get(name) if isinstance(name, str) else None
     if cls is None:
         raise InvalidArgumentError(f"unknown action {name!r}; known: {', '.join(sorted(ACTIONS))}")
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(doc) - known, key=str)
-    if unknown:
-        raise InvalidArgumentError(f"action {name!r} takes no argument(s) {unknown}")
-    if "table" not in doc:
-        raise InvalidArgumentError(f"action {name!r} needs 'table'")
-    return cls(**doc)
+    return cls
+
+
+def action_from_json(text: str | Mapping) -> Action:
+    """Parse ``{"action": "<name>", "table": "...", ...}``; unknown actions or arguments are errors."""
+    doc = _json_document(text) if isinstance(text, str) else text
+    if not isinstance(doc, Mapping):
+        if not isinstance(text, str):
+            raise InvalidArgumentError(f"an action is JSON text or a mapping, got {type(text).__name__}")
+        raise InvalidArgumentError(
+            f'an action is a JSON object like {{"action": "expire-snapshots", "table": "..."}}, got {type(doc).__name__}'
+        )
+    arguments = dict(doc)
+    cls = action_class(arguments.pop("action", None))
+    if "table" not in arguments:
+        raise InvalidArgumentError(f"action {cls.name!r} needs 'table'")
+    return cls.from_values(arguments.pop("table"), arguments)
+
+
+def actions_from_json(text: str) -> tuple[list[Action], bool]:
+    """The actions in ``text`` (one object, or an array of them), and whether it was an array.
+
+    Every action is checked before any runs: a typo in the last step fails before the
+    first step changes anything.
+    """
+    doc = _json_document(text)
+    items = doc if isinstance(doc, list) else [doc]
+    if not items:
+        raise InvalidArgumentError("the action array is empty")
+    parsed = []
+    for position, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise InvalidArgumentError(f"action {position} is not a JSON object: {item!r}")
+        parsed.append(action_from_json(item))
+    return parsed, isinstance(doc, list)
+
+
+def build_action(cls_or_name: type[Action] | str, table: str, **values: Any) -> Action:
+    """An action from Python values and text (a hook's caller, rendered templates).
+
+    Datetimes and timedeltas become their JSON text, and every string is read by its
+    field's kind (``"5"`` is 5 for a count, ``"True"`` True for a flag, strictly).
+    """
+    cls = action_class(cls_or_name) if isinstance(cls_or_name, str) else cls_or_name
+    return cls.from_python(table, values, text=values.keys())
 
 
 def run_action(action: Action, storage_options: dict | None = None, table: Table | None = None) -> dict[str, Any]:
-    """Run ``action`` on its table and return a JSON-ready result dict (``{"action", "table", "result"}``)."""
-    table = table or Table.open(action.table, storage_options)
-    arguments = action.arguments()
-    if "tag_name" in arguments:
-        arguments["name"] = arguments.pop("tag_name")
-    if isinstance(action, CreateTag):
-        return _create_tag(table, action, arguments)
-    result = getattr(table, action.method)(**arguments)
-    return {"action": action.name, "table": action.table, "result": to_jsonable(result)}
+    """Run ``action`` on its table (or on ``table``, opened already): the result ``{"action", "table", "result"}``."""
+    return action.run(table or Table.open(action.table, storage_options))
 
 
-def _create_tag(table: Table, action: CreateTag, arguments: dict) -> dict[str, Any]:
-    if_exists = arguments.pop("if_exists")
-    arguments = _create_tag_arguments(table, arguments)
+def _json_document(text: str) -> Any:
     try:
-        tag = table.create_tag(**arguments)
-    except TagAlreadyExistsError:
-        if if_exists != "skip":
-            raise
-        existing = table.tag(arguments["name"])  # the create lost to this tag: it exists (or was deleted since: an error)
-        requested = arguments.get("snapshot_id")
-        if requested is None:
-            requested = table.snapshot_manager.latest_id()
-        if existing.snapshot_id != requested:
-            raise TagAlreadyExistsError(
-                f"tag {existing.name!r} exists already and points at snapshot {existing.snapshot_id}, "
-                f"not at the requested snapshot {requested}: not skipped (delete or rename the tag)"
-            ) from None
-        return {"action": action.name, "table": action.table, "result": to_jsonable(existing), "skipped": True}
-    return {"action": action.name, "table": action.table, "result": to_jsonable(tag)}
-
-
-def _create_tag_arguments(table: Table, arguments: dict) -> dict:
-    """``as_of`` picks the snapshot by time, so a late or backfilled run tags the state at the boundary."""
-    as_of = arguments.pop("as_of")
-    if as_of is not None:
-        snapshot = table.snapshot_at(as_of)
-        if snapshot is None:
-            raise InvalidArgumentError(f"no retained snapshot at or before {as_of}")
-        arguments["snapshot_id"] = snapshot.id
-    return arguments
-
-
-def to_jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    if dataclasses.is_dataclass(value):
-        return dataclasses.asdict(value)
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set)):
-        return [to_jsonable(v) for v in value]
-    return str(value)
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgumentError(f"action is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise InvalidArgumentError("action JSON is nested too deeply") from None

@@ -9,7 +9,9 @@ anything is read or written.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import json
+import re
+from typing import Any, Iterable, Mapping
 
 from airflow_snaptable.core.errors import InvalidArgumentError
 
@@ -49,3 +51,49 @@ def check_int(value: Any, name: str, minimum: int | None = None) -> int:
 
 def check_optional_int(value: Any, name: str, minimum: int | None = None) -> int | None:
     return None if value is None else check_int(value, name, minimum)
+
+
+def value_from_text(text: str, kinds: Iterable[str], name: str) -> Any:
+    """What ``text`` (a rendered template, a word of a command line) stands for, read by the kinds a value may have.
+
+    Strict, so that a typo never decides a flag: an ``int`` is digits (a sign allowed), a
+    ``bool`` is ``true`` or ``false`` in any case (how templates render Python and JSON
+    booleans), a ``list`` is a JSON array; ``""`` and ``none`` are None where None is
+    allowed. Text for a value that may be a string stays the text.
+    """
+    kinds = set(kinds)
+    stripped = text.strip()
+    if stripped == "" or stripped.lower() == "none":
+        return None if "None" in kinds else text
+    wanted = kinds - {"None"}
+    if wanted == {"int"}:
+        if not re.fullmatch(r"[+-]?[0-9]+", stripped):
+            raise InvalidArgumentError(f"{name} must be an integer, got {text!r}")
+        return int(stripped)
+    if wanted == {"bool"}:
+        if stripped.lower() not in ("true", "false"):
+            raise InvalidArgumentError(f"{name} must be true or false, got {text!r}")
+        return stripped.lower() == "true"
+    if wanted == {"list"}:
+        try:
+            value = json.loads(stripped)
+        except (json.JSONDecodeError, RecursionError):
+            value = None
+        if not isinstance(value, list):
+            raise InvalidArgumentError(f"{name} must be a JSON list, got {text!r}")
+        return value
+    return text
+
+
+def check_exclusive(values: Mapping[str, Any], required: bool = False, where: str = "") -> None:
+    """At most one of ``values`` is given (not None); with ``required``, exactly one.
+
+    ``where`` prefixes the message (an action's name). Arguments that are two forms of one
+    thing (a snapshot id, a tag or a time as a target) are refused together, never ranked.
+    """
+    given = [name for name, value in values.items() if value is not None]
+    prefix = f"{where}: " if where else ""
+    if len(given) > 1:
+        raise InvalidArgumentError(f"{prefix}give only one of {', '.join(values)}; got {', '.join(given)}")
+    if required and not given:
+        raise InvalidArgumentError(f"{prefix}give one of {', '.join(values)}")

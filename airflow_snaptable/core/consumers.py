@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from airflow_snaptable.core.checks import check_int
 from airflow_snaptable.core.errors import ConsumerNotFoundError, CorruptMetadataError
 from airflow_snaptable.core.names import validate_name
 from airflow_snaptable.core.storage import Storage
@@ -93,8 +94,7 @@ def update_consumer(table, consumer_id: str, next_snapshot: int) -> Consumer:
     from airflow_snaptable.core.plans import PlanManager
 
     validate_name(consumer_id, "consumer")
-    if isinstance(next_snapshot, bool) or not isinstance(next_snapshot, int) or next_snapshot < 1:
-        raise InvalidArgumentError(f"next_snapshot must be an int >= 1, got {next_snapshot!r}")
+    check_int(next_snapshot, "next_snapshot", minimum=1)
     latest = table.snapshot_manager.latest_id() or 0
     earliest = table.snapshot_manager.earliest_id() or 1
     if next_snapshot > latest + 1:

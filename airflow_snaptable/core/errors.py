@@ -84,6 +84,12 @@ class MissingMetadataError(CorruptMetadataError):
     """A metadata file that live metadata references (a manifest or manifest list) does not exist."""
 
 
+class UnsupportedMetadataError(CorruptMetadataError):
+    """Metadata a table store reads but does not understand (a format version or feature it does not
+    implement). The lifecycle fails closed on it as on unparsable metadata: what is not understood may
+    be what keeps a file in use."""
+
+
 class StorageError(SnapTableError):
     """The storage failed in a way the table format cannot interpret (not a plain 'not found')."""
 

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from airflow_snaptable.core.checks import check_bool
-from airflow_snaptable.core.errors import InvalidArgumentError, MissingMetadataError
+from airflow_snaptable.core.checks import check_bool, check_exclusive, check_int
+from airflow_snaptable.core.errors import InvalidArgumentError, MissingMetadataError, SnapshotNotFoundError
 from airflow_snaptable.core.manifest import FileKind, manifest_path
 from airflow_snaptable.core.options import parse_duration
 from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan, PlanManager
@@ -66,13 +66,7 @@ class ExpireSettings:
 
 
 def resolve_settings(
-    table: "Table",
-    retain_min=None,
-    retain_max=None,
-    time_retained=None,
-    older_than=None,
-    retain_last=None,
-    limit=None,
+    table: "Table", *, retain_min=None, retain_max=None, time_retained=None, older_than=None, retain_last=None, limit=None,
     now_millis: int | None = None,
 ) -> ExpireSettings:
     """Explicit arguments over table options; Iceberg's names as aliases; every bound validated."""
@@ -82,13 +76,12 @@ def resolve_settings(
         if retain_min is not None and retain_min != retain_last:
             raise InvalidArgumentError("retain_last is another name for retain_min; give one of them")
         retain_min = retain_last
-    retain_min = options.get("snapshot.num-retained.min") if retain_min is None else _count(retain_min, "retain_min")
-    retain_max = options.get("snapshot.num-retained.max") if retain_max is None else _count(retain_max, "retain_max")
+    retain_min = options.get("snapshot.num-retained.min") if retain_min is None else check_int(retain_min, "retain_min", 1)
+    retain_max = options.get("snapshot.num-retained.max") if retain_max is None else check_int(retain_max, "retain_max", 1)
     if retain_max is not None and retain_max < retain_min:
         raise InvalidArgumentError(f"retain_max ({retain_max}) must be >= retain_min ({retain_min})")
-    limit = options.get("snapshot.expire.limit") if limit is None else _count(limit, "limit")
-    if time_retained is not None and older_than is not None:
-        raise InvalidArgumentError("older_than and time_retained are two forms of the same bound; give one of them")
+    limit = options.get("snapshot.expire.limit") if limit is None else check_int(limit, "limit", 1)
+    check_exclusive({"older_than": older_than, "time_retained": time_retained})  # two forms of the same bound
     if older_than is not None:
         threshold = table.to_millis(older_than)
         if threshold > now:
@@ -97,12 +90,6 @@ def resolve_settings(
         retained = options.get("snapshot.time-retained") if time_retained is None else _duration(time_retained)
         threshold = now - int(retained / timedelta(milliseconds=1))
     return ExpireSettings(retain_min, retain_max, threshold, limit)
-
-
-def _count(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgumentError(f"{name} must be an int >= 1, got {value!r}")
-    return value
 
 
 def _duration(value) -> timedelta:
@@ -282,6 +269,21 @@ def _read_some(read_many, names, missing: list[str] | None) -> dict[str, list]:
         return found
 
 
+#: Planning starts over when a consumer moves into the range or another expiry overtakes this one;
+#: each retry follows progress someone else made.
+_MAX_PLANNING_ATTEMPTS = 10
+
+
+def _expired_meanwhile(table: "Table", plans: PlanManager, start: int | None) -> bool:
+    """Did another expiry remove (or start removing) snapshot ``start`` since this run read it as the earliest?
+
+    Then missing metadata below its fence is that run's progress, not damage.
+    """
+    if start is None:
+        return False
+    return not table.snapshot_manager.exists(start) or plans.fence() > start
+
+
 def _planned(table: "Table", bounds: tuple[int, int], read, missing: list[str] | None) -> DeletionPlan:
     """plan_expiry, with the way out named when metadata of the expired range is missing."""
     try:
@@ -296,19 +298,33 @@ def _planned(table: "Table", bounds: tuple[int, int], read, missing: list[str] |
 
 def expire_snapshots(
     table: "Table",
-    retain_min=None,
-    retain_max=None,
+    *,
+    retain_min: int | None = None,
+    retain_max: int | None = None,
     time_retained=None,
     older_than=None,
-    retain_last=None,
-    limit=None,
+    retain_last: int | None = None,
+    limit: int | None = None,
     dry_run: bool = False,
     now=None,
     skip_missing: bool = False,
 ) -> ExpireResult:
+    """Expire old snapshots and delete the files nothing retained still uses (``Table.expire_snapshots``).
+
+    Defaults come from the options ``snapshot.num-retained.min`` / ``.max``, ``snapshot.time-retained``
+    and ``snapshot.expire.limit``. ``older_than`` (a time) and ``retain_last`` are Iceberg's names for
+    the time bound and ``retain_min``. Tags and consumers always protect what they hold. ``now``: the
+    time expiry runs at (default: the table's clock). ``skip_missing=True`` is the repair path when
+    metadata of the snapshots being expired is already gone (:func:`plan_expiry`). The action
+    ``ExpireSnapshots`` (core/actions.py) documents each argument for the CLI and the operators.
+    """
+    check_bool(dry_run, "dry_run")
     check_bool(skip_missing, "skip_missing")
     now_millis = None if now is None else table.to_millis(now)
-    settings = resolve_settings(table, retain_min, retain_max, time_retained, older_than, retain_last, limit, now_millis)
+    settings = resolve_settings(
+        table, retain_min=retain_min, retain_max=retain_max, time_retained=time_retained, older_than=older_than,
+        retain_last=retain_last, limit=limit, now_millis=now_millis,
+    )
     plans = PlanManager(table)
     result = ExpireResult(dry_run=dry_run)
     missing = result.missing_metadata if skip_missing else None
@@ -317,14 +333,20 @@ def expire_snapshots(
     result.recovered_data_files = len(plans.finish_all().deleted_data_files)
     result.earliest_before = table.snapshot_manager.earliest_id()
 
-    for _attempt in range(3):
+    for _attempt in range(_MAX_PLANNING_ATTEMPTS):
         read = _Snapshots(table)
-        bounds = expire_range(table, settings, read)
-        if bounds is None:
-            result.earliest_after = table.snapshot_manager.earliest_id()
-            return result
-        del result.missing_metadata[:]
-        plan = _planned(table, bounds, read, missing)
+        start = table.snapshot_manager.earliest_id()
+        try:
+            bounds = expire_range(table, settings, read, earliest=start)
+            if bounds is None:
+                result.earliest_after = table.snapshot_manager.earliest_id()
+                return result
+            del result.missing_metadata[:]
+            plan = _planned(table, bounds, read, missing)
+        except (MissingMetadataError, SnapshotNotFoundError):
+            if not _expired_meanwhile(table, plans, start):
+                raise
+            continue  # another expiry removed what this one was reading: plan again from where it left off
         # Pending first: the fence is up, so from now on new tags and consumers below it
         # back out; then re-check the consumers that came in before, and read what protects.
         plans.publish_pending(plan)

@@ -1,4 +1,5 @@
-"""Data files written outside the table's writers (``Table.commit_files``), checked before they are committed.
+"""Data files written outside the table's writers (``Table.commit_files``): checked before they are
+committed, and looked for in the history when it is unsure whether their commit landed.
 
 Rules:
 - Shape: each file is a DataFile under ``data/`` in the directory of its partition,
@@ -19,17 +20,19 @@ Cost: the known-path check reads the retained history's metadata once
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
+from airflow_snaptable.core.checks import check_int
 from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchError
-from airflow_snaptable.core.manifest import DataFile
+from airflow_snaptable.core.manifest import DataFile, FileKind
 from airflow_snaptable.core.orphans import in_use
 from airflow_snaptable.core.plans import read_plans
 from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.writer import DATA_DIR
 
 if TYPE_CHECKING:
+    from airflow_snaptable.core.snapshot import Snapshot
     from airflow_snaptable.core.table import Table
 
 
@@ -61,8 +64,7 @@ def check_shapes(schema: TableSchema, added, specs: list[dict] | None) -> list[D
                 f"data file {path}: partition {partition!r} does not match its directory or the types of {list(keys)}"
             )
         for name, value in (("record_count", data_file.record_count), ("file_size", data_file.file_size)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidArgumentError(f"data file {path}: {name} must be a non-negative int, got {value!r}")
+            check_int(value, f"data file {path}: {name}", minimum=0)
         if specs is not None and not schema.partition_matches(partition, specs):
             raise InvalidArgumentError(
                 f"data file {path} is in partition {dict(zip(keys, partition))}, "
@@ -100,3 +102,21 @@ def refuse_known_paths(table: "Table", files: list[DataFile]) -> None:
             f"{f' and {len(known) - 1} more' if len(known) > 1 else ''}); a path is never committed twice: "
             "write the rows to a new file"
         )
+
+
+# -- after the commit: did it land? (files written by Spark tasks, committed by the driver) --------
+
+
+def snapshot_adds(table: "Table", snapshot: "Snapshot", paths: Collection[str]) -> bool:
+    """Does ``snapshot`` add any of ``paths``? (A retried commit with an identifier returns the
+    snapshot of the run that landed first: the files of this run are then in no snapshot.)"""
+    wanted = set(paths)
+    return any(entry.kind is FileKind.ADD and entry.file.path in wanted for entry in table.manifest_io.read_delta(snapshot))
+
+
+def added_after(table: "Table", after_snapshot_id: int, paths: Collection[str]) -> bool:
+    """Does a snapshot after ``after_snapshot_id`` add any of ``paths``? (A commit that failed
+    ambiguously may have landed: its files are then the table's, not leftovers to delete.)"""
+    manager = table.snapshot_manager
+    latest = manager.latest_id() or 0
+    return any(snapshot_adds(table, manager.snapshot(i), paths) for i in range(after_snapshot_id + 1, latest + 1))

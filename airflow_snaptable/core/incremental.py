@@ -357,15 +357,17 @@ def find_new_snapshots(
     consumer_id: str | None = None,
     commit_kinds: Iterable[str] | str | None = None,
     with_changes: bool = True,
+    checked_through: int | None = None,
 ) -> NewSnapshots:
     """Snapshots newer than a baseline: ``after_snapshot_id``, or where ``consumer_id`` sits.
 
-    The result's ``found`` is True once a new snapshot has a kind in ``commit_kinds`` (None:
-    any kind). When nothing is new this costs ``latest_id()`` (plus one consumer read when
-    the baseline is a consumer): O(1) storage operations, whatever the history. Otherwise it
-    reads the new snapshots and, ``with_changes``, their delta manifests for the record counts.
-    Snapshots of the range that have expired are an error (data would be skipped), never a
-    silent skip.
+    The result's ``found`` is True once a new snapshot has a kind in ``commit_kinds`` (None: any
+    kind). When nothing is new this costs ``latest_id()`` (plus one consumer read when the
+    baseline is a consumer): O(1) storage operations, whatever the history; so does a call whose
+    ``checked_through`` (an earlier call's ``latest_snapshot_id`` with nothing found, e.g. a
+    sensor's last poke) is still the latest. Otherwise it reads the new snapshots and, ``with_changes``,
+    their delta manifests for the record counts. Snapshots of the range that have expired are an
+    error (data would be skipped), never a silent skip.
     """
     if (after_snapshot_id is None) == (consumer_id is None):
         raise InvalidArgumentError("give exactly one of after_snapshot_id and consumer_id")
@@ -374,13 +376,11 @@ def find_new_snapshots(
             raise InvalidArgumentError(f"consumer_id must be a non-empty string, got {consumer_id!r}")
         baseline = consumer_baseline(table, consumer_id.strip())
     else:
-        if isinstance(after_snapshot_id, bool) or not isinstance(after_snapshot_id, int) or after_snapshot_id < 0:
-            raise InvalidArgumentError(f"after_snapshot_id must be an int >= 0, got {after_snapshot_id!r}")
-        baseline = after_snapshot_id
+        baseline = check_int(after_snapshot_id, "after_snapshot_id", minimum=0)
     kinds_wanted = normalize_commit_kinds(commit_kinds)
     manager = table.snapshot_manager
     latest = manager.latest_id() or 0
-    if latest <= baseline:
+    if latest <= baseline or latest == checked_through:
         return NewSnapshots(table.uri, baseline, baseline, latest)
     earliest = manager.earliest_id() or 1
     # Same rule as Table.changes: the rows deleted by snapshot from+1 are only readable while `from` lives.
@@ -389,10 +389,8 @@ def find_new_snapshots(
             f"snapshot {baseline} of {table.uri} has expired (earliest is {earliest}): the changes after "
             "it cannot be read completely. Protect a reader's position with a consumer"
         )
-    ids, kinds = [], []
-    for snapshot_id in range(baseline + 1, latest + 1):
-        ids.append(snapshot_id)
-        kinds.append(manager.snapshot(snapshot_id).commit_kind.value)
+    ids = list(range(baseline + 1, latest + 1))
+    kinds = [manager.snapshot(snapshot_id).commit_kind.value for snapshot_id in ids]
     matching = [i for i, k in zip(ids, kinds) if kinds_wanted is None or k in kinds_wanted]
     added = deleted = None
     if matching and with_changes:

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
+from airflow_snaptable.core.checks import check_exclusive, check_int
 from airflow_snaptable.core.errors import CommitConflictError, InvalidArgumentError, SnapshotNotFoundError
 from airflow_snaptable.core.manifest import FileKind
 from airflow_snaptable.core.plans import ROLLBACK, DataCandidate, DeletionPlan, PlanManager
@@ -55,9 +56,7 @@ class RollbackResult:
 
 
 def resolve_target(table: "Table", snapshot_id=None, tag=None, as_of=None) -> Snapshot:
-    given = [x for x in (snapshot_id, tag, as_of) if x is not None]
-    if len(given) != 1:
-        raise InvalidArgumentError("give exactly one of snapshot_id, tag and as_of")
+    check_exclusive({"snapshot_id": snapshot_id, "tag": tag, "as_of": as_of}, required=True)
     if tag is not None:
         return table.tag_manager.tag(tag).snapshot
     if as_of is not None:
@@ -65,11 +64,9 @@ def resolve_target(table: "Table", snapshot_id=None, tag=None, as_of=None) -> Sn
         if target is None:
             raise SnapshotNotFoundError(f"no snapshot at or before {as_of} (or it has expired)")
         return target
-    if isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int) or snapshot_id < 1:
-        raise InvalidArgumentError(f"snapshot id must be an int >= 1, got {snapshot_id!r}")
     from airflow_snaptable.core.tags import _snapshot_or_tagged
 
-    return _snapshot_or_tagged(table, snapshot_id)
+    return _snapshot_or_tagged(table, check_int(snapshot_id, "snapshot_id", minimum=1))
 
 
 def rollback_to(table: "Table", snapshot_id=None, tag=None, as_of=None, keep_history: bool = False, force: bool = False) -> RollbackResult:

@@ -14,13 +14,20 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Iterable, Iterator
 
-from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotGapError, SnapshotNotFoundError
+from airflow_snaptable.core.errors import (
+    CorruptMetadataError,
+    SnapshotGapError,
+    SnapshotNotFoundError,
+    UnsupportedMetadataError,
+)
 from airflow_snaptable.core.storage import Storage
 
 SNAPSHOT_DIR = "snapshot"
 LATEST_HINT = f"{SNAPSHOT_DIR}/LATEST"
 EARLIEST_HINT = f"{SNAPSHOT_DIR}/EARLIEST"
 _SNAPSHOT_FILE = re.compile(r"^snapshot-(\d+)$")
+#: The snapshot file format this code reads and writes; another one is refused, never half understood.
+FORMAT_VERSION = 1
 # How far past a stale LATEST hint we probe one id at a time before listing instead.
 _MAX_FORWARD_PROBES = 8
 
@@ -58,19 +65,23 @@ class Snapshot:
     def to_json(self) -> bytes:
         doc = asdict(self)
         doc["commit_kind"] = self.commit_kind.value
-        doc["version"] = 1
+        doc["version"] = FORMAT_VERSION
         return json.dumps(doc, indent=2, sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, data: bytes, where: str = "snapshot") -> "Snapshot":
         try:
             doc = json.loads(data)
-            doc.pop("version", None)
+            version = doc.pop("version", FORMAT_VERSION)
+            if version != FORMAT_VERSION:
+                raise UnsupportedMetadataError(f"{where}: snapshot format version {version!r} is not {FORMAT_VERSION}")
             doc["commit_kind"] = CommitKind(doc["commit_kind"])
             snapshot = cls(**doc)
             if not isinstance(snapshot.id, int) or snapshot.id < 1:
                 raise ValueError(f"bad id {snapshot.id!r}")
             return snapshot
+        except UnsupportedMetadataError:
+            raise
         except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
             raise CorruptMetadataError(f"{where}: cannot parse snapshot file: {exc}") from exc
 
@@ -136,6 +147,30 @@ class SnapshotManager:
     def commit(self, snapshot: Snapshot) -> bool:
         """Publish ``snapshot`` atomically; False if its id is taken already."""
         return self.storage.create_exclusive(snapshot_path(snapshot.id), snapshot.to_json())
+
+    @staticmethod
+    def identity(snapshot: Snapshot) -> str:
+        """What tells this commit apart from another one under the same id (a rollback lets ids be
+        reused): its base manifest list, whose name is unique to the commit attempt that wrote it."""
+        return snapshot.base_manifest_list
+
+    # -- unpublishing (the format's part of a deletion plan, core/plan_executor.py) --------
+
+    def unpublish(self, snapshot_ids: Iterable[int]) -> None:
+        """Remove these snapshots from the history, one file at a time in the order given
+        (a crash leaves a prefix removed). Removing one that is gone already is success."""
+        for snapshot_id in snapshot_ids:
+            self.storage.delete(snapshot_path(snapshot_id))
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Publish an expired snapshot again (a rollback to a tag whose snapshot expired), below the
+        retained ids. Nothing happens when it exists."""
+        if self.exists(snapshot.id):
+            return
+        # The hint goes down before the snapshot reappears: below an existing EARLIEST there are
+        # only ids a stale commit re-created (see earliest_id).
+        self.write_earliest_hint(snapshot.id)
+        self.storage.create_exclusive(snapshot_path(snapshot.id), snapshot.to_json())
 
     # -- ids -----------------------------------------------------------------
 

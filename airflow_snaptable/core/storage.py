@@ -8,7 +8,6 @@ bound. Tests inject crashes through :attr:`Storage.on_operation`.
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 import threading
@@ -343,21 +342,6 @@ class Storage:
             return True
         finally:
             _unlink_quietly(tmp)
-
-
-def parse_storage_options(text: str | None, source: str) -> dict[str, Any] | None:
-    """A JSON object of fsspec storage options (None when ``text`` is empty). Never echoes the text: it may hold secrets."""
-    if text is None or not str(text).strip():
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgumentError(f"{source} is not valid JSON ({exc.msg} at position {exc.pos})") from None
-    except RecursionError:
-        raise InvalidArgumentError(f"{source} is nested too deeply to be storage options") from None
-    if not isinstance(value, dict):
-        raise InvalidArgumentError(f"{source} must be a JSON object, got {type(value).__name__}")
-    return value
 
 
 def check_location(uri: object) -> str:

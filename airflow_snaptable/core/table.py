@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import pendulum
 import pyarrow as pa
 
-from airflow_snaptable.core import orphans, periodic, rollback
+from airflow_snaptable.core import expire, orphans, periodic, rollback
 from airflow_snaptable.core import tags as tag_ops
 from airflow_snaptable.core.checks import check_bool, check_int, check_optional_int
 from airflow_snaptable.core.commit import WHOLE_TABLE, CommitRequest, FileStoreCommit
@@ -29,7 +29,6 @@ from airflow_snaptable.core.errors import (
 )
 from airflow_snaptable.core import consumers as consumer_ops
 from airflow_snaptable.core.consumers import Consumer, ConsumerManager
-from airflow_snaptable.core.expire import ExpireResult, expire_snapshots
 from airflow_snaptable.core.external_files import check_shapes, refuse_known_paths, split_kept
 from airflow_snaptable.core.incremental import ChangeSet, StreamScan, compute_changes
 from airflow_snaptable.core.manifest import DataFile, ManifestIO
@@ -223,9 +222,9 @@ class Table:
     def compact(
         self,
         partitions: list[dict] | None = None,
+        *,
         target_file_size: int | str | None = None,
         min_file_num: int | None = None,
-        *,
         commit_user: str | None = None,
     ) -> Snapshot | None:
         """Rewrite the small files of each partition into fewer files (commit kind COMPACT).
@@ -324,9 +323,7 @@ class Table:
 
         if base_snapshot_id is None:
             base = self.latest_snapshot()
-        elif isinstance(base_snapshot_id, bool) or not isinstance(base_snapshot_id, int) or base_snapshot_id < 0:
-            raise InvalidArgumentError(f"base_snapshot_id must be an int >= 0 (0: the empty table), got {base_snapshot_id!r}")
-        elif base_snapshot_id == 0:
+        elif check_int(base_snapshot_id, "base_snapshot_id (0: the empty table)", minimum=0) == 0:
             base = None
         else:
             try:
@@ -477,25 +474,34 @@ class Table:
 
     # -- tags ----------------------------------------------------------------------
 
-    def create_tag(self, name: str, snapshot_id: int | None = None, time_retained=None) -> Tag:
+    def create_tag(
+        self, name: str, snapshot_id: int | None = None, *, as_of=None, time_retained=None, if_exists: str = "fail"
+    ) -> Tag:
         """Tag a snapshot (default: the latest) so its state outlives the snapshot's expiry.
 
+        :param as_of: or tag the latest snapshot committed at or before this time (a late or
+            backfilled run tags the state at a period's boundary).
         :param time_retained: the tag's time to live ("7 d", a timedelta); default option
             ``tag.default-time-retained``, else kept until deleted.
+        :param if_exists: ``"fail"`` (TagAlreadyExistsError), or ``"skip"``: an existing tag of that
+            name on the requested snapshot is returned as it is (re-runs are idempotent).
         """
-        return tag_ops.create_tag(self, name, snapshot_id, time_retained)
+        return tag_ops.create_or_keep_tag(
+            self, name, snapshot_id, as_of=as_of, time_retained=time_retained, if_exists=if_exists
+        )[0]
 
     def delete_tag(self, name: str) -> list[str]:
         """Delete a tag, and the data files only it still held (returned)."""
         return tag_ops.delete_tag(self, name)
 
-    def replace_tag(self, name: str, snapshot_id: int, time_retained=None) -> Tag:
+    def replace_tag(self, name: str, snapshot_id: int, *, time_retained=None) -> Tag:
         """Point an existing tag at another snapshot (the old target's freed files are cleaned up)."""
         return tag_ops.replace_tag(self, name, snapshot_id, time_retained)
 
     def create_periodic_tags(
         self,
         period=None,
+        *,
         delay=None,
         formatter: str | None = None,
         num_retained_max: int | None = None,
@@ -518,7 +524,7 @@ class Table:
     def tag(self, name: str) -> Tag:
         return self.tag_manager.tag(name)
 
-    def expire_tags(self, now=None) -> list[str]:
+    def expire_tags(self, *, now=None) -> list[str]:
         """Delete the tags whose time to live has passed; returns their names."""
         now_millis = self.clock() if now is None else self.to_millis(now)
         PlanManager(self).finish_all()  # an interrupted run's deletions first
@@ -550,43 +556,22 @@ class Table:
         self.consumer_manager.consumer(consumer_id)
         self.consumer_manager.delete(consumer_id)
 
-    def expire_consumers(self, now=None) -> list[str]:
+    def expire_consumers(self, *, now=None) -> list[str]:
         """Delete consumers not updated for ``consumer.expiration-time``; returns their ids."""
         return consumer_ops.expire_consumers(self, now)
 
     # -- expiry --------------------------------------------------------------------
 
-    def expire_snapshots(
-        self,
-        retain_min: int | None = None,
-        retain_max: int | None = None,
-        time_retained=None,
-        older_than=None,
-        retain_last: int | None = None,
-        limit: int | None = None,
-        dry_run: bool = False,
-        now=None,
-        skip_missing: bool = False,
-    ) -> ExpireResult:
-        """Expire old snapshots and delete the files nothing retained still uses.
-
-        Defaults come from the options ``snapshot.num-retained.min`` / ``.max``,
-        ``snapshot.time-retained`` and ``snapshot.expire.limit``. ``older_than``
-        (a time) and ``retain_last`` are Iceberg's names for the time bound and
-        ``retain_min``. Tags and consumers always protect what they hold.
-        ``skip_missing=True`` is the repair path when metadata of the snapshots being
-        expired is already gone (see core/expire.py ``plan_expiry``).
-        """
-        check_bool(dry_run, "dry_run")
-        return expire_snapshots(
-            self, retain_min, retain_max, time_retained, older_than, retain_last, limit, dry_run, now, skip_missing
-        )
+    #: ``expire_snapshots(*, retain_min, retain_max, time_retained, older_than, retain_last, limit, dry_run,
+    #: now, skip_missing) -> ExpireResult``: core/expire.py's function itself, so its keyword arguments are
+    #: written once (an argument is added there and in the ExpireSnapshots action, nowhere else).
+    expire_snapshots = expire.expire_snapshots
 
 
     # -- rollback --------------------------------------------------------------------
 
     def rollback_to(
-        self, snapshot_id: int | None = None, tag: str | None = None, as_of=None, keep_history: bool = False, force: bool = False
+        self, snapshot_id: int | None = None, *, tag: str | None = None, as_of=None, keep_history: bool = False, force: bool = False
     ) -> RollbackResult:
         """Make the table's state that of a snapshot, a tag or a time (see core/rollback.py).
 
@@ -600,7 +585,7 @@ class Table:
 
     # -- files ---------------------------------------------------------------------
 
-    def remove_orphan_files(self, older_than=None, dry_run: bool = True, now=None) -> OrphanResult:
+    def remove_orphan_files(self, *, older_than=None, dry_run: bool = True, now=None) -> OrphanResult:
         """Delete files nothing references that are older than ``older_than`` (default: 1 day).
 
         Dry run by default: pass ``dry_run=False`` to delete.

@@ -11,7 +11,8 @@ import json
 from dataclasses import dataclass
 from datetime import timedelta
 
-from airflow_snaptable.core.errors import CorruptMetadataError, TagNotFoundError
+from airflow_snaptable.core.checks import check_exclusive, check_int
+from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError, TagAlreadyExistsError, TagNotFoundError
 from airflow_snaptable.core.names import validate_name
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage
@@ -20,6 +21,8 @@ TAG_DIR = "tag"
 TAG_PREFIX = "tag-"
 MANUAL = "manual"
 PERIODIC = "periodic"
+#: What creating a tag does when a tag of that name exists.
+IF_EXISTS = ("fail", "skip")
 
 
 @dataclass(frozen=True)
@@ -149,7 +152,7 @@ def create_tag(
     table, name: str, snapshot_id: int | None = None, time_retained=None, source: str = MANUAL, now_millis: int | None = None
 ) -> Tag:
     """Tag a snapshot (default: the latest). A snapshot that expired can be tagged while another tag holds it."""
-    from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError, TagAlreadyExistsError
+    from airflow_snaptable.core.errors import SnapshotNotFoundError
     from airflow_snaptable.core.intents import TAG as TAG_INTENT, Intent, IntentManager
 
     validate_name(name, "tag")
@@ -161,9 +164,7 @@ def create_tag(
         if snapshot is None:
             raise SnapshotNotFoundError("the table has no snapshot to tag")
     else:
-        if isinstance(snapshot_id, bool) or not isinstance(snapshot_id, int) or snapshot_id < 1:
-            raise InvalidArgumentError(f"snapshot id must be an int >= 1, got {snapshot_id!r}")
-        snapshot = _snapshot_or_tagged(table, snapshot_id)
+        snapshot = _snapshot_or_tagged(table, check_int(snapshot_id, "snapshot_id", minimum=1))
     tag = Tag(name, snapshot, table.clock() if now_millis is None else now_millis, retained, source)
     if table.tag_manager.exists(name):
         raise TagAlreadyExistsError(f"tag {name!r} exists already")
@@ -178,6 +179,40 @@ def create_tag(
     finally:
         intents.withdraw(intent)
     return tag
+
+
+def create_or_keep_tag(
+    table, name: str, snapshot_id: int | None = None, *, as_of=None, time_retained=None, if_exists: str = "fail"
+) -> tuple[Tag, bool]:
+    """Tag ``snapshot_id``, or the latest snapshot at ``as_of``, or the latest; returns (the tag, kept).
+
+    ``as_of`` picks the snapshot by time, so a late or backfilled run tags the state at a period's
+    boundary. ``if_exists="skip"`` makes re-runs idempotent: when the tag exists and points at the
+    requested snapshot, that tag is the result (kept: True); when it points elsewhere,
+    TagAlreadyExistsError. It never checks before creating: the create is an atomic
+    create-if-absent, and only its "exists already" answer leads to the skip.
+    """
+    check_exclusive({"snapshot_id": snapshot_id, "as_of": as_of})
+    if if_exists not in IF_EXISTS:
+        raise InvalidArgumentError(f"if_exists must be one of {', '.join(IF_EXISTS)}, got {if_exists!r}")
+    if as_of is not None:
+        snapshot = table.snapshot_at(as_of)
+        if snapshot is None:
+            raise InvalidArgumentError(f"no retained snapshot at or before {as_of}")
+        snapshot_id = snapshot.id
+    try:
+        return create_tag(table, name, snapshot_id, time_retained), False
+    except TagAlreadyExistsError:
+        if if_exists != "skip":
+            raise
+        existing = table.tag(name)  # the create lost to this tag: it exists (or was deleted since: an error)
+        requested = table.snapshot_manager.latest_id() if snapshot_id is None else snapshot_id
+        if existing.snapshot_id != requested:
+            raise TagAlreadyExistsError(
+                f"tag {existing.name!r} exists already and points at snapshot {existing.snapshot_id}, "
+                f"not at the requested snapshot {requested}: not skipped (delete or rename the tag)"
+            ) from None
+        return existing, True
 
 
 def _snapshot_or_tagged(table, snapshot_id: int) -> Snapshot:

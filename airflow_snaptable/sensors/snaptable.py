@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException
 
+from airflow_snaptable.core.checks import check_int, value_from_text
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.incremental import (
     DATA_COMMIT_KINDS,
@@ -66,10 +67,8 @@ class NewSnapshotSensor(BaseSensorOperator):
             raise InvalidArgumentError(f"{self.task_id}: table must be a non-empty string (a URI or a name), got {table!r}")
         if (after_snapshot_id is None) == (consumer_id is None):
             raise InvalidArgumentError(f"{self.task_id}: give exactly one of after_snapshot_id and consumer_id")
-        if isinstance(after_snapshot_id, bool) or (isinstance(after_snapshot_id, int) and after_snapshot_id < 0):
-            raise InvalidArgumentError(f"{self.task_id}: after_snapshot_id must be an int >= 0, got {after_snapshot_id!r}")
-        if after_snapshot_id is not None and not isinstance(after_snapshot_id, (int, str)):
-            raise InvalidArgumentError(f"{self.task_id}: after_snapshot_id must be an int >= 0, got {after_snapshot_id!r}")
+        if after_snapshot_id is not None and not isinstance(after_snapshot_id, str):  # text may be a template: read at run time
+            _as_snapshot_id(after_snapshot_id)
         self.table = table
         self.after_snapshot_id = after_snapshot_id
         self.consumer_id = consumer_id
@@ -94,13 +93,12 @@ class NewSnapshotSensor(BaseSensorOperator):
 
     def check(self) -> dict[str, Any] | None:
         """The new range, or None. Snapshots checked before without a match are not read again."""
-        table = self.hook.get_table(self.table)
-        baseline = self.baseline()
-        if self._checked_through is not None:
-            latest = table.snapshot_manager.latest_id() or 0
-            if latest == self._checked_through:
-                return None
-        new = find_new_snapshots(table, after_snapshot_id=baseline, commit_kinds=self.commit_kinds)
+        new = find_new_snapshots(
+            self.hook.get_table(self.table),
+            after_snapshot_id=self.baseline(),
+            commit_kinds=self.commit_kinds,
+            checked_through=self._checked_through,
+        )
         self._checked_through = new.latest_snapshot_id
         return new.to_dict() if new.found else None
 
@@ -143,12 +141,7 @@ class NewSnapshotSensor(BaseSensorOperator):
 
 
 def _as_snapshot_id(value: Any) -> int:
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        result = int(str(value).strip())
-    except ValueError:
-        raise InvalidArgumentError(f"after_snapshot_id must be an int >= 0, got {value!r}") from None
-    if result < 0:
-        raise InvalidArgumentError(f"after_snapshot_id must be an int >= 0, got {value!r}")
-    return result
+    """``after_snapshot_id`` as given, or as its (rendered) text."""
+    if isinstance(value, str):
+        value = value_from_text(value, ("int",), "after_snapshot_id")
+    return check_int(value, "after_snapshot_id", minimum=0)

@@ -5,8 +5,6 @@ Nothing here holds table logic: tables are planned, read and written by core.
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
@@ -14,9 +12,8 @@ import pyarrow.compute as pc
 
 from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchError
 from airflow_snaptable.core.manifest import DataFile
+from airflow_snaptable.core.storage_options import parse_storage_options, storage_options_from_environment
 
-#: Environment variable holding storage options (JSON object) when no ``storage-options`` option is given.
-STORAGE_OPTIONS_ENV = "SNAPTABLE_STORAGE_OPTIONS"
 #: Spark conf key read by the maintenance job (set it in a properties file, not on the command line).
 STORAGE_OPTIONS_CONF = "spark.snaptable.storage-options"
 
@@ -40,19 +37,6 @@ def table_uri(options: Mapping[str, str]) -> str:
     return str(uri)
 
 
-def parse_storage_options(text: str | None, source: str) -> dict[str, Any] | None:
-    """Parse a JSON object of fsspec storage options. Never echoes the text (it may hold secrets)."""
-    if text is None or not str(text).strip():
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgumentError(f"{source} is not valid JSON ({exc.msg} at position {exc.pos})") from None
-    if not isinstance(value, dict):
-        raise InvalidArgumentError(f"{source} must be a JSON object, got {type(value).__name__}")
-    return value
-
-
 def storage_options_from(options: Mapping[str, str]) -> dict[str, Any] | None:
     """The option ``storage-options``, else the environment variable SNAPTABLE_STORAGE_OPTIONS, else None.
 
@@ -60,7 +44,7 @@ def storage_options_from(options: Mapping[str, str]) -> dict[str, Any] | None:
     """
     if options.get("storage-options") is not None:
         return parse_storage_options(options.get("storage-options"), "option 'storage-options'")
-    return parse_storage_options(os.environ.get(STORAGE_OPTIONS_ENV), f"environment variable {STORAGE_OPTIONS_ENV}")
+    return storage_options_from_environment()
 
 
 def int_option(options: Mapping[str, str], key: str, minimum: int | None = None) -> int | None:

@@ -39,12 +39,9 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from airflow_snaptable.core.errors import (
-    InvalidArgumentError,
-    SchemaMismatchError,
-    TableAlreadyExistsError,
-)
-from airflow_snaptable.core.manifest import DataFile, FileKind
+from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
+from airflow_snaptable.core.external_files import added_after, snapshot_adds
+from airflow_snaptable.core.manifest import DataFile
 from airflow_snaptable.core.options import OPTION_SPECS
 from airflow_snaptable.core.scan import prune_files, read_files
 from airflow_snaptable.core.schema import TableSchema
@@ -250,8 +247,7 @@ def _partition_by(options: dict) -> list[str] | None:
     text = options.get("partition-by")
     if text is None:
         return None
-    keys = [k.strip() for k in str(text).split(",") if k.strip()]
-    return keys
+    return [k.strip() for k in str(text).split(",") if k.strip()]
 
 
 def _table_options(options: dict) -> dict[str, str]:
@@ -360,16 +356,12 @@ class SnapTableWriter(DataSourceArrowWriter):
             values = sorted({f.partition for f in added}, key=str)
             partitions = [dict(zip(table.partition_keys, p)) for p in values] or None
             mode = "overwrite" if partitions else "append"
+        base_snapshot_id = self.base.id if self.base is not None else 0
         snapshot = table.commit_files(
-            added,
-            mode=mode,
-            partitions=partitions,
-            base_snapshot_id=self.base.id if self.base is not None else 0,
-            commit_user=commit_user,
-            commit_identifier=self.commit_identifier,
-            summary={"engine": "spark"},
+            added, mode=mode, partitions=partitions, base_snapshot_id=base_snapshot_id, commit_user=commit_user,
+            commit_identifier=self.commit_identifier, summary={"engine": "spark"},
         )
-        if self.commit_identifier is not None and added and not _adds_file(table, snapshot, added[0].path):
+        if self.commit_identifier is not None and added and not snapshot_adds(table, snapshot, [added[0].path]):
             # An earlier or concurrent run of the same job committed: ours is a duplicate.
             log.info("%s/%s was committed already as snapshot %s", commit_user, self.commit_identifier, snapshot.id)
             _delete_quietly(table.storage, [f.path for f in added])
@@ -387,24 +379,13 @@ class SnapTableWriter(DataSourceArrowWriter):
         _delete_quietly(storage, paths)
 
 
-def _adds_file(table: Table, snapshot: Snapshot, path: str) -> bool:
-    return any(e.kind is FileKind.ADD and e.file.path == path for e in table.manifest_io.read_delta(snapshot))
-
-
 def _committed_since(writer: SnapTableWriter, paths: list[str]) -> bool:
     """Did a snapshot after the write's base add one of ``paths``? (an ambiguous commit failure)"""
     try:
         if not Table.exists(writer.uri, writer.storage_options):
             return False
         table = Table.open(writer.uri, writer.storage_options)
-        latest = table.snapshot_manager.latest_id() or 0
-        first = (writer.base.id if writer.base is not None else 0) + 1
-        wanted = set(paths)
-        for snapshot_id in range(first, latest + 1):
-            snapshot = table.snapshot_manager.snapshot(snapshot_id)
-            if any(e.kind is FileKind.ADD and e.file.path in wanted for e in table.manifest_io.read_delta(snapshot)):
-                return True
-        return False
+        return added_after(table, writer.base.id if writer.base is not None else 0, paths)
     except Exception:  # noqa: BLE001 - cannot tell: keep the files (orphan cleaning removes them later)
         log.warning("abort: cannot check whether the write was committed; keeping its files", exc_info=True)
         return True

@@ -88,38 +88,13 @@ def write_result(location: str, doc: Any, storage_options: dict | None) -> None:
 
 
 def _storage_options(spark) -> dict | None:
-    from airflow_snaptable.spark._common import (
-        STORAGE_OPTIONS_CONF,
-        STORAGE_OPTIONS_ENV,
-        parse_storage_options,
-    )
+    from airflow_snaptable.core.storage_options import parse_storage_options, storage_options_from_environment
+    from airflow_snaptable.spark._common import STORAGE_OPTIONS_CONF
 
     text = spark.sparkContext.getConf().get(STORAGE_OPTIONS_CONF, None)
     if text:
         return parse_storage_options(text, f"Spark conf {STORAGE_OPTIONS_CONF}")
-    return parse_storage_options(os.environ.get(STORAGE_OPTIONS_ENV), f"environment variable {STORAGE_OPTIONS_ENV}")
-
-
-def parse_actions(text: str) -> tuple[list, bool]:
-    """The actions in ``text`` (one object, or an array of them), and whether it was an array.
-
-    Every action is validated before any runs: a typo in the last step fails the job
-    before the first step changes anything.
-    """
-    from airflow_snaptable.core.actions import action_from_json
-    from airflow_snaptable.core.errors import InvalidArgumentError
-
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidArgumentError(f"action is not valid JSON: {exc}") from exc
-    items = doc if isinstance(doc, list) else [doc]
-    if not items:
-        raise InvalidArgumentError("the action array is empty")
-    for position, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise InvalidArgumentError(f"action {position} is not a JSON object: {item!r}")
-    return [action_from_json(item) for item in items], isinstance(doc, list)
+    return storage_options_from_environment()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     many = False
     try:
-        actions, many = parse_actions(_read_action_text(args))
+        from airflow_snaptable.core.actions import actions_from_json
+
+        # Every action is checked before Spark starts: a typo in the last step changes nothing.
+        actions, many = actions_from_json(_read_action_text(args))
         from pyspark.sql import SparkSession
 
         from airflow_snaptable.spark.maintenance import run_action_distributed

@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any, AsyncIterator
 
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
-
-from airflow.sdk.exceptions import AirflowException
 
 from airflow_snaptable.core.errors import SnapshotNotFoundError, SnapTableError, StorageError
 from airflow_snaptable.core.incremental import DATA_COMMIT_KINDS, find_new_snapshots, normalize_commit_kinds
-from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, aget_connection_settings, join_table_uri
+from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, ConnectionSettings, join_table_uri
 
 #: Consecutive storage failures (network, throttling) tolerated before a trigger gives up.
 MAX_CONSECUTIVE_ERRORS = 5
@@ -35,6 +35,24 @@ def is_fatal(exc: BaseException) -> bool:
     if isinstance(exc, StorageError):
         return False
     return isinstance(exc, (SnapTableError, AirflowException, ValueError, TypeError, LookupError))
+
+
+async def aget_connection_settings(conn_id: str | None) -> ConnectionSettings:
+    """The hook's connection settings from the event loop: async lookup, async masking (no DeadlockImminentError)."""
+    from airflow.sdk.log import amask_secret
+
+    if not conn_id:
+        return ConnectionSettings()
+    try:
+        conn = await BaseHook.aget_connection(conn_id)
+    except AirflowNotFoundException:
+        if conn_id == DEFAULT_CONN_ID:
+            return ConnectionSettings()
+        raise
+    settings = ConnectionSettings.from_connection(conn, await conn.aextra_dejson())
+    for value in settings.secrets():
+        await amask_secret(value)
+    return settings
 
 
 async def _open_table(table: str, snaptable_conn_id: str | None):

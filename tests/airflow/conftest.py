@@ -17,7 +17,7 @@ import tempfile
 
 import pytest
 
-from airflow_snaptable.local_airflow import (  # noqa: F401 - re-exported to the test modules
+from devtools.local_airflow import (  # noqa: F401 - re-exported to the test modules
     AIRFLOW_BIN,
     EXAMPLE_DAGS,
     REPO,

@@ -11,8 +11,8 @@ import pytest
 
 from airflow_snaptable import operators as ops
 from airflow_snaptable.core import actions as core_actions
+from airflow_snaptable.core.actions import build_action
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.hooks.snaptable import build_action
 from tests.airflow.test_operators import orders, root, run  # noqa: F401 - fixtures
 from tests.core.test_lifecycle import tree
 

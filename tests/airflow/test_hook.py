@@ -11,16 +11,12 @@ import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_snaptable.core import actions as core_actions
+from airflow_snaptable.core.actions import UpdateConsumer, build_action
 from airflow_snaptable.core.errors import InvalidArgumentError, TagNotFoundError
+from airflow_snaptable.core.storage_options import STORAGE_OPTIONS_ENV
 from airflow_snaptable.hooks import SnapTableHook
-from airflow_snaptable.hooks.snaptable import (
-    STORAGE_OPTIONS_ENV,
-    UpdateConsumer,
-    build_action,
-    check_spark_submit_kwargs,
-    describe_options,
-    join_table_uri,
-)
+from airflow_snaptable.hooks.snaptable import describe_options, join_table_uri
+from airflow_snaptable.hooks.spark_submit import check_spark_submit_kwargs
 from tests.airflow.conftest import conn_json, snaptable_conn
 from tests.conftest import SCHEMA, make_rows
 
@@ -287,7 +283,7 @@ def test_spark_environment_finds_the_venvs_spark_submit(monkeypatch):
     import os
     import sys
 
-    from airflow_snaptable.hooks.snaptable import spark_environment
+    from airflow_snaptable.hooks.spark_submit import spark_environment
 
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)

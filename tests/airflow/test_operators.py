@@ -232,7 +232,7 @@ def test_advance_consumer_runs_through_the_spark_job(orders, monkeypatch):
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", retain_min=0), "retain_min must be >= 1"),
+        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", retain_min=0), "retain_min must be an integer >= 1"),
         (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", retain_max="many"), "retain_max must be an integer"),
         (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", older_than="2026-01-01", time_retained="1 d"), "only one of"),
         (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", dry_run="yes"), "dry_run must be True or False"),
@@ -246,11 +246,11 @@ def test_advance_consumer_runs_through_the_spark_job(orders, monkeypatch):
         (lambda: ops.RollbackOperator(task_id="t", table="x"), "give one of snapshot_id, tag, as_of"),
         (lambda: ops.RollbackOperator(task_id="t", table="x", snapshot_id=1, tag="a"), "only one of"),
         (lambda: ops.CompactOperator(task_id="t", table="x", partitions=["p=1"]), "list of dicts"),
-        (lambda: ops.CompactOperator(task_id="t", table="x", min_file_num=1), "min_file_num must be >= 2"),
+        (lambda: ops.CompactOperator(task_id="t", table="x", min_file_num=1), "min_file_num must be an integer >= 2"),
         (lambda: ops.AdvanceConsumerOperator(task_id="t", table="x", consumer_id="c", next_snapshot=None), "next_snapshot is required"),
         (lambda: ops.AdvanceConsumerOperator(task_id="t", table="x", consumer_id="", next_snapshot=1), "consumer_id must be a non-empty"),
-        (lambda: ops.AdvanceConsumerOperator(task_id="t", table="x", consumer_id="c", next_snapshot=0), "next_snapshot must be >= 1"),
-        (lambda: ops.PeriodicTagOperator(task_id="t", table="x", num_retained_max=0), "num_retained_max must be >= 1"),
+        (lambda: ops.AdvanceConsumerOperator(task_id="t", table="x", consumer_id="c", next_snapshot=0), "next_snapshot must be an integer >= 1"),
+        (lambda: ops.PeriodicTagOperator(task_id="t", table="x", num_retained_max=0), "num_retained_max must be an integer >= 1"),
     ],
 )
 def test_bad_arguments_fail_when_the_dag_is_parsed(make, message):

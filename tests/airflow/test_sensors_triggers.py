@@ -201,10 +201,9 @@ def test_trigger_serialization_round_trip():
 
 def test_trigger_fires_when_a_snapshot_lands_polling_off_the_event_loop(root, monkeypatch):
     table = new_table(root)
-    from airflow_snaptable.hooks import snaptable as hook_module
+    from airflow_snaptable.core.incremental import find_new_snapshots as real
 
     threads = []
-    real = hook_module.find_new_snapshots
 
     def spy(*args, **kwargs):
         threads.append(threading.current_thread() is threading.main_thread())
@@ -293,7 +292,7 @@ def test_event_trigger_emits_one_event_per_new_range_and_survives_restarts(root)
         second = Watcher(store, table="orders")
         await second.start()
         await second.wait_for(1)
-        await asyncio.to_thread(table.compact, None, None, 2)
+        await asyncio.to_thread(table.compact, min_file_num=2)
         await asyncio.sleep(0.3)
         await second.stop()
         return first.events, second.events

@@ -168,7 +168,7 @@ def _families_table(tmp_path: Path):
 
 def test_an_invalid_action_anywhere_in_an_array_fails_before_any_runs():
     from airflow_snaptable.core.errors import InvalidArgumentError
-    from airflow_snaptable.spark.job import parse_actions
+    from airflow_snaptable.core.actions import actions_from_json as parse_actions
 
     good = {"action": "expire-tags", "table": "/nowhere"}
     actions, many = parse_actions(json.dumps([good, good]))

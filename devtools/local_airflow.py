@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-#: The repository checkout this package lives in (example DAGs are not part of the wheel).
+#: The repository checkout (this module and the example DAGs are not part of the wheel).
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE_DAGS = REPO / "example_dags"
 VENV_BIN = Path(sys.executable).parent

@@ -38,7 +38,7 @@ import pyarrow as pa
 from airflow_snaptable.cli import render_table
 from airflow_snaptable.cli import main as cli_main
 from airflow_snaptable.core import Table
-from airflow_snaptable.local_airflow import EXAMPLE_DAGS, LocalAirflow, snaptable_conn, spark_local_env
+from devtools.local_airflow import EXAMPLE_DAGS, LocalAirflow, snaptable_conn, spark_local_env
 
 TABLE_NAME = "orders"
 CONSUMER = "orders_downstream"  # the incremental example DAG's default consumer
