@@ -27,9 +27,9 @@ from airflow_snaptable.core.errors import (
 )
 from airflow_snaptable.core.consumers import Consumer
 from airflow_snaptable.core.expire import ExpireResult
-from airflow_snaptable.core.incremental import ChangeSet, StreamPlan, StreamScan
+from airflow_snaptable.core.changes import ChangeSet, StreamPlan, StreamScan
 from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestEntry
-from airflow_snaptable.core.orphans import OrphanResult, VerifyResult
+from airflow_snaptable.core.orphans import OrphanResult
 from airflow_snaptable.core.periodic import PeriodicTagResult
 from airflow_snaptable.core.rollback import RollbackResult
 from airflow_snaptable.core.scan import TableScan
@@ -37,6 +37,7 @@ from airflow_snaptable.core.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.table import Table
 from airflow_snaptable.core.tags import Tag
+from airflow_snaptable.core.verify import VerifyResult
 
 __all__ = [
     "ChangeSet",

@@ -17,7 +17,6 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-from airflow_snaptable.core import tags as tag_ops
 from airflow_snaptable.core.action_base import (
     Action,
     Choice,
@@ -33,6 +32,7 @@ from airflow_snaptable.core.action_base import (
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.periodic import FORMATTERS, PERIODS
 from airflow_snaptable.core.table import Table
+from airflow_snaptable.core.tags import IF_EXISTS
 
 _NOW = "The time the action runs at (default: the table's clock), for tests and replays."
 
@@ -98,14 +98,14 @@ class CreateTag(Action):
         help="The tag's time to live, e.g. '30 d' (default: option tag.default-time-retained, else kept until deleted).",
     )
     if_exists: str = arg(
-        "fail", check=allowed(tag_ops.IF_EXISTS),
+        "fail", check=allowed(IF_EXISTS),
         help="'fail' when a tag of that name exists, or 'skip': keep it and return it when it points at "
         "the requested snapshot (re-runs are idempotent), fail when it points elsewhere.",
     )
 
     def run(self, table: Table) -> dict[str, Any]:
-        tag, kept = tag_ops.create_or_keep_tag(
-            table, self.tag_name, self.snapshot_id, as_of=self.as_of, time_retained=self.time_retained, if_exists=self.if_exists
+        tag, kept = table.tag_lifecycle().create_or_keep(
+            self.tag_name, self.snapshot_id, as_of=self.as_of, time_retained=self.time_retained, if_exists=self.if_exists
         )
         return self.result_document(tag, skipped=True) if kept else self.result_document(tag)
 

@@ -7,10 +7,8 @@ Rules:
 - Losing the race means: re-read the latest snapshot, check the snapshots
   committed in between for real conflicts, rebuild the base manifest list on
   top of the new latest, and try the next id, with exponential backoff.
-- Appends never conflict. An overwrite/delete of partitions conflicts with any
-  concurrent change to those partitions, except a COMPACT (same rows), after
-  which the files to delete are planned again. A commit conflicts when a file
-  it deletes was deleted by someone else.
+- What counts as a conflict is core/commit_conflicts.py's; how the base list's
+  manifests are merged, core/manifest_merge.py's.
 - A commit with ``commit_identifier`` is applied once: a retry finds the
   snapshot its earlier attempt made and returns it.
 - LATEST/EARLIEST hints are written after the commit point and their failure
@@ -31,6 +29,8 @@ from datetime import timedelta
 from dataclasses import dataclass, field
 from typing import Callable
 
+from airflow_snaptable.core.commit_conflicts import ConflictDetection
+from airflow_snaptable.core.commit_request import CommitRequest
 from airflow_snaptable.core.errors import (
     ClockSkewError,
     CommitConflictError,
@@ -38,48 +38,16 @@ from airflow_snaptable.core.errors import (
     CorruptMetadataError,
     SnapshotNotFoundError,
 )
-from airflow_snaptable.core.manifest import (
-    DataFile,
-    FileKind,
-    ManifestEntry,
-    ManifestFileMeta,
-    ManifestIO,
-    last_entries,
-    manifest_path,
-)
-from airflow_snaptable.core.plans import rollback_ceiling
+from airflow_snaptable.core.manifest import FileKind, ManifestEntry, ManifestFileMeta, ManifestIO, manifest_path
+from airflow_snaptable.core.manifest_merge import ManifestMerger
 from airflow_snaptable.core.schema import TableSchema
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot, SnapshotManager, snapshot_path
+from airflow_snaptable.core.snapshot import Snapshot, SnapshotManager, snapshot_path
 
 log = logging.getLogger(__name__)
 
 #: Why a published snapshot was undone (see FileStoreCommit._stranded).
 EXPIRED_BASE = "expired-base"
 ROLLED_BACK = "rolled-back"
-
-#: ``overwrite_scope`` value meaning "the whole table".
-WHOLE_TABLE = "WHOLE_TABLE"
-
-
-@dataclass
-class CommitRequest:
-    """What one commit changes, and what it was planned against."""
-
-    kind: CommitKind
-    added: list[DataFile]
-    deleted: list[DataFile]
-    base_snapshot: Snapshot | None
-    commit_user: str
-    commit_identifier: int | None = None
-    watermark: int | None = None
-    #: Partitions this commit replaces (a list of partition specs), WHOLE_TABLE, or None.
-    overwrite_scope: list[dict] | str | None = None
-    #: Recomputes ``deleted`` against a newer snapshot, after a concurrent COMPACT of the overwritten partitions.
-    replan_deleted: Callable[[Snapshot], list[DataFile]] | None = None
-    extra_summary: dict = field(default_factory=dict)
-    #: Added paths chosen by the caller (commit_files): a commit after the base that touched one is a conflict.
-    new_paths: frozenset[str] = frozenset()
-
 
 @dataclass
 class _Written:
@@ -108,16 +76,22 @@ class FileStoreCommit:
         manifests: ManifestIO,
         schema: TableSchema,
         clock: Callable[[], int],
+        rollback_ceiling: Callable[[], int | None],
     ):
         self.snapshots = snapshots
         self.manifests = manifests
         self.schema = schema
         self.clock = clock
+        #: Snapshot ids above this are being discarded by an unfinished rollback (None: none); the
+        #: lifecycle's plans know (core/plans.py PlanManager.ceiling), the table passes it in.
+        self.rollback_ceiling = rollback_ceiling
         options = schema.table_options
         self.max_retries = options.get("commit.max-retries")
         self.max_clock_skew_millis = int(options.get("commit.max-clock-skew").total_seconds() * 1000)
-        self.manifest_target_size = options.get("manifest.target-file-size")
-        self.manifest_merge_min_count = options.get("manifest.merge-min-count")
+        self.conflicts = ConflictDetection(snapshots, manifests, schema)
+        self.merger = ManifestMerger(
+            manifests, schema.id, options.get("manifest.target-file-size"), options.get("manifest.merge-min-count")
+        )
 
     # -- entry point ---------------------------------------------------------
 
@@ -157,7 +131,7 @@ class FileStoreCommit:
                 newer = self.snapshots.latest_snapshot()
                 if removed is None or newer is None or newer.id <= latest.id:
                     raise
-                if self._check_intervening(request, latest, newer):
+                if self.conflicts.check(request, latest, newer):
                     written.replace_delta(self._delta_names(written.delta), self._write_delta(request))
                 latest = newer
                 continue
@@ -197,7 +171,7 @@ class FileStoreCommit:
                 done = self.find_committed(request.commit_user, request.commit_identifier, after=latest.id if latest else 0)
                 if done is not None:
                     return done
-            if self._check_intervening(request, latest, newer):
+            if self.conflicts.check(request, latest, newer):
                 written.replace_delta(self._delta_names(written.delta), self._write_delta(request))
             latest = newer
             time.sleep(backoff * (0.5 + random.random()))
@@ -219,7 +193,7 @@ class FileStoreCommit:
         if latest is None:
             return []
         metas = self.manifests.read_list(latest.base_manifest_list) + self.manifests.read_list(latest.delta_manifest_list)
-        return self._merge(metas)
+        return self.merger.merge(metas)
 
     def _merged(self, parent: Snapshot | None, base_metas: list[ManifestFileMeta]) -> list[str]:
         """The manifests of ``base_metas`` this commit wrote (merging), not inherited from ``parent``."""
@@ -228,35 +202,6 @@ class FileStoreCommit:
             for list_name in (parent.base_manifest_list, parent.delta_manifest_list):
                 inherited.update(m.file_name for m in self.manifests.read_list(list_name))  # cached by _next_base
         return [m.file_name for m in base_metas if m.file_name not in inherited]
-
-    def _merge(self, metas: list[ManifestFileMeta]) -> list[ManifestFileMeta]:
-        """Keep the number of manifests a snapshot reads bounded.
-
-        Full merge (drops DELETE entries) once dead entries outnumber live ones;
-        otherwise merge the trailing run of small manifests once it is long enough.
-        """
-        deleted = sum(m.num_deleted_files for m in metas)
-        live = sum(m.num_added_files for m in metas) - deleted
-        if deleted >= self.manifest_merge_min_count and deleted >= live:
-            return self._rewrite(metas, keep_deletes=False)
-        start = len(metas)
-        while start > 0 and metas[start - 1].file_size < self.manifest_target_size:
-            start -= 1
-        if len(metas) - start >= self.manifest_merge_min_count:
-            return metas[:start] + self._rewrite(metas[start:], keep_deletes=start > 0)
-        return metas
-
-    def _rewrite(self, metas: list[ManifestFileMeta], keep_deletes: bool) -> list[ManifestFileMeta]:
-        entries: list[ManifestEntry] = []
-        for meta in metas:
-            entries.extend(self.manifests.read_manifest(meta.file_name))
-        merged = last_entries(entries, keep_deletes=keep_deletes)
-        # ~100 bytes per entry in compressed Parquet.
-        per_manifest = max(1, self.manifest_target_size // 100)
-        return [
-            self.manifests.write_manifest(merged[i : i + per_manifest], self.schema.id)
-            for i in range(0, len(merged), per_manifest)
-        ]
 
     def _written_metadata(self, parent: Snapshot | None, base_list: str, delta_list: str, base_metas: list[ManifestFileMeta]) -> dict:
         """What this commit wrote (see Snapshot.written_metadata); all from memory, no I/O."""
@@ -372,7 +317,7 @@ class FileStoreCommit:
         """
         storage = self.snapshots.storage
         try:
-            ceiling = rollback_ceiling(storage)
+            ceiling = self.rollback_ceiling()
             if ceiling is not None and snapshot.id > ceiling:
                 return ROLLED_BACK
             if snapshot.id == 1:
@@ -411,54 +356,6 @@ class FileStoreCommit:
             log.warning("snapshot %s committed, but writing the hint failed: %s", snapshot.id, exc)
 
     # -- conflicts and idempotency -------------------------------------------
-
-    def _check_intervening(self, request: CommitRequest, base: Snapshot | None, latest: Snapshot | None) -> bool:
-        """Raise CommitConflictError on a real conflict; return True if ``request.deleted`` was re-planned."""
-        if latest is None or (base is not None and latest.id <= base.id):
-            return False
-        if request.overwrite_scope is None and not request.deleted and not request.new_paths:
-            return False  # a pure append of files it wrote itself commutes with everything
-        deleted_paths = {f.path for f in request.deleted}
-        replan = False
-        first = 1 if base is None else base.id + 1
-        for snapshot_id in range(first, latest.id + 1):
-            try:
-                other = self.snapshots.snapshot(snapshot_id)
-            except SnapshotNotFoundError:
-                raise CommitConflictError(
-                    f"snapshot {snapshot_id}, committed after this commit was planned, is gone already; "
-                    "cannot check it for conflicts"
-                ) from None
-            entries = self.manifests.read_delta(other)
-            if request.overwrite_scope is not None:
-                touched = [e for e in entries if self._in_scope(e.file.partition, request.overwrite_scope)]
-                if touched:
-                    if other.commit_kind is CommitKind.COMPACT and request.replan_deleted is not None:
-                        replan = True
-                        continue
-                    named = dict(zip(self.schema.partition_keys, touched[0].file.partition))
-                    raise CommitConflictError(
-                        f"snapshot {other.id} ({other.commit_kind.value}) changed partition {named or '(table)'} "
-                        f"that this {request.kind.value} replaces; re-run it against the new state"
-                    )
-            taken = [e.file.path for e in entries if e.file.path in request.new_paths]
-            if taken:
-                raise CommitConflictError(
-                    f"snapshot {other.id} ({other.commit_kind.value}) committed {taken[0]}, which this "
-                    f"{request.kind.value} adds: a path is never committed twice"
-                )
-            gone = [e.file.path for e in entries if e.kind is FileKind.DELETE and e.file.path in deleted_paths]
-            if gone:
-                raise CommitConflictError(
-                    f"snapshot {other.id} ({other.commit_kind.value}) already deleted {gone[0]}, which this "
-                    f"{request.kind.value} deletes"
-                )
-        if replan:
-            request.deleted = request.replan_deleted(latest)
-        return replan
-
-    def _in_scope(self, partition: tuple, scope: list[dict] | str) -> bool:
-        return scope == WHOLE_TABLE or self.schema.partition_matches(partition, scope)
 
     def find_committed(self, commit_user: str, commit_identifier: int, after: int = 0) -> Snapshot | None:
         """The snapshot ``commit_user`` made with ``commit_identifier``, if any, among those with id > ``after``.

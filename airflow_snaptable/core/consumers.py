@@ -1,7 +1,8 @@
 """Consumers: readers' leases on history (``consumer/consumer-<id>``).
 
 A consumer's ``next_snapshot`` is the first snapshot it has not read yet;
-that snapshot and every later one are never expired while the consumer lives.
+that snapshot and every later one are never expired while the consumer lives
+(moving one safely while expiry runs: core/consumer_lifecycle.py).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from airflow_snaptable.core.checks import check_int
 from airflow_snaptable.core.errors import ConsumerNotFoundError, CorruptMetadataError
 from airflow_snaptable.core.names import validate_name
 from airflow_snaptable.core.storage import Storage
@@ -85,50 +85,3 @@ class ConsumerManager:
 
     def delete(self, consumer_id: str) -> None:
         self.storage.delete(consumer_path(consumer_id))
-
-
-def update_consumer(table, consumer_id: str, next_snapshot: int) -> Consumer:
-    """Move a consumer: announce the position, check it against unfinished plans (core/plans.py), then write it."""
-    from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError
-    from airflow_snaptable.core.intents import CONSUMER as CONSUMER_INTENT, Intent, IntentManager
-    from airflow_snaptable.core.plans import PlanManager
-
-    validate_name(consumer_id, "consumer")
-    check_int(next_snapshot, "next_snapshot", minimum=1)
-    latest = table.snapshot_manager.latest_id() or 0
-    earliest = table.snapshot_manager.earliest_id() or 1
-    if next_snapshot > latest + 1:
-        raise InvalidArgumentError(f"next_snapshot {next_snapshot} is beyond latest + 1 ({latest + 1})")
-    if next_snapshot < earliest:
-        raise SnapshotNotFoundError(f"snapshot {next_snapshot} has expired (earliest is {earliest})")
-    # Announce, check, publish (core/intents.py): a crash at any point keeps the previous position.
-    intents = IntentManager(table.storage)
-    consumer = Consumer(consumer_id, next_snapshot, table.clock())
-    intent = intents.announce(Intent(CONSUMER_INTENT, consumer=consumer))
-    try:
-        plans = PlanManager(table)
-        ceiling = plans.ceiling()
-        earliest_now = max(table.snapshot_manager.earliest_id() or 1, table.snapshot_manager.earliest_floor())
-        if (
-            next_snapshot < plans.fence()
-            or next_snapshot < earliest_now  # an expiry ran to completion since the first check
-            or (ceiling is not None and next_snapshot > ceiling + 1)
-        ):
-            raise SnapshotNotFoundError(f"snapshot {next_snapshot} is being expired or rolled back")
-        table.consumer_manager.write(consumer)
-    finally:
-        intents.withdraw(intent)
-    return consumer
-
-
-def expire_consumers(table, now=None) -> list[str]:
-    # ``now`` first: a bad one is an error whether or not the option makes this run do anything.
-    now_millis = table.clock() if now is None else table.to_millis(now)
-    expiration = table.options.get("consumer.expiration-time")
-    if expiration is None:
-        return []
-    limit = now_millis - int(expiration.total_seconds() * 1000)
-    expired = [c.id for c in table.consumer_manager.consumers() if c.update_time_millis < limit]
-    for consumer_id in expired:
-        table.consumer_manager.delete(consumer_id)
-    return expired

@@ -1,5 +1,4 @@
-"""Data files written outside the table's writers (``Table.commit_files``): checked before they are
-committed, and looked for in the history when it is unsure whether their commit landed.
+"""Data files written outside the table's writers (``Table.commit_files``): checked, then committed.
 
 Rules:
 - Shape: each file is a DataFile under ``data/`` in the directory of its partition,
@@ -15,25 +14,107 @@ Rules:
   written them; checking costs a storage round trip per file.
 
 Cost: the known-path check reads the retained history's metadata once
-(``orphans.in_use``, in bulk), like an orphan clean's in-use pass.
+(``orphans.files_in_use``, in bulk), like an orphan clean's in-use pass.
+
+Whether such a commit landed after it failed ambiguously: core/incremental.py ``added_after``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Any
 
 from airflow_snaptable.core.checks import check_int
-from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchError
-from airflow_snaptable.core.manifest import DataFile, FileKind
-from airflow_snaptable.core.orphans import in_use
+from airflow_snaptable.core.commit_request import WHOLE_TABLE
+from airflow_snaptable.core.errors import (
+    CommitConflictError,
+    CorruptMetadataError,
+    InvalidArgumentError,
+    SchemaMismatchError,
+    SnapshotNotFoundError,
+)
+from airflow_snaptable.core.manifest import DataFile
+from airflow_snaptable.core.orphans import files_in_use
 from airflow_snaptable.core.plans import read_plans
 from airflow_snaptable.core.schema import TableSchema
+from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.store import TableStore
+from airflow_snaptable.core.table_write import TableWrite, check_commit_arguments, check_summary
 from airflow_snaptable.core.writer import DATA_DIR
 
-if TYPE_CHECKING:
-    from airflow_snaptable.core.snapshot import Snapshot
-    from airflow_snaptable.core.table import Table
+
+def commit_external_files(
+    write: TableWrite,
+    store: TableStore,
+    added: Sequence[DataFile],
+    *,
+    mode: str,
+    partitions: list[dict] | None,
+    base_snapshot_id: int | None,
+    commit_user: str | None,
+    commit_identifier: int | None,
+    watermark: int | None,
+    summary: dict[str, Any] | None,
+) -> Snapshot:
+    """``Table.commit_files``: check the files (the module rules), then commit them as one snapshot."""
+    if mode not in ("append", "overwrite"):
+        raise InvalidArgumentError(f"mode must be 'append' or 'overwrite', got {mode!r}")
+    if partitions is not None and mode != "overwrite":
+        raise InvalidArgumentError("partitions are only for mode='overwrite'")
+    specs = write.check_partition_specs(partitions, allow_none=True)
+    files = check_shapes(write.schema, added, specs)
+    check_commit_arguments(commit_user, commit_identifier, watermark)
+    if commit_user is not None and commit_identifier is not None:
+        # A retry of a commit that landed returns it before its files count as known paths.
+        done = write.new_commit().find_committed(commit_user, commit_identifier)
+        if done is not None:
+            return done
+
+    def expired_base(snapshot_id: int) -> CommitConflictError | Snapshot:
+        # A retried job whose first attempt committed returns that snapshot, however old its base.
+        if commit_user is not None and commit_identifier is not None:
+            done = write.new_commit().find_committed(commit_user, commit_identifier)
+            if done is not None:
+                return done
+        return CommitConflictError(f"snapshot {snapshot_id}, which this overwrite was written against, has expired")
+
+    snapshots = write.snapshots
+    if base_snapshot_id is None:
+        base = snapshots.latest_snapshot()
+    elif check_int(base_snapshot_id, "base_snapshot_id (0: the empty table)", minimum=0) == 0:
+        base = None
+    else:
+        try:
+            base = snapshots.snapshot(base_snapshot_id)
+        except SnapshotNotFoundError:
+            if mode == "overwrite":
+                outcome = expired_base(base_snapshot_id)
+                if isinstance(outcome, Snapshot):
+                    return outcome
+                raise outcome from None
+            base = snapshots.latest_snapshot()  # appends never conflict: any newer base will do
+    extra = check_summary(summary)
+    if mode == "append":
+        refuse_known_paths(store, files)
+        return write.commit(
+            CommitKind.APPEND, files, [], base, commit_user, commit_identifier, watermark, extra_summary=extra, new_paths=True
+        )
+    scope = WHOLE_TABLE if specs is None else specs
+    try:
+        replaced = write.files_in_scope(base, scope)
+    except CorruptMetadataError as exc:
+        if base is None or snapshots.exists(base.id):
+            raise
+        outcome = expired_base(base.id)  # it expired while we read it
+        if isinstance(outcome, Snapshot):
+            return outcome
+        raise outcome from exc
+    files, deleted = split_kept(files, replaced)
+    refuse_known_paths(store, files)
+    return write.commit(
+        CommitKind.OVERWRITE, files, deleted, base, commit_user, commit_identifier, watermark, scope, extra_summary=extra,
+        new_paths=True, replan=len(deleted) == len(replaced),  # kept files must not be compacted away under us
+    )
 
 
 def check_shapes(schema: TableSchema, added, specs: list[dict] | None) -> list[DataFile]:
@@ -86,14 +167,14 @@ def split_kept(files: list[DataFile], replaced: list[DataFile]) -> tuple[list[Da
     return [f for f in files if f.path not in kept], [f for f in replaced if f.path not in kept]
 
 
-def refuse_known_paths(table: "Table", files: list[DataFile]) -> None:
+def refuse_known_paths(store: TableStore, files: list[DataFile]) -> None:
     """Raise if the table knows any of these paths (see the module rules); fails closed on unreadable metadata."""
     if not files:
         return
     paths = {f.path for f in files}
-    known = {path: f"deleted by an unfinished {plan.kind} plan" for plan in read_plans(table.storage)
+    known = {path: f"deleted by an unfinished {plan.kind} plan" for plan in read_plans(store.lifecycle)
              for path in (c.path for c in plan.data_files) if path in paths}
-    referenced = in_use(table).data_files
+    referenced = files_in_use(store).data_files
     known.update((path, f"referenced by {referenced[path]}") for path in paths if path in referenced)
     if known:
         path = min(known)
@@ -102,21 +183,3 @@ def refuse_known_paths(table: "Table", files: list[DataFile]) -> None:
             f"{f' and {len(known) - 1} more' if len(known) > 1 else ''}); a path is never committed twice: "
             "write the rows to a new file"
         )
-
-
-# -- after the commit: did it land? (files written by Spark tasks, committed by the driver) --------
-
-
-def snapshot_adds(table: "Table", snapshot: "Snapshot", paths: Collection[str]) -> bool:
-    """Does ``snapshot`` add any of ``paths``? (A retried commit with an identifier returns the
-    snapshot of the run that landed first: the files of this run are then in no snapshot.)"""
-    wanted = set(paths)
-    return any(entry.kind is FileKind.ADD and entry.file.path in wanted for entry in table.manifest_io.read_delta(snapshot))
-
-
-def added_after(table: "Table", after_snapshot_id: int, paths: Collection[str]) -> bool:
-    """Does a snapshot after ``after_snapshot_id`` add any of ``paths``? (A commit that failed
-    ambiguously may have landed: its files are then the table's, not leftovers to delete.)"""
-    manager = table.snapshot_manager
-    latest = manager.latest_id() or 0
-    return any(snapshot_adds(table, manager.snapshot(i), paths) for i in range(after_snapshot_id + 1, latest + 1))

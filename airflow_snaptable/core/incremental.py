@@ -1,270 +1,27 @@
-"""Incremental reads: what changed between two snapshots, and streaming scans.
+"""What landed in a table after a baseline: the questions incremental jobs ask before reading.
 
-Rules:
-- A change range ``(from, to]`` is read from the delta manifests of the
-  snapshots in it: O(range), never O(history).
-- COMPACT snapshots rewrite rows without changing them, so their entries are
-  left out: incremental readers never see the same row twice.
-- A file added and deleted inside the same range cancels out.
-- A position whose snapshots were expired (or rolled back) is an error, never
-  a silent skip.
+- :func:`find_new_snapshots`: the snapshots after a snapshot id or a consumer's position,
+  as the change range to process next (sensors, triggers, ``snaptable new-snapshots``);
+- :func:`added_after` / :func:`snapshot_adds`: whether a commit of given files landed
+  (a job whose commit failed ambiguously must not delete files a snapshot references).
+
+Reading the changes themselves is ``Table.changes`` and ``Table.stream`` (core/changes.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import Any, Iterable
 
-import pyarrow as pa
-
-from airflow_snaptable.core.checks import check_bool, check_int, check_optional_int
-from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError, StreamPositionLostError
-from airflow_snaptable.core.manifest import DataFile, FileKind
-from airflow_snaptable.core.scan import read_files
+from airflow_snaptable.core.checks import check_int
+from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError
+from airflow_snaptable.core.manifest import FileKind
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.table import Table
 
-if TYPE_CHECKING:
-    from airflow_snaptable.core.table import Table
-
-START_MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp")
 #: Commit kinds that change rows (COMPACT only rewrites them): what downstream readers wait for.
 DATA_COMMIT_KINDS = ("APPEND", "OVERWRITE", "DELETE")
-
-
-@dataclass
-class ChangeSet:
-    """Net file-level changes after ``from_snapshot_id`` up to and including ``to_snapshot_id``."""
-
-    table: "Table" = field(repr=False)
-    from_snapshot_id: int
-    to_snapshot_id: int
-    snapshot_ids: list[int]
-    commit_kinds: list[str]
-    added_files: list[DataFile]
-    deleted_files: list[DataFile]
-
-    @property
-    def added_record_count(self) -> int:
-        return sum(f.record_count for f in self.added_files)
-
-    @property
-    def deleted_record_count(self) -> int:
-        return sum(f.record_count for f in self.deleted_files)
-
-    def added_rows(self, columns: list[str] | None = None) -> pa.Table:
-        return self.table.read_files(self.added_files, columns=columns)
-
-    def deleted_rows(self, columns: list[str] | None = None) -> pa.Table:
-        return self.table.read_files(self.deleted_files, columns=columns)
-
-
-def compute_changes(table: "Table", from_snapshot_id: int, to_snapshot_id: int | None) -> ChangeSet:
-    check_int(from_snapshot_id, "from_snapshot_id", minimum=0)
-    check_optional_int(to_snapshot_id, "to_snapshot_id", minimum=0)
-    snapshots = table.snapshot_manager
-    latest = snapshots.latest_id()
-    if to_snapshot_id is None:
-        to_snapshot_id = latest or 0
-    if from_snapshot_id < 0 or to_snapshot_id < from_snapshot_id:
-        raise InvalidArgumentError(f"invalid change range ({from_snapshot_id}, {to_snapshot_id}]")
-    if latest is None or to_snapshot_id > latest:
-        raise SnapshotNotFoundError(f"snapshot {to_snapshot_id} does not exist (latest is {latest})")
-    earliest = snapshots.earliest_id() or 1
-    # Rows deleted by snapshot from+1 live in files only snapshot `from` still references.
-    if from_snapshot_id < earliest and not (from_snapshot_id == 0 and earliest == 1):
-        raise SnapshotNotFoundError(
-            f"snapshot {from_snapshot_id} has expired (earliest is {earliest}); the changes after it cannot be read"
-        )
-    added: dict[str, DataFile] = {}
-    deleted: dict[str, DataFile] = {}
-    ids, kinds = [], []
-    for snapshot_id in range(from_snapshot_id + 1, to_snapshot_id + 1):
-        snapshot = snapshots.snapshot(snapshot_id)
-        ids.append(snapshot_id)
-        kinds.append(snapshot.commit_kind.value)
-        if snapshot.commit_kind is CommitKind.COMPACT:
-            continue
-        for entry in table.manifest_io.read_delta(snapshot):
-            path = entry.file.path
-            if entry.kind is FileKind.ADD:
-                added[path] = entry.file
-            elif path in added:
-                del added[path]
-            else:
-                deleted[path] = entry.file
-    return ChangeSet(table, from_snapshot_id, to_snapshot_id, ids, kinds, list(added.values()), list(deleted.values()))
-
-
-@dataclass(frozen=True)
-class StreamPlan:
-    """What a stream reads next: the full state of a snapshot, or one snapshot's delta."""
-
-    snapshot_id: int
-    commit_kind: str
-    full: bool
-    added_files: list[DataFile]
-    deleted_files: list[DataFile]
-
-    @property
-    def record_count(self) -> int:
-        return sum(f.record_count for f in self.added_files)
-
-
-class StreamScan:
-    """Paimon-style streaming read: a start mode picks the first plan, then one plan per new snapshot.
-
-    ``checkpoint()`` is the id of the next snapshot to read; ``restore(id)`` resumes there.
-    """
-
-    def __init__(
-        self,
-        table: "Table",
-        start_mode: str = "latest-full",
-        snapshot_id: int | None = None,
-        timestamp=None,
-        include_overwrite: bool = False,
-    ):
-        if start_mode not in START_MODES:
-            raise InvalidArgumentError(f"start_mode must be one of {', '.join(START_MODES)}; got {start_mode!r}")
-        if start_mode in ("from-snapshot", "from-snapshot-full"):
-            if snapshot_id is None:
-                raise InvalidArgumentError(f"start_mode {start_mode!r} needs snapshot_id >= 1")
-            check_int(snapshot_id, "snapshot_id", minimum=1)
-        check_bool(include_overwrite, "include_overwrite")
-        if start_mode == "from-timestamp" and timestamp is None:
-            raise InvalidArgumentError("start_mode 'from-timestamp' needs timestamp")
-        self.table = table
-        self.start_mode = start_mode
-        self.start_snapshot_id = snapshot_id
-        self.start_millis = None if timestamp is None else table.to_millis(timestamp)
-        self.include_overwrite = include_overwrite
-        self._next: int | None = None
-        self._full_pending: int | None = None
-        self._started = False
-        # (id, delta manifest list) of the last snapshot read: tells a rolled-back history apart.
-        self._last: tuple[int, str] | None = None
-        self._start()  # "latest" means the latest when the stream is made
-
-    # -- position ----------------------------------------------------------
-
-    def checkpoint(self) -> int | None:
-        """The next snapshot id this stream reads (None before the first plan on an empty start)."""
-        self._start()
-        return self._next if self._full_pending is None else self._full_pending
-
-    def restore(self, next_snapshot_id: int) -> None:
-        check_int(next_snapshot_id, "next_snapshot_id", minimum=1)
-        self._started = True
-        self._full_pending = None
-        self._next = next_snapshot_id
-        self._last = None
-
-    def _start(self) -> None:
-        if self._started:
-            return
-        snapshots = self.table.snapshot_manager
-        latest = snapshots.latest_id()
-        mode = self.start_mode
-        if mode == "latest-full":
-            if latest is None:
-                self._next = 1
-            else:
-                self._full_pending = latest
-        elif mode == "latest":
-            self._next = (latest or 0) + 1
-        elif mode == "from-snapshot":
-            self._next = self.start_snapshot_id
-        elif mode == "from-snapshot-full":
-            if not snapshots.exists(self.start_snapshot_id):
-                raise SnapshotNotFoundError(f"snapshot {self.start_snapshot_id} does not exist")
-            self._full_pending = self.start_snapshot_id
-        else:  # from-timestamp
-            before = snapshots.snapshot_at(self.start_millis)
-            if before is not None:
-                self._next = before.id + 1
-            else:
-                earliest = snapshots.earliest_id()
-                if earliest is not None and earliest > 1:
-                    raise StreamPositionLostError(
-                        f"every snapshot at or before the timestamp has expired (earliest is {earliest}); "
-                        "rows committed after it may be gone. Start from-snapshot-full instead"
-                    )
-                self._next = 1
-        self._started = True
-
-    # -- planning ----------------------------------------------------------
-
-    def next_plan(self) -> StreamPlan | None:
-        """The next thing to read, or None when there is no new snapshot yet."""
-        self._start()
-        if self._full_pending is not None:
-            snapshot = self.table.snapshot_manager.snapshot(self._full_pending)
-            files = list(self.table.manifest_io.read_state(snapshot).values())
-            self._full_pending = None
-            self._next = snapshot.id + 1
-            self._last = (snapshot.id, snapshot.delta_manifest_list)
-            return StreamPlan(snapshot.id, snapshot.commit_kind.value, True, files, [])
-        while True:
-            snapshot = self._read_next()
-            if snapshot is None:
-                return None
-            self._check_same_history()
-            self._next = snapshot.id + 1
-            self._last = (snapshot.id, snapshot.delta_manifest_list)
-            if snapshot.commit_kind is CommitKind.COMPACT:
-                continue
-            if snapshot.commit_kind is CommitKind.OVERWRITE and not self.include_overwrite:
-                continue
-            entries = self.table.manifest_io.read_delta(snapshot)
-            added = [e.file for e in entries if e.kind is FileKind.ADD]
-            deleted = [e.file for e in entries if e.kind is FileKind.DELETE]
-            return StreamPlan(snapshot.id, snapshot.commit_kind.value, False, added, deleted)
-
-    def _read_next(self) -> Snapshot | None:
-        snapshots = self.table.snapshot_manager
-        try:
-            return snapshots.snapshot(self._next)
-        except SnapshotNotFoundError:
-            pass
-        earliest = snapshots.earliest_id()
-        if earliest is not None and self._next < earliest:
-            raise StreamPositionLostError(
-                f"the stream's next snapshot {self._next} has expired (earliest is {earliest}); "
-                "continuing would skip data. Protect stream positions with a consumer"
-            )
-        latest = snapshots.latest_id() or 0
-        if self._next > latest + 1:
-            raise StreamPositionLostError(
-                f"the stream's next snapshot {self._next} is beyond latest + 1 ({latest + 1}): the table was rolled back"
-            )
-        return None
-
-    def _check_same_history(self) -> None:
-        """The snapshot read last must still be the one the stream read (not replaced by a rollback)."""
-        if self._last is None or self._last[0] != self._next - 1:
-            return
-        try:
-            previous = self.table.snapshot_manager.snapshot(self._last[0])
-        except SnapshotNotFoundError:
-            earliest = self.table.snapshot_manager.earliest_id() or 0
-            if self._last[0] < earliest:
-                return  # expired since: nothing to compare, and nothing was skipped
-            raise StreamPositionLostError(f"snapshot {self._last[0]}, read last, is gone: the table was rolled back") from None
-        if previous.delta_manifest_list != self._last[1]:
-            raise StreamPositionLostError(
-                f"snapshot {self._last[0]} is not the one this stream read: the table was rolled back past it"
-            )
-
-    def read(self, plan: StreamPlan, columns: list[str] | None = None) -> pa.Table:
-        return self.table.read_files(plan.added_files, columns=columns)
-
-    def __iter__(self) -> Iterator[StreamPlan]:
-        """Plans available now, until there is nothing new."""
-        while (plan := self.next_plan()) is not None:
-            yield plan
-
-
-# -- new snapshots after a baseline (sensors, triggers, the CLI) ---------------------------------
 
 
 @dataclass(frozen=True)
@@ -331,7 +88,7 @@ def normalize_commit_kinds(commit_kinds: Iterable[str] | str | None) -> list[str
     return sorted(set(kinds))
 
 
-def consumer_baseline(table: "Table", consumer_id: str) -> int:
+def consumer_baseline(table: Table, consumer_id: str) -> int:
     """The snapshot a consumer has read through (its next snapshot - 1).
 
     A consumer that does not exist yet starts before snapshot 1 when the table's history is
@@ -352,7 +109,7 @@ def consumer_baseline(table: "Table", consumer_id: str) -> int:
 
 
 def find_new_snapshots(
-    table: "Table",
+    table: Table,
     after_snapshot_id: int | None = None,
     consumer_id: str | None = None,
     commit_kinds: Iterable[str] | str | None = None,
@@ -397,3 +154,21 @@ def find_new_snapshots(
         changes = table.changes(baseline, latest)
         added, deleted = changes.added_record_count, changes.deleted_record_count
     return NewSnapshots(table.uri, baseline, latest, latest, ids, kinds, matching, added, deleted)
+
+
+# -- after the commit: did it land? (files written by Spark tasks, committed by the driver) --------
+
+
+def snapshot_adds(table: Table, snapshot: Snapshot, paths: Collection[str]) -> bool:
+    """Does ``snapshot`` add any of ``paths``? (A retried commit with an identifier returns the
+    snapshot of the run that landed first: the files of this run are then in no snapshot.)"""
+    wanted = set(paths)
+    return any(entry.kind is FileKind.ADD and entry.file.path in wanted for entry in table.manifest_io.read_delta(snapshot))
+
+
+def added_after(table: Table, after_snapshot_id: int, paths: Collection[str]) -> bool:
+    """Does a snapshot after ``after_snapshot_id`` add any of ``paths``? (A commit that failed
+    ambiguously may have landed: its files are then the table's, not leftovers to delete.)"""
+    manager = table.snapshot_manager
+    latest = manager.latest_id() or 0
+    return any(snapshot_adds(table, manager.snapshot(i), paths) for i in range(after_snapshot_id + 1, latest + 1))

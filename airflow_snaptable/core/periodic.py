@@ -23,14 +23,14 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from airflow_snaptable.core.errors import InvalidArgumentError, TagAlreadyExistsError
-from airflow_snaptable.core.options import parse_duration
-from airflow_snaptable.core.tags import PERIODIC, create_tag
-
-if TYPE_CHECKING:
-    from airflow_snaptable.core.table import Table
+from airflow_snaptable.core.options import TableOptions
+from airflow_snaptable.core.store import TableStore
+from airflow_snaptable.core.tag_lifecycle import TagLifecycle
+from airflow_snaptable.core.tags import PERIODIC
+from airflow_snaptable.core.timeutil import duration_argument, millis, to_millis
 
 PERIODS = {"daily": timedelta(days=1), "hourly": timedelta(hours=1), "two-hours": timedelta(hours=2)}
 FORMATTERS = ("with_dashes", "without_dashes", "without_dashes_and_spaces")
@@ -98,83 +98,89 @@ def _period(value) -> timedelta:
     raise InvalidArgumentError(f"period must be one of {', '.join(PERIODS)} or a timedelta, got {value!r}")
 
 
-def create_periodic_tags(
-    table: "Table",
-    period=None,
-    delay=None,
-    formatter: str | None = None,
-    num_retained_max: int | None = None,
-    catch_up: bool = False,
-    time_retained=None,
-    now=None,
-) -> PeriodicTagResult:
-    options = table.options
-    period = period if period is not None else options.get("tag.creation-period")
-    if period is None:
-        raise InvalidArgumentError("no period: pass period= or set the table option tag.creation-period")
-    step = _period(period)
-    try:
-        wait = parse_duration(delay, "delay") if delay is not None else options.get("tag.creation-delay")
-    except ValueError as exc:
-        raise InvalidArgumentError(str(exc)) from exc
-    if wait >= step:
-        raise InvalidArgumentError(f"delay ({wait}) must be shorter than the period ({step})")
-    formatter = formatter or options.get("tag.period-formatter")
-    if formatter not in FORMATTERS:
-        raise InvalidArgumentError(f"formatter must be one of {', '.join(FORMATTERS)}, got {formatter!r}")
-    if num_retained_max is None:
-        num_retained_max = options.get("tag.num-retained-max")
-    elif isinstance(num_retained_max, bool) or not isinstance(num_retained_max, int) or num_retained_max < 1:
-        raise InvalidArgumentError(f"num_retained_max must be an int >= 1, got {num_retained_max!r}")
-    now_millis = table.clock() if now is None else table.to_millis(now)
+class PeriodicTagging:
+    """Periodic tags of one table, created through its tag lifecycle (core/tag_lifecycle.py)."""
 
-    step_ms = int(step / timedelta(milliseconds=1))
-    last_end = (now_millis - int(wait / timedelta(milliseconds=1))) // step_ms * step_ms  # end of the newest complete period
-    result = PeriodicTagResult()
-    earliest = table.earliest_snapshot()
-    if earliest is None:
-        return result
+    def __init__(self, store: TableStore, tagging: TagLifecycle, options: TableOptions, clock: Callable[[], int]):
+        self.store = store
+        self.tagging = tagging
+        self.options = options
+        self.clock = clock
 
-    existing = {t.name: t for t in table.tag_manager.tags()}
-    periodic = [t for t in existing.values() if t.source == PERIODIC]
-    if catch_up:
-        # From the period after the newest periodic tag (so expired periods get reported as
-        # skipped), or, with none yet, from the period of the earliest retained snapshot.
-        # "Newest" is the period the tag names, not its snapshot's time: a tag on an idle
-        # table holds a snapshot from periods before its own, and starting there re-tagged
-        # periods older than it (and ones num_retained_max had pruned).
-        newest = max((_period_key(t)[0] for t in periodic), default=None)
-        if newest is None:
-            first_end = (earliest.time_millis // step_ms + 1) * step_ms
+    def create(
+        self,
+        period=None,
+        delay=None,
+        formatter: str | None = None,
+        num_retained_max: int | None = None,
+        catch_up: bool = False,
+        time_retained=None,
+        now=None,
+    ) -> PeriodicTagResult:
+        """Tag the state at the end of each elapsed period (see the module rules); unset arguments come from the options."""
+        options = self.options
+        period = period if period is not None else options.get("tag.creation-period")
+        if period is None:
+            raise InvalidArgumentError("no period: pass period= or set the table option tag.creation-period")
+        step = _period(period)
+        wait = duration_argument(delay, "delay") if delay is not None else options.get("tag.creation-delay")
+        if wait >= step:
+            raise InvalidArgumentError(f"delay ({wait}) must be shorter than the period ({step})")
+        formatter = formatter or options.get("tag.period-formatter")
+        if formatter not in FORMATTERS:
+            raise InvalidArgumentError(f"formatter must be one of {', '.join(FORMATTERS)}, got {formatter!r}")
+        if num_retained_max is None:
+            num_retained_max = options.get("tag.num-retained-max")
+        elif isinstance(num_retained_max, bool) or not isinstance(num_retained_max, int) or num_retained_max < 1:
+            raise InvalidArgumentError(f"num_retained_max must be an int >= 1, got {num_retained_max!r}")
+        now_millis = self.clock() if now is None else to_millis(now)
+
+        step_ms = millis(step)
+        last_end = (now_millis - millis(wait)) // step_ms * step_ms  # end of the newest complete period
+        result = PeriodicTagResult()
+        earliest = self.store.snapshots.earliest_snapshot()
+        if earliest is None:
+            return result
+
+        existing = {t.name: t for t in self.store.tags.tags()}
+        periodic = [t for t in existing.values() if t.source == PERIODIC]
+        if catch_up:
+            # From the period after the newest periodic tag (so expired periods get reported as
+            # skipped), or, with none yet, from the period of the earliest retained snapshot.
+            # "Newest" is the period the tag names, not its snapshot's time: a tag on an idle table
+            # holds a snapshot from periods before its own, and starting there re-tagged periods
+            # older than it (and ones num_retained_max had pruned).
+            newest = max((_period_key(t)[0] for t in periodic), default=None)
+            if newest is None:
+                first_end = (earliest.time_millis // step_ms + 1) * step_ms
+            else:
+                first_end = (newest // step_ms + 1) * step_ms + step_ms  # the first period starting after the newest's start
+            ends = range(first_end, last_end + 1, step_ms)
         else:
-            first_end = (newest // step_ms + 1) * step_ms + step_ms  # the first period starting after the newest's start
-        ends = range(first_end, last_end + 1, step_ms)
-    else:
-        ends = [last_end]
+            ends = [last_end]
 
-    for end in ends:
-        name = tag_name(end - step_ms, step, formatter)
-        if name in existing:
-            continue
-        snapshot = table.snapshot_manager.snapshot_at(end - 1)
-        if snapshot is None:
-            # Every retained snapshot came after this boundary. If earlier ones expired,
-            # the state at the boundary is gone; if none ever existed, there is nothing to tag.
-            if earliest.id > 1:
-                result.skipped.append(name)
-            continue
-        try:
-            create_tag(table, name, snapshot.id, time_retained, source=PERIODIC, now_millis=now_millis)
-        except TagAlreadyExistsError:
-            continue  # created concurrently: the same state
-        result.created.append(name)
+        for end in ends:
+            name = tag_name(end - step_ms, step, formatter)
+            if name in existing:
+                continue
+            snapshot = self.store.snapshots.snapshot_at(end - 1)
+            if snapshot is None:
+                # Every retained snapshot came after this boundary. If earlier ones expired,
+                # the state at the boundary is gone; if none ever existed, there is nothing to tag.
+                if earliest.id > 1:
+                    result.skipped.append(name)
+                continue
+            try:
+                self.tagging.create(name, snapshot.id, time_retained, source=PERIODIC, now_millis=now_millis)
+            except TagAlreadyExistsError:
+                continue  # created concurrently: the same state
+            result.created.append(name)
 
-    if num_retained_max is not None:
-        # The oldest periods go first. By period, not by snapshot: tags of periods on an idle table
-        # share a snapshot, and their names sort by spelling, not time, across formatters.
-        periodic = sorted((t for t in table.tag_manager.tags() if t.source == PERIODIC), key=_period_key)
-        for tag in periodic[: max(0, len(periodic) - num_retained_max)]:
-            table.delete_tag(tag.name)
-            result.deleted.append(tag.name)
-    return result
-
+        if num_retained_max is not None:
+            # The oldest periods go first. By period, not by snapshot: tags of periods on an idle table
+            # share a snapshot, and their names sort by spelling, not time, across formatters.
+            periodic = sorted((t for t in self.store.tags.tags() if t.source == PERIODIC), key=_period_key)
+            for tag in periodic[: max(0, len(periodic) - num_retained_max)]:
+                self.tagging.delete(tag.name)
+                result.deleted.append(tag.name)
+        return result

@@ -26,17 +26,20 @@ above the target that a writer which died left behind.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from airflow_snaptable.core.checks import check_exclusive, check_int
+from airflow_snaptable.core.commit_request import WHOLE_TABLE, CommitRequest
+from airflow_snaptable.core.consumers import Consumer
 from airflow_snaptable.core.errors import CommitConflictError, InvalidArgumentError, SnapshotNotFoundError
 from airflow_snaptable.core.manifest import FileKind
-from airflow_snaptable.core.plans import ROLLBACK, DataCandidate, DeletionPlan, PlanManager
+from airflow_snaptable.core.plan_executor import PlanExecutor
+from airflow_snaptable.core.plans import ROLLBACK, DataCandidate, DeletionPlan
 from airflow_snaptable.core.readds import ReaddRegistry
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot
-
-if TYPE_CHECKING:
-    from airflow_snaptable.core.table import Table
+from airflow_snaptable.core.store import TableStore
+from airflow_snaptable.core.tag_lifecycle import snapshot_or_tagged
+from airflow_snaptable.core.timeutil import to_millis
 
 
 @dataclass
@@ -55,154 +58,158 @@ class RollbackResult:
         return asdict(self)
 
 
-def resolve_target(table: "Table", snapshot_id=None, tag=None, as_of=None) -> Snapshot:
-    check_exclusive({"snapshot_id": snapshot_id, "tag": tag, "as_of": as_of}, required=True)
-    if tag is not None:
-        return table.tag_manager.tag(tag).snapshot
-    if as_of is not None:
-        target = table.snapshot_at(as_of)
-        if target is None:
-            raise SnapshotNotFoundError(f"no snapshot at or before {as_of} (or it has expired)")
-        return target
-    from airflow_snaptable.core.tags import _snapshot_or_tagged
+class Rollback:
+    """Rolls one table back (Paimon's rollback_to; ``keep_history``: Iceberg's, as a new snapshot)."""
 
-    return _snapshot_or_tagged(table, check_int(snapshot_id, "snapshot_id", minimum=1))
+    def __init__(
+        self, store: TableStore, executor: PlanExecutor, commit: Callable[[CommitRequest], Snapshot], clock: Callable[[], int]
+    ):
+        self.store = store
+        self.executor = executor
+        #: Commits a snapshot through the format's writer (the keep-history rollback's new snapshot).
+        self.commit = commit
+        self.clock = clock
 
+    def resolve_target(self, snapshot_id=None, tag=None, as_of=None) -> Snapshot:
+        check_exclusive({"snapshot_id": snapshot_id, "tag": tag, "as_of": as_of}, required=True)
+        if tag is not None:
+            return self.store.tags.tag(tag).snapshot
+        if as_of is not None:
+            target = self.store.snapshots.snapshot_at(to_millis(as_of))
+            if target is None:
+                raise SnapshotNotFoundError(f"no snapshot at or before {as_of} (or it has expired)")
+            return target
+        return snapshot_or_tagged(self.store, check_int(snapshot_id, "snapshot_id", minimum=1))
 
-def rollback_to(table: "Table", snapshot_id=None, tag=None, as_of=None, keep_history: bool = False, force: bool = False) -> RollbackResult:
-    target = resolve_target(table, snapshot_id, tag, as_of)
-    plans = PlanManager(table)
-    plans.finish_all()
-    latest = table.snapshot_manager.latest_id()
-    if latest is None:
-        raise SnapshotNotFoundError("the table has no snapshots")
-    if keep_history:
-        return _rollback_keeping_history(table, target)
+    def rollback_to(self, snapshot_id=None, tag=None, as_of=None, keep_history: bool = False, force: bool = False) -> RollbackResult:
+        store = self.store
+        target = self.resolve_target(snapshot_id, tag, as_of)
+        self.executor.finish_all()
+        latest = store.snapshots.latest_id()
+        if latest is None:
+            raise SnapshotNotFoundError("the table has no snapshots")
+        if keep_history:
+            return self._rollback_keeping_history(target)
 
-    r = target.id
-    late_consumers = [c for c in table.consumer_manager.consumers() if c.next_snapshot > r + 1]
-    if late_consumers and not force:
-        names = ", ".join(f"{c.id} (next {c.next_snapshot})" for c in late_consumers)
-        raise InvalidArgumentError(
-            f"consumers have read past snapshot {r}: {names}. Their position would point at discarded "
-            "history; pass force=True to move them back to the rollback target"
-        )
-    result = RollbackResult(target_snapshot_id=r, latest_snapshot_id=r, keep_history=False)
-    if r == latest:
+        r = target.id
+        late_consumers = [c for c in store.consumers.consumers() if c.next_snapshot > r + 1]
+        if late_consumers and not force:
+            names = ", ".join(f"{c.id} (next {c.next_snapshot})" for c in late_consumers)
+            raise InvalidArgumentError(
+                f"consumers have read past snapshot {r}: {names}. Their position would point at discarded "
+                "history; pass force=True to move them back to the rollback target"
+            )
+        result = RollbackResult(target_snapshot_id=r, latest_snapshot_id=r, keep_history=False)
+        if r == latest:
+            return result
+        if r > latest:
+            raise SnapshotNotFoundError(f"snapshot {r} is newer than the latest snapshot {latest}")
+
+        plan = self._plan(target, latest)
+
+        def still_the_planned_latest() -> bool:
+            now_latest = store.snapshots.latest_snapshot()
+            if now_latest is None or [now_latest.id, store.snapshots.identity(now_latest)] != plan.planned_latest:
+                raise CommitConflictError("a commit landed while the rollback was being planned; rollback needs a quiet table")
+            return True
+
+        def move_consumers_back() -> None:
+            for consumer in late_consumers:
+                store.consumers.write(Consumer(consumer.id, r + 1, self.clock()))
+                result.moved_consumers.append(consumer.id)
+
+        outcome = self.executor.run(plan, check=still_the_planned_latest, before_activate=move_consumers_back)
+        result.discarded_snapshot_ids = sorted(i for i in plan.snapshot_ids if i > r)
+        result.discarded_tags = plan.tag_names
+        result.deleted_data_files = len(outcome.deleted_data_files)
+        result.deleted_manifest_files = len(outcome.deleted_manifest_files)
+        result.bytes_freed = outcome.bytes_freed
         return result
-    if r > latest:
-        raise SnapshotNotFoundError(f"snapshot {r} is newer than the latest snapshot {latest}")
 
-    plan = _plan(table, target, latest)
-    plans.publish_pending(plan)
-    try:
-        now_latest = table.snapshot_manager.latest_snapshot()
-        if now_latest is None or [now_latest.id, now_latest.base_manifest_list] != plan.planned_latest:
-            raise CommitConflictError("a commit landed while the rollback was being planned; rollback needs a quiet table")
-        protection = plans.protection(plan)
-    except BaseException:
-        plans.discard_pending(plan)
-        raise
-    for consumer in late_consumers:
-        table.consumer_manager.write(type(consumer)(consumer.id, r + 1, table.clock()))
-        result.moved_consumers.append(consumer.id)
-    plans.activate(plan)
-    outcome = plans.execute(plan, protection)
-    result.discarded_snapshot_ids = sorted(i for i in plan.snapshot_ids if i > r)
-    result.discarded_tags = plan.tag_names
-    result.deleted_data_files = len(outcome.deleted_data_files)
-    result.deleted_manifest_files = len(outcome.deleted_manifest_files)
-    result.bytes_freed = outcome.bytes_freed
-    return result
+    def _plan(self, target: Snapshot, latest: int) -> DeletionPlan:
+        snapshots, files = self.store.snapshots, self.store.files
+        r = target.id
+        earliest = snapshots.earliest_id()
+        restore = None if snapshots.exists(r) else target.to_json().decode()
+        first_discarded = r + 1 if restore is None else earliest
+        discarded_ids = list(range(latest, first_discarded - 1, -1))  # newest first: the rest stays contiguous
+        discarded_tags = [t for t in self.store.tags.tags() if t.snapshot_id > r]
 
-
-def _plan(table: "Table", target: Snapshot, latest: int) -> DeletionPlan:
-    snapshots = table.snapshot_manager
-    manifests = table.manifest_io
-    r = target.id
-    earliest = snapshots.earliest_id()
-    restore = None if snapshots.exists(r) else target.to_json().decode()
-    first_discarded = r + 1 if restore is None else earliest
-    discarded_ids = list(range(latest, first_discarded - 1, -1))  # newest first: the rest stays contiguous
-    discarded_tags = [t for t in table.tag_manager.tags() if t.snapshot_id > r]
-
-    kept_files = set(manifests.read_state(target))
-    kept_manifests = manifests.names_of(target)
-    candidates: dict[str, int] = {}
-    manifest_sizes: dict[str, int] = {}
-    if restore is not None and earliest is not None:
-        # The whole retained history is discarded: start from the earliest state.
-        for path, data_file in manifests.read_state(snapshots.snapshot(earliest)).items():
-            candidates[path] = data_file.file_size
-    for snapshot_id in discarded_ids:
-        snapshot = snapshots.snapshot(snapshot_id)
-        for entry in manifests.read_delta(snapshot):
-            if entry.kind is FileKind.ADD:
-                candidates[entry.file.path] = entry.file.file_size
-        manifest_sizes.update(manifests.sizes_of(snapshot))
-    for tag in discarded_tags:
-        for path, data_file in manifests.read_state(tag.snapshot).items():
-            candidates[path] = data_file.file_size
-        manifest_sizes.update(manifests.sizes_of(tag.snapshot))
-    if any(e.pending or (e.live and e.snapshot_id > r) for e in ReaddRegistry(table.storage).entries()):
-        # A discarded snapshot re-added files: those may also be used by retained snapshots before r.
-        kept_files |= _files_of_range(table, earliest, r) if earliest is not None and earliest <= r else set()
-    data = [DataCandidate(path, size, below=r + 1) for path, size in sorted(candidates.items()) if path not in kept_files]
-    manifest_files = sorted((n, s) for n, s in manifest_sizes.items() if n not in kept_manifests)
-    return DeletionPlan(
-        kind=ROLLBACK,
-        fence=0,
-        snapshot_ids=[i for i in discarded_ids if i != r],
-        data_files=data,
-        manifest_files=manifest_files,
-        tag_names=[t.name for t in discarded_tags],
-        tag_create_times={t.name: t.create_time_millis for t in discarded_tags},
-        ceiling=r,
-        restore_snapshot=restore,
-        planned_latest=[latest, snapshots.snapshot(latest).base_manifest_list],
-    )
-
-
-def _files_of_range(table: "Table", first: int, last: int) -> set[str]:
-    """Every data file any snapshot in ``[first, last]`` references."""
-    snapshots, manifests = table.snapshot_manager, table.manifest_io
-    files = set(manifests.read_state(snapshots.snapshot(first)))
-    for snapshot_id in range(first + 1, last + 1):
-        files.update(e.file.path for e in manifests.read_delta(snapshots.snapshot(snapshot_id)) if e.kind is FileKind.ADD)
-    return files
-
-
-def _rollback_keeping_history(table: "Table", target: Snapshot) -> RollbackResult:
-    from airflow_snaptable.core.commit import WHOLE_TABLE, CommitRequest
-
-    latest = table.latest_snapshot()
-    target_files = table.manifest_io.read_state(target)
-    live = table.manifest_io.read_state(latest)
-    readded = [f for path, f in target_files.items() if path not in live]
-    registry = ReaddRegistry(table.storage)
-    # Register first, then check: either a deletion plan's executor sees the registry entry,
-    # or this sees the plan (or the file already gone) and backs out.
-    pending = registry.add_pending([f.path for f in readded])
-    doomed = {c.path for plan in PlanManager(table).plans() for c in plan.data_files}
-    missing = [f.path for f in readded if f.path in doomed or not table.storage.exists(f.path)]
-    if missing:
-        registry.discard(pending)
-        raise SnapshotNotFoundError(
-            f"snapshot {target.id} can no longer be restored: {len(missing)} of its files are deleted or being deleted "
-            f"(e.g. {missing[0]})"
+        kept_files = set(files.state(target))
+        kept_metadata = set(files.metadata_files(target))
+        candidates: dict[str, int] = {}
+        metadata_sizes: dict[str, int] = {}
+        if restore is not None and earliest is not None:
+            # The whole retained history is discarded: start from the earliest state.
+            for path, data_file in files.state(snapshots.snapshot(earliest)).items():
+                candidates[path] = data_file.file_size
+        for snapshot_id in discarded_ids:
+            snapshot = snapshots.snapshot(snapshot_id)
+            for entry in files.delta(snapshot):
+                if entry.kind is FileKind.ADD:
+                    candidates[entry.file.path] = entry.file.file_size
+            metadata_sizes.update(files.metadata_files(snapshot))
+        for tag in discarded_tags:
+            for path, data_file in files.state(tag.snapshot).items():
+                candidates[path] = data_file.file_size
+            metadata_sizes.update(files.metadata_files(tag.snapshot))
+        if any(e.pending or (e.live and e.snapshot_id > r) for e in ReaddRegistry(self.store.lifecycle).entries()):
+            # A discarded snapshot re-added files: those may also be used by retained snapshots before r.
+            kept_files |= self._files_of_range(earliest, r) if earliest is not None and earliest <= r else set()
+        data = [DataCandidate(path, size, below=r + 1) for path, size in sorted(candidates.items()) if path not in kept_files]
+        metadata_files = sorted((n, s) for n, s in metadata_sizes.items() if n not in kept_metadata)
+        latest_snapshot = snapshots.snapshot(latest)
+        return DeletionPlan(
+            kind=ROLLBACK,
+            fence=0,
+            snapshot_ids=[i for i in discarded_ids if i != r],
+            data_files=data,
+            manifest_files=metadata_files,
+            tag_names=[t.name for t in discarded_tags],
+            tag_create_times={t.name: t.create_time_millis for t in discarded_tags},
+            ceiling=r,
+            restore_snapshot=restore,
+            planned_latest=[latest, snapshots.identity(latest_snapshot)],
         )
-    request = CommitRequest(
-        kind=CommitKind.OVERWRITE,
-        added=readded,
-        deleted=[f for path, f in live.items() if path not in target_files],
-        base_snapshot=latest,
-        commit_user="rollback",
-        overwrite_scope=WHOLE_TABLE,
-        extra_summary={"rollback_to": target.id},
-    )
-    snapshot = table.new_commit().commit(request)
-    if readded:
-        registry.finalize(pending, snapshot.id, [f.path for f in readded])
-    else:
-        registry.discard(pending)
-    return RollbackResult(target_snapshot_id=target.id, latest_snapshot_id=snapshot.id, keep_history=True)
+
+    def _files_of_range(self, first: int, last: int) -> set[str]:
+        """Every data file any snapshot in ``[first, last]`` references."""
+        snapshots, files = self.store.snapshots, self.store.files
+        found = set(files.state(snapshots.snapshot(first)))
+        for snapshot_id in range(first + 1, last + 1):
+            found.update(e.file.path for e in files.delta(snapshots.snapshot(snapshot_id)) if e.kind is FileKind.ADD)
+        return found
+
+    def _rollback_keeping_history(self, target: Snapshot) -> RollbackResult:
+        files = self.store.files
+        latest = self.store.snapshots.latest_snapshot()
+        target_files = files.state(target)
+        live = files.state(latest)
+        readded = [f for path, f in target_files.items() if path not in live]
+        registry = ReaddRegistry(self.store.lifecycle)
+        # Register first, then check: either a deletion plan's executor sees the registry entry,
+        # or this sees the plan (or the file already gone) and backs out.
+        pending = registry.add_pending([f.path for f in readded])
+        doomed = {c.path for plan in self.executor.plans.plans() for c in plan.data_files}
+        missing = [f.path for f in readded if f.path in doomed or not files.exists(f.path)]
+        if missing:
+            registry.discard(pending)
+            raise SnapshotNotFoundError(
+                f"snapshot {target.id} can no longer be restored: {len(missing)} of its files are deleted or being deleted "
+                f"(e.g. {missing[0]})"
+            )
+        request = CommitRequest(
+            kind=CommitKind.OVERWRITE,
+            added=readded,
+            deleted=[f for path, f in live.items() if path not in target_files],
+            base_snapshot=latest,
+            commit_user="rollback",
+            overwrite_scope=WHOLE_TABLE,
+            extra_summary={"rollback_to": target.id},
+        )
+        snapshot = self.commit(request)
+        if readded:
+            registry.finalize(pending, snapshot.id, [f.path for f in readded])
+        else:
+            registry.discard(pending)
+        return RollbackResult(target_snapshot_id=target.id, latest_snapshot_id=snapshot.id, keep_history=True)

@@ -115,6 +115,18 @@ def read_files(
         yield from table.to_batches()
 
 
+def read_table(
+    storage: Storage,
+    schema: TableSchema,
+    files: Sequence[DataFile],
+    columns: list[str] | None = None,
+    expression: pc.Expression | None = None,
+) -> pa.Table:
+    """:func:`read_files` as one Arrow table (of the projected schema, also when no file has rows)."""
+    target = schema.arrow_schema if columns is None else pa.schema([schema.arrow_schema.field(c) for c in columns])
+    return pa.Table.from_batches(list(read_files(storage, schema, files, columns, expression)), schema=target)
+
+
 @dataclass
 class TableScan:
     """The files and rows of one snapshot, optionally filtered and projected."""

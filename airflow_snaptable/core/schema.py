@@ -6,6 +6,7 @@ import base64
 import datetime as dt
 import json
 import re
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 from urllib.parse import quote, unquote
@@ -13,9 +14,17 @@ from urllib.parse import quote, unquote
 import pyarrow as pa
 
 from airflow_snaptable.core.checks import is_int
-from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError, SchemaMismatchError
+from airflow_snaptable.core.errors import (
+    CorruptMetadataError,
+    InvalidArgumentError,
+    SchemaMismatchError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnsupportedStorageError,
+)
 from airflow_snaptable.core.names import MAX_PATH_COMPONENT_BYTES, validate_partition_key
 from airflow_snaptable.core.options import TableOptions
+from airflow_snaptable.core.storage import Storage
 
 SCHEMA_DIR = "schema"
 _SCHEMA_FILE = re.compile(r"^schema-(\d+)$")
@@ -255,3 +264,49 @@ def decode_partition_value(value: Any, t: pa.DataType) -> Any:
     if pa.types.is_integer(t):
         return int(value)
     return str(value)
+
+
+class SchemaManager:
+    """Finds, reads and creates the schema files of one table (``schema/schema-<id>``): a table exists where one is."""
+
+    def __init__(self, storage: Storage):
+        self.storage = storage
+
+    def ids(self) -> list[int]:
+        return sorted(i for i in (parse_schema_id(n) for n in self.storage.list_names(SCHEMA_DIR)) if i is not None)
+
+    def latest(self) -> TableSchema:
+        """The newest schema; TableNotFoundError when there is none."""
+        ids = self.ids()
+        if not ids:
+            raise TableNotFoundError(f"no table at {self.storage.uri}")
+        path = schema_path(ids[-1])
+        return TableSchema.from_json(self.storage.read_bytes(path), where=self.storage.full_uri(path))
+
+    def create(self, schema: TableSchema) -> None:
+        """Write the first schema of a new table; TableAlreadyExistsError if there is a table already.
+
+        The storage must make commits atomic: an object store that ignores ``If-None-Match: *``
+        is refused (UnsupportedStorageError), as commits there could overwrite each other.
+        """
+        if self.ids():
+            raise TableAlreadyExistsError(f"a table exists already at {self.storage.uri}")
+        self._check_atomic_create()
+        if not self.storage.create_exclusive(schema_path(0), schema.to_json()):
+            raise TableAlreadyExistsError(f"a table was created concurrently at {self.storage.uri}")
+
+    def _check_atomic_create(self) -> None:
+        storage = self.storage
+        if not storage.is_s3:
+            return
+        probe = f"_probe/create-{uuid.uuid4().hex}"
+        try:
+            if not storage.create_exclusive(probe, b"1"):
+                raise UnsupportedStorageError(f"{storage.uri}: a new object reported as existing")
+            if storage.create_exclusive(probe, b"2"):
+                raise UnsupportedStorageError(
+                    f"{storage.uri}: the server ignores If-None-Match on PUT, so concurrent commits could overwrite "
+                    "each other; use an S3 server with conditional writes"
+                )
+        finally:
+            storage.delete(probe)

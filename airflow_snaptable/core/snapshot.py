@@ -118,7 +118,7 @@ class SnapshotManager:
             data = self.storage.read_bytes(path)
         except FileNotFoundError:
             raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist in {self.storage.uri}") from None
-        return self._parse(snapshot_id, path, data), len(data)
+        return self.parse(snapshot_id, path, data), len(data)
 
     def read_ids(self, snapshot_ids: Iterable[int]) -> dict[int, tuple[Snapshot, int]]:
         """Those snapshots with their file sizes, read in one ``Storage.read_many``.
@@ -132,10 +132,11 @@ class SnapshotManager:
             data = contents.get(path)
             if data is None:
                 raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist in {self.storage.uri}")
-            found[snapshot_id] = (self._parse(snapshot_id, path, data), len(data))
+            found[snapshot_id] = (self.parse(snapshot_id, path, data), len(data))
         return found
 
-    def _parse(self, snapshot_id: int, path: str, data: bytes) -> Snapshot:
+    def parse(self, snapshot_id: int, path: str, data: bytes) -> Snapshot:
+        """The snapshot in ``data``, read from ``path``; CorruptMetadataError if it is not snapshot ``snapshot_id``."""
         snapshot = Snapshot.from_json(data, where=self.storage.full_uri(path))
         if snapshot.id != snapshot_id:
             raise CorruptMetadataError(f"{path} holds snapshot id {snapshot.id}")
@@ -147,6 +148,11 @@ class SnapshotManager:
     def commit(self, snapshot: Snapshot) -> bool:
         """Publish ``snapshot`` atomically; False if its id is taken already."""
         return self.storage.create_exclusive(snapshot_path(snapshot.id), snapshot.to_json())
+
+    @staticmethod
+    def path(snapshot_id: int) -> str:
+        """Where the snapshot's file is, relative to the table root."""
+        return snapshot_path(snapshot_id)
 
     @staticmethod
     def identity(snapshot: Snapshot) -> str:

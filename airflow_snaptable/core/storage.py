@@ -128,6 +128,11 @@ class Storage:
         """
         return not (self._is_local or self._is_memory)
 
+    @property
+    def is_s3(self) -> bool:
+        """Creates are conditional PUTs here, which a server may ignore (probed when a table is created)."""
+        return self._is_s3
+
     def reset_counts(self) -> None:
         for kind in OPERATION_KINDS:
             self.counts[kind] = 0

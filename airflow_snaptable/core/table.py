@@ -1,66 +1,41 @@
-"""The table: one directory (or object-store prefix) holding schema, snapshots, manifests and data."""
+"""The table: one directory (or object-store prefix) holding schema, snapshots, manifests and data.
+
+``Table`` is the front door and only that: it opens the table's managers, wires them into the
+store the lifecycle engine reads (core/store.py), and hands each call to the module holding its rules.
+"""
 
 from __future__ import annotations
 
-import datetime as dt
-from datetime import timedelta
-import time
-import uuid
 from typing import Any, Callable, Sequence
 
-import pendulum
 import pyarrow as pa
 
-from airflow_snaptable.core import expire, orphans, periodic, rollback
-from airflow_snaptable.core import tags as tag_ops
-from airflow_snaptable.core.checks import check_bool, check_int, check_optional_int
-from airflow_snaptable.core.commit import WHOLE_TABLE, CommitRequest, FileStoreCommit
-from airflow_snaptable.core.errors import (
-    CommitConflictError,
-    CommitFailedError,
-    CorruptMetadataError,
-    InvalidArgumentError,
-    SchemaMismatchError,
-    SnapshotNotFoundError,
-    TableAlreadyExistsError,
-    TableNotFoundError,
-    TagNotFoundError,
-    UnsupportedStorageError,
-)
-from airflow_snaptable.core import consumers as consumer_ops
+from airflow_snaptable.core.changes import ChangeSet, StreamScan, compute_changes
+from airflow_snaptable.core.checks import check_bool, check_int
+from airflow_snaptable.core.commit import FileStoreCommit
+from airflow_snaptable.core.compaction import compact
+from airflow_snaptable.core.consumer_lifecycle import ConsumerLifecycle
 from airflow_snaptable.core.consumers import Consumer, ConsumerManager
-from airflow_snaptable.core.external_files import check_shapes, refuse_known_paths, split_kept
-from airflow_snaptable.core.incremental import ChangeSet, StreamScan, compute_changes
+from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError
+from airflow_snaptable.core.expire import ExpireResult, SnapshotExpiry
+from airflow_snaptable.core.external_files import commit_external_files
 from airflow_snaptable.core.manifest import DataFile, ManifestIO
-from airflow_snaptable.core.options import TableOptions
-from airflow_snaptable.core.orphans import OrphanResult, VerifyResult
-from airflow_snaptable.core.periodic import PeriodicTagResult
+from airflow_snaptable.core.native_files import NativeFiles
+from airflow_snaptable.core.orphans import OrphanFilesClean, OrphanResult
+from airflow_snaptable.core.periodic import PeriodicTagging, PeriodicTagResult
+from airflow_snaptable.core.plan_executor import PlanExecutor
 from airflow_snaptable.core.plans import PlanManager
-from airflow_snaptable.core.rollback import RollbackResult
-from airflow_snaptable.core.scan import TableScan, check_columns, check_filter, read_files, to_expression
-from airflow_snaptable.core.schema import SCHEMA_DIR, TableSchema, parse_schema_id, schema_path
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot, SnapshotManager
+from airflow_snaptable.core.rollback import Rollback, RollbackResult
+from airflow_snaptable.core.scan import TableScan, check_columns, check_filter, read_table, to_expression
+from airflow_snaptable.core.schema import SchemaManager, TableSchema
+from airflow_snaptable.core.snapshot import Snapshot, SnapshotManager
 from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.store import TableStore
+from airflow_snaptable.core.tag_lifecycle import TagLifecycle
 from airflow_snaptable.core.tags import Tag, TagManager
-from airflow_snaptable.core.writer import (
-    DATA_DIR,
-    check_rows_in_partitions,
-    split_by_partition,
-    to_arrow_table,
-    write_data_files,
-)
-
-DEFAULT_COMMIT_USER = "snaptable"
-
-
-def _now_millis() -> int:
-    return int(time.time() * 1000)
-
-
-# The epoch millis of the first and the last millisecond a datetime holds (years 1 and 9999, UTC).
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-_MIN_MILLIS = (dt.datetime.min.replace(tzinfo=dt.timezone.utc) - _EPOCH) // timedelta(milliseconds=1)
-_MAX_MILLIS = (dt.datetime.max.replace(tzinfo=dt.timezone.utc) - _EPOCH) // timedelta(milliseconds=1)
+from airflow_snaptable.core.table_write import TableWrite
+from airflow_snaptable.core.timeutil import now_millis, to_millis
+from airflow_snaptable.core.verify import VerifyResult, verify
 
 
 class Table:
@@ -70,7 +45,7 @@ class Table:
     or any fsspec URL (``s3://bucket/prefix``); ``storage_options`` go to fsspec.
     """
 
-    def __init__(self, storage: Storage, schema: TableSchema, clock: Callable[[], int] = _now_millis):
+    def __init__(self, storage: Storage, schema: TableSchema, clock: Callable[[], int] = now_millis):
         self.storage = storage
         self.schema = schema
         self.options = schema.table_options
@@ -79,6 +54,11 @@ class Table:
         self.manifest_io = ManifestIO(storage, schema.partition_types())
         self.tag_manager = TagManager(storage)
         self.consumer_manager = ConsumerManager(storage)
+        self.native_files = NativeFiles(storage, self.manifest_io)
+        #: The table as the lifecycle engine sees it; the engine keeps its own files beside the format's.
+        self.store = TableStore(
+            storage.uri, self.snapshot_manager, self.native_files, self.tag_manager, self.consumer_manager, lifecycle=storage
+        )
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -94,29 +74,20 @@ class Table:
         storage: Storage | None = None,
     ) -> "Table":
         """Create an empty table; raises TableAlreadyExistsError if one is there."""
-        table_schema = TableSchema.new(schema, partition_by, options, _now_millis())
+        table_schema = TableSchema.new(schema, partition_by, options, now_millis())
         storage = storage or Storage.from_uri(uri, storage_options)
-        if any(parse_schema_id(name) is not None for name in storage.list_names(SCHEMA_DIR)):
-            raise TableAlreadyExistsError(f"a table exists already at {storage.uri}")
-        _check_atomic_create(storage)
-        if not storage.create_exclusive(schema_path(0), table_schema.to_json()):
-            raise TableAlreadyExistsError(f"a table was created concurrently at {storage.uri}")
+        SchemaManager(storage).create(table_schema)
         return cls(storage, table_schema)
 
     @classmethod
     def open(cls, uri: str, storage_options: dict[str, Any] | None = None, *, storage: Storage | None = None) -> "Table":
         """Open an existing table; raises TableNotFoundError if there is none."""
         storage = storage or Storage.from_uri(uri, storage_options)
-        ids = [i for i in (parse_schema_id(n) for n in storage.list_names(SCHEMA_DIR)) if i is not None]
-        if not ids:
-            raise TableNotFoundError(f"no table at {storage.uri}")
-        path = schema_path(max(ids))
-        return cls(storage, TableSchema.from_json(storage.read_bytes(path), where=storage.full_uri(path)))
+        return cls(storage, SchemaManager(storage).latest())
 
     @classmethod
     def exists(cls, uri: str, storage_options: dict[str, Any] | None = None) -> bool:
-        storage = Storage.from_uri(uri, storage_options)
-        return any(parse_schema_id(n) is not None for n in storage.list_names(SCHEMA_DIR))
+        return bool(SchemaManager(Storage.from_uri(uri, storage_options)).ids())
 
     @property
     def uri(self) -> str:
@@ -140,8 +111,7 @@ class Table:
         return list(self.snapshot_manager.snapshots())
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
-        _check_snapshot_id(snapshot_id)
-        return self.snapshot_manager.snapshot(snapshot_id)
+        return self.snapshot_manager.snapshot(check_int(snapshot_id, "snapshot id", minimum=1))
 
     def latest_snapshot(self) -> Snapshot | None:
         return self.snapshot_manager.latest_snapshot()
@@ -151,44 +121,20 @@ class Table:
 
     def snapshot_at(self, when) -> Snapshot | None:
         """The latest snapshot committed at or before ``when`` (datetime, ISO string or epoch millis)."""
-        return self.snapshot_manager.snapshot_at(self.to_millis(when))
+        return self.snapshot_manager.snapshot_at(to_millis(when))
 
     def snapshot_at_watermark(self, watermark: int) -> Snapshot | None:
         """The earliest snapshot whose watermark reached ``watermark``."""
         return self.snapshot_manager.snapshot_at_watermark(check_int(watermark, "watermark"))
 
-    @staticmethod
-    def to_millis(when) -> int:
-        """Epoch milliseconds from an int (millis), a datetime (naive means UTC) or an ISO-8601 string."""
-        if isinstance(when, bool):
-            raise InvalidArgumentError(f"not a time: {when!r}")
-        if isinstance(when, int):
-            # Times are turned into dates (tag names, messages): one no date can hold fails there, untyped.
-            if not _MIN_MILLIS <= when <= _MAX_MILLIS:
-                raise InvalidArgumentError(f"time {when!r} (epoch millis) is outside the years 1 to 9999")
-            return when
-        if isinstance(when, str):
-            try:
-                when = pendulum.parse(when)
-            except Exception as exc:  # noqa: BLE001 - pendulum raises several types
-                raise InvalidArgumentError(f"cannot parse time {when!r}: {exc}") from exc
-        if isinstance(when, dt.datetime):
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=dt.timezone.utc)
-            return int(when.timestamp() * 1000)
-        if isinstance(when, dt.date):
-            return int(dt.datetime(when.year, when.month, when.day, tzinfo=dt.timezone.utc).timestamp() * 1000)
-        raise InvalidArgumentError(f"not a time: {when!r}")
+    #: Epoch milliseconds from an int (millis), a datetime (naive means UTC) or an ISO-8601 string (core/timeutil.py).
+    to_millis = staticmethod(to_millis)
 
     # -- writes ------------------------------------------------------------------
 
     def append(self, data, *, commit_user: str | None = None, commit_identifier: int | None = None, watermark: int | None = None) -> Snapshot:
         """Add rows as a new snapshot (commit kind APPEND)."""
-        _check_commit_arguments(commit_user, commit_identifier, watermark)
-        groups = self._prepare(data)
-        base = self.latest_snapshot()
-        added = self._write(groups)
-        return self._commit(CommitKind.APPEND, added, [], base, commit_user, commit_identifier, watermark, written_here=True)
+        return self._write().append(data, commit_user, commit_identifier, watermark)
 
     def overwrite(
         self,
@@ -200,24 +146,11 @@ class Table:
         watermark: int | None = None,
     ) -> Snapshot:
         """Replace the whole table, or only ``partitions`` (e.g. ``[{"p": 3}]``), with ``data``."""
-        _check_commit_arguments(commit_user, commit_identifier, watermark)
-        specs = self._check_partition_specs(partitions, allow_none=True)
-        groups = self._prepare(data)
-        if specs is not None:
-            check_rows_in_partitions(groups, self.schema, specs)
-        base = self.latest_snapshot()
-        scope = WHOLE_TABLE if specs is None else specs
-        deleted = self._files_in_scope(base, scope)
-        added = self._write(groups)
-        return self._commit(CommitKind.OVERWRITE, added, deleted, base, commit_user, commit_identifier, watermark, scope, written_here=True)
+        return self._write().overwrite(data, partitions, commit_user, commit_identifier, watermark)
 
     def delete(self, partitions: list[dict], *, commit_user: str | None = None, commit_identifier: int | None = None) -> Snapshot:
         """Remove every row of ``partitions`` as a new snapshot (commit kind DELETE)."""
-        _check_commit_arguments(commit_user, commit_identifier, None)
-        specs = self._check_partition_specs(partitions, allow_none=False)
-        base = self.latest_snapshot()
-        deleted = self._files_in_scope(base, specs)
-        return self._commit(CommitKind.DELETE, [], deleted, base, commit_user, commit_identifier, None, specs)
+        return self._write().delete(partitions, commit_user, commit_identifier)
 
     def compact(
         self,
@@ -233,38 +166,7 @@ class Table:
         ``target_file_size`` (defaults: options ``compaction.min.file-num``, ``target-file-size``).
         Returns None, committing nothing, when no partition qualifies.
         """
-        _check_commit_arguments(commit_user, None, None)
-        specs = self._check_partition_specs(partitions, allow_none=True)
-        if target_file_size is None:
-            target = self.options.get("target-file-size")
-        else:
-            from airflow_snaptable.core.options import parse_size
-
-            target = parse_size(target_file_size, "target_file_size")
-        if min_file_num is None:
-            min_files = self.options.get("compaction.min.file-num")
-            if min_files < 2:
-                raise InvalidArgumentError(f"option compaction.min.file-num must be >= 2 to compact, got {min_files}")
-        else:
-            min_files = check_int(min_file_num, "min_file_num", minimum=2)
-        base = self.latest_snapshot()
-        if base is None:
-            return None
-        by_partition: dict[tuple, list[DataFile]] = {}
-        for data_file in self.manifest_io.read_state(base).values():
-            if data_file.file_size < target and (specs is None or self.schema.partition_matches(data_file.partition, specs)):
-                by_partition.setdefault(data_file.partition, []).append(data_file)
-        chosen = {p: files for p, files in by_partition.items() if len(files) >= min_files}
-        if not chosen:
-            return None
-        groups = []
-        deleted: list[DataFile] = []
-        for partition, files in sorted(chosen.items(), key=lambda item: str(item[0])):
-            files.sort(key=lambda f: f.path)
-            groups.append((partition, self.read_files(files)))
-            deleted.extend(files)
-        added = write_data_files(self.storage, self.schema, groups, target, self.options.get("file.compression"))
-        return self._commit(CommitKind.COMPACT, added, deleted, base, commit_user, None, None, written_here=True)
+        return compact(self._write(), self.read_files, partitions, target_file_size, min_file_num, commit_user)
 
     def commit_files(
         self,
@@ -280,9 +182,6 @@ class Table:
     ) -> Snapshot:
         """Commit data files that are written already (e.g. by Spark tasks) as one new snapshot.
 
-        ``summary``: extra string-keyed JSON scalars for the snapshot's summary (e.g.
-        ``{"engine": "spark"}``); the standard keys (added_files, ...) cannot be overridden.
-
         ``mode="append"`` adds them (APPEND); ``mode="overwrite"`` makes them replace the
         whole table, or only ``partitions`` (OVERWRITE), like :meth:`overwrite`.
         ``base_snapshot_id`` is the snapshot the files were written against: an
@@ -291,142 +190,20 @@ class Table:
         empty table, None the latest snapshot now. ``commit_user``/``commit_identifier``
         as in :meth:`append`: a retry returns the earlier snapshot, and the files given
         to the retry are then not part of any snapshot (the caller deletes them).
-
-        Checked before anything is written (core/external_files.py): each file is a
-        DataFile under ``data/`` in the directory of its partition, whose values have the
-        schema's types; no path twice; an overwrite of ``partitions`` adds files only to
-        those; no path the table knows (a retained snapshot, a tag or an unfinished plan
-        references it), except that a live file given again to an overwrite of its own
-        partition stays as it is. Not checked: that the files exist, their sizes and
-        row counts (a missing file surfaces in ``verify()`` and as a typed error on read).
+        ``summary``: extra string-keyed JSON scalars for the snapshot's summary (e.g.
+        ``{"engine": "spark"}``). What is checked before anything is written, and what is
+        not: core/external_files.py (no path the table knows is committed again).
         """
-        if mode not in ("append", "overwrite"):
-            raise InvalidArgumentError(f"mode must be 'append' or 'overwrite', got {mode!r}")
-        if partitions is not None and mode != "overwrite":
-            raise InvalidArgumentError("partitions are only for mode='overwrite'")
-        specs = self._check_partition_specs(partitions, allow_none=True)
-        files = check_shapes(self.schema, added, specs)
-        _check_commit_arguments(commit_user, commit_identifier, watermark)
-        if commit_user is not None and commit_identifier is not None:
-            # A retry of a commit that landed returns it before its files count as known paths.
-            done = self.new_commit().find_committed(commit_user, commit_identifier)
-            if done is not None:
-                return done
-
-        def expired_base(snapshot_id: int) -> CommitConflictError | Snapshot:
-            # A retried job whose first attempt committed returns that snapshot, however old its base.
-            if commit_user is not None and commit_identifier is not None:
-                done = self.new_commit().find_committed(commit_user, commit_identifier)
-                if done is not None:
-                    return done
-            return CommitConflictError(f"snapshot {snapshot_id}, which this overwrite was written against, has expired")
-
-        if base_snapshot_id is None:
-            base = self.latest_snapshot()
-        elif check_int(base_snapshot_id, "base_snapshot_id (0: the empty table)", minimum=0) == 0:
-            base = None
-        else:
-            try:
-                base = self.snapshot_manager.snapshot(base_snapshot_id)
-            except SnapshotNotFoundError:
-                if mode == "overwrite":
-                    outcome = expired_base(base_snapshot_id)
-                    if isinstance(outcome, Snapshot):
-                        return outcome
-                    raise outcome from None
-                base = self.latest_snapshot()  # appends never conflict: any newer base will do
-        extra = _check_summary(summary)
-        if mode == "append":
-            refuse_known_paths(self, files)
-            return self._commit(
-                CommitKind.APPEND, files, [], base, commit_user, commit_identifier, watermark, extra_summary=extra, new_paths=True
-            )
-        scope = WHOLE_TABLE if specs is None else specs
-        try:
-            replaced = self._files_in_scope(base, scope)
-        except CorruptMetadataError as exc:
-            if base is None or self.snapshot_manager.exists(base.id):
-                raise
-            outcome = expired_base(base.id)  # it expired while we read it
-            if isinstance(outcome, Snapshot):
-                return outcome
-            raise outcome from exc
-        files, deleted = split_kept(files, replaced)
-        refuse_known_paths(self, files)
-        return self._commit(
-            CommitKind.OVERWRITE, files, deleted, base, commit_user, commit_identifier, watermark, scope, extra_summary=extra,
-            new_paths=True, replan=len(deleted) == len(replaced),  # kept files must not be compacted away under us
+        return commit_external_files(
+            self._write(), self.store, added, mode=mode, partitions=partitions, base_snapshot_id=base_snapshot_id,
+            commit_user=commit_user, commit_identifier=commit_identifier, watermark=watermark, summary=summary,
         )
 
-    def _prepare(self, data) -> list[tuple[tuple, pa.Table]]:
-        """The rows by partition, every partition's directory checked: writing starts only once all are valid."""
-        groups = split_by_partition(to_arrow_table(data, self.schema), self.schema)
-        for partition, _rows in groups:
-            self.schema.partition_dir(partition)
-        return groups
-
-    def _write(self, groups) -> list[DataFile]:
-        return write_data_files(
-            self.storage, self.schema, groups, self.options.get("target-file-size"), self.options.get("file.compression")
-        )
-
-    def _check_partition_specs(self, partitions, allow_none: bool) -> list[dict] | None:
-        if partitions is None and allow_none:
-            return None
-        if isinstance(partitions, dict):
-            partitions = [partitions]
-        if not isinstance(partitions, (list, tuple)) or not partitions:
-            raise InvalidArgumentError(f"partitions must be a non-empty list of dicts like [{{'p': 3}}], got {partitions!r}")
-        return [self.schema.check_partition_spec(spec) for spec in partitions]
-
-    def _files_in_scope(self, snapshot: Snapshot | None, scope) -> list[DataFile]:
-        if snapshot is None:
-            return []
-        files = self.manifest_io.read_state(snapshot).values()
-        if scope == WHOLE_TABLE:
-            return list(files)
-        return [f for f in files if self.schema.partition_matches(f.partition, scope)]
-
-    def _commit(
-        self, kind, added, deleted, base, commit_user, commit_identifier, watermark, scope=None, written_here=False, extra_summary=None,
-        new_paths=False, replan=True,
-    ) -> Snapshot:
-        """Commit; if the data files were written by this call and the commit surely failed, delete them too.
-
-        ``new_paths``: the added paths come from the caller (commit_files), so a racing commit of the
-        same path is a conflict. ``replan``: a concurrent compaction of the scope may re-plan the deletes.
-        """
-        try:
-            return self._commit_request(
-                kind, added, deleted, base, commit_user, commit_identifier, watermark, scope, extra_summary, new_paths, replan
-            )
-        except (CommitConflictError, CommitFailedError):
-            if written_here:
-                self.storage.delete_files([f.path for f in added])
-            raise
-
-    def _commit_request(
-        self, kind, added, deleted, base, commit_user, commit_identifier, watermark, scope, extra_summary=None, new_paths=False, replan=True
-    ) -> Snapshot:
-        # commit_files' check; append, overwrite, delete and compact made it before writing their first file.
-        _check_commit_arguments(commit_user, commit_identifier, watermark)
-        request = CommitRequest(
-            kind=kind,
-            added=added,
-            deleted=deleted,
-            base_snapshot=base,
-            commit_user=commit_user or DEFAULT_COMMIT_USER,
-            commit_identifier=commit_identifier,
-            watermark=watermark,
-            overwrite_scope=scope,
-            replan_deleted=(lambda latest: self._files_in_scope(latest, scope)) if scope is not None and replan else None,
-            extra_summary=extra_summary or {},
-            new_paths=frozenset(f.path for f in added) if new_paths else frozenset(),
-        )
-        return self.new_commit().commit(request)
+    def _write(self) -> TableWrite:
+        return TableWrite(self.storage, self.schema, self.snapshot_manager, self.manifest_io, self.new_commit)
 
     def new_commit(self) -> FileStoreCommit:
-        return FileStoreCommit(self.snapshot_manager, self.manifest_io, self.schema, self.clock)
+        return FileStoreCommit(self.snapshot_manager, self.manifest_io, self.schema, self.clock, PlanManager(self.store).ceiling)
 
     # -- reads -------------------------------------------------------------------
 
@@ -458,19 +235,17 @@ class Table:
 
     def read_files(self, files: Sequence[DataFile], columns: Sequence[str] | None = None, filter=None) -> pa.Table:
         """Rows of the given data files (as planned by a scan, a change set or a stream)."""
-        columns = check_columns(self.schema, columns)
-        target = self.schema.arrow_schema if columns is None else pa.schema([self.schema.arrow_schema.field(c) for c in columns])
-        batches = list(read_files(self.storage, self.schema, files, columns, to_expression(filter)))
-        return pa.Table.from_batches(batches, schema=target)
+        return read_table(self.storage, self.schema, files, check_columns(self.schema, columns), to_expression(filter))
 
     def changes(self, from_snapshot_id: int, to_snapshot_id: int | None = None) -> ChangeSet:
         """What happened after ``from_snapshot_id`` up to and including ``to_snapshot_id`` (default latest)."""
-        return compute_changes(self, from_snapshot_id, to_snapshot_id)
+        return compute_changes(self.store, self.read_files, from_snapshot_id, to_snapshot_id)
 
     def stream(self, start_mode: str = "latest-full", snapshot_id: int | None = None, timestamp=None, include_overwrite: bool = False) -> StreamScan:
         """A streaming scan (Paimon start modes: latest-full, latest, from-snapshot, from-snapshot-full, from-timestamp)."""
-        return StreamScan(self, start_mode, snapshot_id=snapshot_id, timestamp=timestamp, include_overwrite=include_overwrite)
-
+        return StreamScan(
+            self.store, self.read_files, start_mode, snapshot_id=snapshot_id, timestamp=timestamp, include_overwrite=include_overwrite
+        )
 
     # -- tags ----------------------------------------------------------------------
 
@@ -486,17 +261,17 @@ class Table:
         :param if_exists: ``"fail"`` (TagAlreadyExistsError), or ``"skip"``: an existing tag of that
             name on the requested snapshot is returned as it is (re-runs are idempotent).
         """
-        return tag_ops.create_or_keep_tag(
-            self, name, snapshot_id, as_of=as_of, time_retained=time_retained, if_exists=if_exists
+        return self.tag_lifecycle().create_or_keep(
+            name, snapshot_id, as_of=as_of, time_retained=time_retained, if_exists=if_exists
         )[0]
 
     def delete_tag(self, name: str) -> list[str]:
         """Delete a tag, and the data files only it still held (returned)."""
-        return tag_ops.delete_tag(self, name)
+        return self.tag_lifecycle().delete(name)
 
     def replace_tag(self, name: str, snapshot_id: int, *, time_retained=None) -> Tag:
         """Point an existing tag at another snapshot (the old target's freed files are cleaned up)."""
-        return tag_ops.replace_tag(self, name, snapshot_id, time_retained)
+        return self.tag_lifecycle().replace(name, snapshot_id, time_retained)
 
     def create_periodic_tags(
         self,
@@ -515,7 +290,8 @@ class Table:
         ``tag.period-formatter`` and ``tag.num-retained-max`` (see core/periodic.py).
         """
         check_bool(catch_up, "catch_up")
-        return periodic.create_periodic_tags(self, period, delay, formatter, num_retained_max, catch_up, time_retained, now)
+        tagging = PeriodicTagging(self.store, self.tag_lifecycle(), self.options, self.clock)
+        return tagging.create(period, delay, formatter, num_retained_max, catch_up, time_retained, now)
 
     def tags(self) -> list[Tag]:
         """Every tag, ordered by snapshot id."""
@@ -526,15 +302,14 @@ class Table:
 
     def expire_tags(self, *, now=None) -> list[str]:
         """Delete the tags whose time to live has passed; returns their names."""
-        now_millis = self.clock() if now is None else self.to_millis(now)
-        PlanManager(self).finish_all()  # an interrupted run's deletions first
-        expired = [t.name for t in self.tag_manager.tags() if t.is_expired(now_millis)]
-        for name in expired:
-            try:
-                self.delete_tag(name)
-            except TagNotFoundError:
-                pass  # deleted concurrently: the outcome wanted
-        return expired
+        return self.tag_lifecycle().expire(self.clock() if now is None else to_millis(now))
+
+    def tag_lifecycle(self) -> TagLifecycle:
+        """Tag creation, replacement, deletion and expiry, checked against the deletion plans (the tag methods' engine)."""
+        return TagLifecycle(self.store, self._plans(), self.clock, self.options.get("tag.default-time-retained"))
+
+    def _plans(self) -> PlanExecutor:
+        return PlanExecutor(self.store)
 
     # -- consumers -------------------------------------------------------------------
 
@@ -550,23 +325,27 @@ class Table:
         ``next_snapshot`` and later snapshots are then never expired while the
         consumer lives. It must lie in ``[earliest, latest + 1]``.
         """
-        return consumer_ops.update_consumer(self, consumer_id, next_snapshot)
+        return self._consumers().update(consumer_id, next_snapshot)
 
     def delete_consumer(self, consumer_id: str) -> None:
-        self.consumer_manager.consumer(consumer_id)
-        self.consumer_manager.delete(consumer_id)
+        self._consumers().delete(consumer_id)
 
     def expire_consumers(self, *, now=None) -> list[str]:
         """Delete consumers not updated for ``consumer.expiration-time``; returns their ids."""
-        return consumer_ops.expire_consumers(self, now)
+        # ``now`` first: a bad one is an error whether or not the option makes this run do anything.
+        return self._consumers().expire(self.clock() if now is None else to_millis(now))
+
+    def _consumers(self) -> ConsumerLifecycle:
+        return ConsumerLifecycle(self.store, self.clock, self.options.get("consumer.expiration-time"))
 
     # -- expiry --------------------------------------------------------------------
 
-    #: ``expire_snapshots(*, retain_min, retain_max, time_retained, older_than, retain_last, limit, dry_run,
-    #: now, skip_missing) -> ExpireResult``: core/expire.py's function itself, so its keyword arguments are
-    #: written once (an argument is added there and in the ExpireSnapshots action, nowhere else).
-    expire_snapshots = expire.expire_snapshots
-
+    @property
+    def expire_snapshots(self) -> Callable[..., ExpireResult]:
+        """``expire_snapshots(*, retain_min, retain_max, time_retained, older_than, retain_last, limit, dry_run,
+        now, skip_missing) -> ExpireResult``: core/expire.py's ``SnapshotExpiry.expire`` on this table, so its
+        keyword arguments are written once (an argument is added there and in the ExpireSnapshots action)."""
+        return SnapshotExpiry(self.store, self._plans(), self.options, self.clock).expire
 
     # -- rollback --------------------------------------------------------------------
 
@@ -581,7 +360,8 @@ class Table:
         """
         check_bool(keep_history, "keep_history")
         check_bool(force, "force")
-        return rollback.rollback_to(self, snapshot_id, tag, as_of, keep_history, force)
+        rollback = Rollback(self.store, self._plans(), lambda request: self.new_commit().commit(request), self.clock)
+        return rollback.rollback_to(snapshot_id, tag, as_of, keep_history, force)
 
     # -- files ---------------------------------------------------------------------
 
@@ -590,57 +370,11 @@ class Table:
 
         Dry run by default: pass ``dry_run=False`` to delete.
         """
-        return orphans.remove_orphan_files(self, older_than, dry_run, now)
+        return OrphanFilesClean(self.store, self.clock).clean(older_than, dry_run, now)
 
     def verify(self) -> VerifyResult:
-        """What is wrong with the table, reported, never raised (see core/orphans.py ``verify``): missing and
+        """What is wrong with the table, reported, never raised (see core/verify.py): missing and
         unreferenced files, files of the wrong size, unparsable metadata, gaps in the ids, snapshots from the future."""
-        return orphans.verify(self)
-
-
-_STANDARD_SUMMARY_KEYS = {"added_files", "deleted_files", "added_records", "deleted_records", "changed_partitions"}
-
-
-def _check_summary(summary) -> dict[str, Any]:
-    if summary is None:
-        return {}
-    if not isinstance(summary, dict):
-        raise InvalidArgumentError(f"summary must be a dict, got {type(summary).__name__}")
-    for key, value in summary.items():
-        if not isinstance(key, str) or key in _STANDARD_SUMMARY_KEYS:
-            raise InvalidArgumentError(f"summary key {key!r} is not a string or is one of the standard keys")
-        if value is not None and not isinstance(value, (str, int, float, bool)):
-            raise InvalidArgumentError(f"summary value for {key!r} must be a JSON scalar, got {type(value).__name__}")
-    return dict(summary)
-
-
-def _check_commit_arguments(commit_user, commit_identifier, watermark) -> None:
-    """What a commit records about its writer, checked before the write's first file."""
-    if commit_user is not None and (not isinstance(commit_user, str) or not commit_user.strip()):
-        raise InvalidArgumentError(f"commit_user must be a non-empty string, got {commit_user!r}")
-    if commit_identifier is not None:
-        if commit_user is None:
-            raise InvalidArgumentError("commit_identifier needs commit_user (identifiers increase per user)")
-        check_int(commit_identifier, "commit_identifier", minimum=0)
-    check_optional_int(watermark, "watermark")
-
-
-def _check_snapshot_id(snapshot_id) -> None:
-    check_int(snapshot_id, "snapshot id", minimum=1)
-
-
-def _check_atomic_create(storage: Storage) -> None:
-    """Refuse object stores that ignore ``If-None-Match: *``: commits there could overwrite each other."""
-    if not storage._is_s3:
-        return
-    probe = f"_probe/create-{uuid.uuid4().hex}"
-    try:
-        if not storage.create_exclusive(probe, b"1"):
-            raise UnsupportedStorageError(f"{storage.uri}: a new object reported as existing")
-        if storage.create_exclusive(probe, b"2"):
-            raise UnsupportedStorageError(
-                f"{storage.uri}: the server ignores If-None-Match on PUT, so concurrent commits could overwrite "
-                "each other; use an S3 server with conditional writes"
-            )
-    finally:
-        storage.delete(probe)
+        return verify(
+            self.storage, self.snapshot_manager, self.native_files, self.tag_manager, self.options.get("commit.max-clock-skew")
+        )

@@ -28,22 +28,20 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
     DataSourceReader,
-    InputPartition,
     WriterCommitMessage,
 )
 
 from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
-from airflow_snaptable.core.external_files import added_after, snapshot_adds
+from airflow_snaptable.core.incremental import added_after, snapshot_adds
 from airflow_snaptable.core.manifest import DataFile
 from airflow_snaptable.core.options import OPTION_SPECS
-from airflow_snaptable.core.scan import prune_files, read_files
+from airflow_snaptable.core.scan import prune_files
 from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage
@@ -64,6 +62,7 @@ from airflow_snaptable.spark._common import (
     storage_options_from,
     table_uri,
 )
+from airflow_snaptable.spark.read_tasks import FilesPartition, TableFiles
 
 log = logging.getLogger(__name__)
 
@@ -104,41 +103,6 @@ class SnapTableDataSource(DataSource):
 
 
 # -- reading -----------------------------------------------------------------------
-
-
-class FilesPartition(InputPartition):
-    """One read task: some data files of the table (paths relative to its root)."""
-
-    def __init__(self, files: list[DataFile]):
-        super().__init__(None)
-        self.files = files
-
-    def __repr__(self) -> str:
-        return f"FilesPartition({len(self.files)} files)"
-
-
-class TableFiles:
-    """What every reader task needs to read files of one table; small and picklable."""
-
-    def __init__(self, uri: str, storage_options: dict | None, table_schema: TableSchema, spark_schema):
-        self.uri = uri
-        self.storage_options = storage_options
-        self.table_schema = table_schema
-        self.spark_schema = spark_schema
-        names = [f.name for f in spark_schema.fields]
-        unknown = [n for n in names if n not in table_schema.arrow_schema.names]
-        if unknown:
-            raise SchemaMismatchError(f"columns {unknown} are not in the table ({table_schema.arrow_schema.names})")
-        self.columns = names
-
-    def read(self, files: list[DataFile]) -> Iterator[pa.RecordBatch]:
-        if not files:
-            return
-        storage = Storage.from_uri(self.uri, self.storage_options)
-        target = arrow_schema_for(self.spark_schema)
-        for batch in read_files(storage, self.table_schema, files, self.columns):
-            if batch.num_rows:
-                yield cast_batch(batch, target)
 
 
 def select_read(table: Table, options: dict) -> tuple[Snapshot | None, tuple[int, int] | None, list[DataFile]]:

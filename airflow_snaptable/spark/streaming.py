@@ -22,7 +22,7 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadMaxBytes, ReadMaxFiles, ReadMaxRows, SupportsTriggerAvailableNow
 
 from airflow_snaptable.core.errors import InvalidArgumentError, StreamPositionLostError
-from airflow_snaptable.core.incremental import START_MODES, StreamScan
+from airflow_snaptable.core.changes import START_MODES, StreamScan
 from airflow_snaptable.core.names import validate_name
 from airflow_snaptable.core.table import Table
 from airflow_snaptable.spark._common import (
@@ -34,7 +34,7 @@ from airflow_snaptable.spark._common import (
     storage_options_from,
     table_uri,
 )
-from airflow_snaptable.spark.datasource import FilesPartition, TableFiles
+from airflow_snaptable.spark.read_tasks import FilesPartition, TableFiles
 
 FULL_MODES = ("latest-full", "from-snapshot-full")
 

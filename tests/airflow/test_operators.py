@@ -139,11 +139,11 @@ def test_create_tag_if_exists_skip_returns_the_same_tag_and_refuses_a_different_
     assert [(t.name, t.snapshot_id) for t in orders.tags()] == [("2026-01-03", 3)]
 
     # Atomic: the skip follows core's "exists already" answer to the create, never a check before it.
-    from airflow_snaptable.core.table import Table as CoreTable
+    from airflow_snaptable.core.tags import TagManager
 
     reads = []
-    real_tag = CoreTable.tag
-    monkeypatch.setattr(CoreTable, "tag", lambda self, name: reads.append(name) or real_tag(self, name))
+    real_tag = TagManager.tag
+    monkeypatch.setattr(TagManager, "tag", lambda self, name: reads.append(name) or real_tag(self, name))
     run(daily_tag(if_exists="skip"), **boundary)
     run(ops.CreateTagOperator(task_id="t", table="orders", tag_name="fresh", snapshot_id=4, if_exists="skip"))
     assert reads == ["2026-01-03"]  # only after the create of the existing tag failed; none for "fresh"

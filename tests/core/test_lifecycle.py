@@ -1381,7 +1381,7 @@ def test_bytes_freed_is_every_byte_that_leaves_the_disk(history, dry_run):
 def test_expiry_plans_the_same_from_written_metadata_as_from_the_lists(tmp_path):
     """Snapshots record what their commit wrote, so expiry skips most list reads; snapshots written
     without that record (older versions) are planned from their lists, with the same result."""
-    from airflow_snaptable.core.expire import plan_expiry
+    from airflow_snaptable.core.expire_plan import plan_expiry
 
     history = make_table(str(tmp_path / "new"), **{"manifest.merge-min-count": "3"})  # merges happen often
     for i in range(12):
@@ -1401,7 +1401,7 @@ def test_expiry_plans_the_same_from_written_metadata_as_from_the_lists(tmp_path)
     new_table, old_table = Table.open(history.table.uri), Table.open(old_uri)  # cold caches
     new_table.storage.reset_counts()
     old_table.storage.reset_counts()
-    new_plan, old_plan = plan_expiry(new_table, 1, 10), plan_expiry(old_table, 1, 10)
+    new_plan, old_plan = plan_expiry(new_table.store, 1, 10), plan_expiry(old_table.store, 1, 10)
     assert new_plan.manifest_files == old_plan.manifest_files
     assert new_plan.data_files == old_plan.data_files
     # 10 snapshot files + 9 delta manifests + the lists of 1 and 10, against every list of 1..10 too

@@ -66,7 +66,7 @@ def _tag_exists(uri: str, name: str) -> bool:
 
 def _plan_files(uri: str) -> list[str]:
     """Active plans. A *pending* plan a crash left behind deleted nothing and is dropped once stale
-    (PlanManager.finish_all; see test_stale_pending_plan_is_dropped)."""
+    (PlanExecutor.finish_all; see test_stale_pending_plan_is_dropped)."""
     plan_dir = os.path.join(uri, "plan")
     return [n for n in os.listdir(plan_dir) if not n.startswith("pending-")] if os.path.isdir(plan_dir) else []
 

@@ -1,0 +1,174 @@
+"""Which snapshots expire, and the deletion plan that expires them (Paimon's ExpireSnapshotsImpl rules).
+
+Range rule, with ids contiguous from ``earliest`` to ``latest``:
+- the ``retain_min`` newest snapshots are always kept; the latest never expires;
+- snapshots older than the ``retain_max`` newest expire regardless of age;
+- between those, snapshot ``id`` expires only if its successor was committed
+  before ``now - time_retained`` (so the table's state at any time inside the
+  window stays readable);
+- a consumer's ``next_snapshot``, the snapshot before it (the base of its next change
+  set) and everything after are kept;
+- one run expires at most ``limit`` snapshots.
+
+Candidates: a file's last event in the expired range decides. Deleted at snapshot ``s``:
+a candidate, held by what held it at its last deletion (core/protection.py). Added back:
+live in the first kept snapshot, not a candidate. Deleted and added back within the range:
+it has several live intervals, and the candidate says so.
+
+Cost: O(k) for k expired snapshots: only their snapshot files and their deltas are read
+(the store reads what else it needs, core/store.py ``FileStore.expiring``), never the whole history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from airflow_snaptable.core.checks import check_exclusive, check_int
+from airflow_snaptable.core.errors import InvalidArgumentError
+from airflow_snaptable.core.intents import IntentManager
+from airflow_snaptable.core.manifest import FileKind
+from airflow_snaptable.core.options import TableOptions
+from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan
+from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.store import SnapshotStore, TableStore
+from airflow_snaptable.core.timeutil import duration_argument, millis, to_millis
+
+
+@dataclass(frozen=True)
+class ExpireSettings:
+    retain_min: int
+    retain_max: int | None
+    threshold_millis: int
+    limit: int
+
+
+def resolve_settings(
+    options: TableOptions, clock: Callable[[], int], *, retain_min=None, retain_max=None, time_retained=None,
+    older_than=None, retain_last=None, limit=None, now_millis: int | None = None,
+) -> ExpireSettings:
+    """Explicit arguments over table options; Iceberg's names as aliases; every bound validated."""
+    now = clock() if now_millis is None else now_millis
+    if retain_last is not None:
+        if retain_min is not None and retain_min != retain_last:
+            raise InvalidArgumentError("retain_last is another name for retain_min; give one of them")
+        retain_min = retain_last
+    retain_min = options.get("snapshot.num-retained.min") if retain_min is None else check_int(retain_min, "retain_min", 1)
+    retain_max = options.get("snapshot.num-retained.max") if retain_max is None else check_int(retain_max, "retain_max", 1)
+    if retain_max is not None and retain_max < retain_min:
+        raise InvalidArgumentError(f"retain_max ({retain_max}) must be >= retain_min ({retain_min})")
+    limit = options.get("snapshot.expire.limit") if limit is None else check_int(limit, "limit", 1)
+    check_exclusive({"older_than": older_than, "time_retained": time_retained})  # two forms of the same bound
+    if older_than is not None:
+        threshold = to_millis(older_than)
+        if threshold > now:
+            raise InvalidArgumentError(f"older_than ({older_than}) is in the future")
+    else:
+        retained = options.get("snapshot.time-retained") if time_retained is None else duration_argument(time_retained, "time_retained")
+        threshold = now - millis(retained)
+    return ExpireSettings(retain_min, retain_max, threshold, limit)
+
+
+class SnapshotCache:
+    """Reads each snapshot at most once during one expiry run (with its size: the bytes expiry frees)."""
+
+    def __init__(self, snapshots: SnapshotStore):
+        self.snapshots = snapshots
+        self.cache: dict[int, tuple[Snapshot, int]] = {}
+
+    def get(self, snapshot_id: int) -> Snapshot:
+        return self._load(snapshot_id)[0]
+
+    def file_size(self, snapshot_id: int) -> int:
+        return self._load(snapshot_id)[1]
+
+    def load(self, first: int, last: int) -> None:
+        """Read the uncached snapshots of ``first..last`` in bulk."""
+        self.cache.update(self.snapshots.read_ids([i for i in range(first, last + 1) if i not in self.cache]))
+
+    def _load(self, snapshot_id: int) -> tuple[Snapshot, int]:
+        loaded = self.cache.get(snapshot_id)
+        if loaded is None:
+            loaded = self.cache[snapshot_id] = self.snapshots.read_ids([snapshot_id])[snapshot_id]
+        return loaded
+
+
+def lowest_consumer_position(store: TableStore, earliest: int) -> int | None:
+    """The lowest ``next_snapshot`` of the consumers and of consumer positions being published (intents).
+
+    An intent below ``earliest`` was abandoned (see core/intents.py) and holds nothing back.
+    """
+    # Intents first: an intent is withdrawn only after its consumer file is written.
+    positions = [c.next_snapshot for c in IntentManager(store.lifecycle).consumers() if c.next_snapshot >= earliest]
+    positions += [c.next_snapshot for c in store.consumers.consumers()]
+    return min(positions, default=None)
+
+
+def expire_range(
+    store: TableStore, settings: ExpireSettings, read: SnapshotCache, earliest: int | None = None
+) -> tuple[int, int] | None:
+    """``(earliest, end)``: snapshots ``earliest .. end-1`` expire; None if nothing does.
+
+    ``earliest`` overrides the table's (a dry run starts where unfinished plans will have left it).
+    """
+    latest = store.snapshots.latest_id()
+    if earliest is None:
+        earliest = store.snapshots.earliest_id()
+    if latest is None or earliest is None:
+        return None
+    lowest = earliest if settings.retain_max is None else max(latest - settings.retain_max + 1, earliest)
+    end_bound = latest - settings.retain_min + 1
+    consumer_next = lowest_consumer_position(store, earliest)
+    if consumer_next is not None:
+        # Keep the consumer's last read snapshot too: its changes since then are read as changes(next - 1, ...).
+        end_bound = min(end_bound, consumer_next - 1)
+    end_bound = min(end_bound, earliest + settings.limit)
+    end = end_bound
+    for snapshot_id in range(lowest, end_bound):
+        if read.get(snapshot_id + 1).time_millis > settings.threshold_millis:
+            end = snapshot_id
+            break
+    if end <= earliest:
+        return None
+    return earliest, end
+
+
+def plan_expiry(
+    store: TableStore, earliest: int, end: int, read: SnapshotCache | None = None, missing: list[str] | None = None
+) -> DeletionPlan:
+    """The plan expiring snapshots ``earliest .. end-1``: candidates are the files deleted by snapshots
+    ``earliest+1 .. end`` (unused by ``end`` and later), and the metadata only the expired snapshots use.
+
+    ``missing`` (the repair path, ``skip_missing=True``): metadata of the *expired* snapshots that is
+    already gone is skipped and its path appended there; what it named is left for orphan cleaning.
+    ``end``'s metadata must still read, and no candidate ``end`` references is kept, since a skipped
+    delta may have added it back.
+    """
+    read = read or SnapshotCache(store.snapshots)
+    read.load(earliest, end)
+    snaps = {i: read.get(i) for i in range(earliest, end + 1)}
+    expiring = store.files.expiring(snaps, missing)
+
+    data: dict[str, DataCandidate] = {}
+    readded: set[str] = set()
+    for snapshot_id in range(earliest + 1, end + 1):
+        entries = expiring.changes[snapshot_id]
+        added_here = {e.file.path for e in entries if e.kind is FileKind.ADD}
+        for path in added_here:
+            if data.pop(path, None) is not None:
+                readded.add(path)
+        for entry in entries:
+            path = entry.file.path
+            if entry.kind is FileKind.DELETE and path not in added_here:
+                data[path] = DataCandidate(path, entry.file.file_size, below=snapshot_id, readded=path in readded)
+    if missing:
+        for path in store.files.state(snaps[end]):
+            data.pop(path, None)
+    return DeletionPlan(
+        kind=EXPIRE,
+        fence=end,
+        snapshot_ids=list(range(earliest, end)),
+        data_files=sorted(data.values(), key=lambda c: c.path),
+        manifest_files=expiring.metadata_files,
+    )
+

@@ -1,0 +1,51 @@
+"""Manifest merging: how a commit keeps the number of manifests a snapshot reads bounded.
+
+Only a file's last entry decides whether it is in the state, so a run of consecutive
+manifests can be replaced by one holding each file's last entry, and a run starting at
+the first manifest can drop DELETE entries (docs/format.md, "Manifest merging"):
+
+- once DELETE entries (dead) outnumber live files (and there are at least
+  ``manifest.merge-min-count`` of them), all manifests are rewritten as live ADD
+  entries only ("full merge");
+- otherwise, once the trailing run of manifests smaller than ``manifest.target-file-size``
+  is ``manifest.merge-min-count`` long, that run is merged into one.
+"""
+
+from __future__ import annotations
+
+from airflow_snaptable.core.manifest import ManifestEntry, ManifestFileMeta, ManifestIO, last_entries
+
+#: Bytes one entry takes in a compressed Parquet manifest, roughly: how many entries fill a target-size manifest.
+BYTES_PER_ENTRY = 100
+
+
+class ManifestMerger:
+    def __init__(self, manifests: ManifestIO, schema_id: int, target_size: int, min_count: int):
+        self.manifests = manifests
+        self.schema_id = schema_id
+        self.target_size = target_size
+        self.min_count = min_count
+
+    def merge(self, metas: list[ManifestFileMeta]) -> list[ManifestFileMeta]:
+        """The manifests a new base list holds instead of ``metas`` (the same list when nothing is due)."""
+        deleted = sum(m.num_deleted_files for m in metas)
+        live = sum(m.num_added_files for m in metas) - deleted
+        if deleted >= self.min_count and deleted >= live:
+            return self._rewrite(metas, keep_deletes=False)
+        start = len(metas)
+        while start > 0 and metas[start - 1].file_size < self.target_size:
+            start -= 1
+        if len(metas) - start >= self.min_count:
+            return metas[:start] + self._rewrite(metas[start:], keep_deletes=start > 0)
+        return metas
+
+    def _rewrite(self, metas: list[ManifestFileMeta], keep_deletes: bool) -> list[ManifestFileMeta]:
+        entries: list[ManifestEntry] = []
+        for meta in metas:
+            entries.extend(self.manifests.read_manifest(meta.file_name))
+        merged = last_entries(entries, keep_deletes=keep_deletes)
+        per_manifest = max(1, self.target_size // BYTES_PER_ENTRY)
+        return [
+            self.manifests.write_manifest(merged[i : i + per_manifest], self.schema_id)
+            for i in range(0, len(merged), per_manifest)
+        ]

@@ -1,0 +1,217 @@
+"""The native format's FileStore (core/store.py): manifests, manifest lists and data files.
+
+A snapshot's state is its base list's manifests folded, then its delta list's
+(core/manifest.py). A base list holds only the previous base, the previous delta and
+manifests merged from them, so the manifests a run of snapshots uses are the first one's
+plus what each later commit wrote; snapshots record that (``written_metadata``, with byte
+sizes), which lets expiry and the in-use pass read a delta per snapshot instead of every
+state. Snapshots written before that record existed are read through their lists.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Mapping, Sequence
+
+from airflow_snaptable.core.errors import MissingMetadataError
+from airflow_snaptable.core.manifest import MANIFEST_DIR, DataFile, ManifestEntry, ManifestIO, apply_entries, manifest_path
+from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.store import ExpiringMetadata, InUse, StoredFile
+from airflow_snaptable.core.tags import Tag
+from airflow_snaptable.core.writer import DATA_DIR
+
+# Directories whose leftovers from interrupted writes (temp files) are orphans too.
+_METADATA_DIRS = ("snapshot", "tag", "consumer", "plan", "intent", "schema", "readd", "_probe")
+
+
+class NativeFiles:
+    def __init__(self, storage: Storage, manifests: ManifestIO):
+        self.storage = storage
+        self.manifests = manifests
+
+    def delta(self, snapshot: Snapshot) -> list[ManifestEntry]:
+        return self.manifests.read_delta(snapshot)
+
+    def state(self, snapshot: Snapshot) -> dict[str, DataFile]:
+        return self.manifests.read_state(snapshot)
+
+    def metadata_files(self, snapshot: Snapshot) -> dict[str, int]:
+        """Its two lists and their manifests, with byte sizes (a list's own size is 0 until this instance read or wrote it)."""
+        return self.manifests.sizes_of(snapshot)
+
+    def metadata_path(self, name: str) -> str:
+        return manifest_path(name)
+
+    def exists(self, path: str) -> bool:
+        return self.storage.exists(path)
+
+    def delete(self, paths: Sequence[str]) -> None:
+        self.storage.delete_files(list(paths))
+
+    # -- expiry -------------------------------------------------------------------------------
+
+    def expiring(self, snapshots: Mapping[int, Snapshot], missing: list[str] | None = None) -> ExpiringMetadata:
+        """Of the lists, only the first snapshot's and the kept one's are read, plus every list of a
+        snapshot without ``written_metadata``; of the manifests, only the deltas. In bulk
+        (``Storage.read_many``: threads on remote stores, executors in the Spark job)."""
+        manifests = self.manifests
+        earliest, end = min(snapshots), max(snapshots)
+        snaps = snapshots
+        # Lists: those of the first and the kept snapshot, and every list of a snapshot that does not record its metadata.
+        kept_lists = (snaps[end].base_manifest_list, snaps[end].delta_manifest_list)
+        lists = manifests.read_lists(kept_lists)
+        lists.update(_read_some(manifests.read_lists, (
+            name
+            for i, snapshot in snaps.items()
+            if i == earliest or (i < end and snapshot.written_metadata is None)
+            for name in (snapshot.base_manifest_list, snapshot.delta_manifest_list)
+        ), missing))
+
+        def delta_manifests(snapshot: Snapshot) -> list[str]:
+            written = snapshot.written_metadata
+            if written is not None:
+                return list(written["delta_manifests"])
+            return [m.file_name for m in lists.get(snapshot.delta_manifest_list, [])]
+
+        deltas = {i: delta_manifests(snaps[i]) for i in range(earliest + 1, end + 1)}
+        entries_of = _read_some(manifests.read_manifests, (name for names in deltas.values() for name in names), missing)
+        changes = {i: [e for name in names for e in entries_of.get(name, [])] for i, names in deltas.items()}
+
+        def sizes(snapshot: Snapshot) -> dict[str, int]:
+            """Its lists and their manifests with byte sizes; a skipped (missing) list contributes nothing."""
+            found = {}
+            for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
+                if list_name in lists:
+                    found.update((m.file_name, m.file_size) for m in lists[list_name])
+                    found[list_name] = manifests.list_size(list_name) or 0
+            return found
+
+        kept = set(sizes(snaps[end]))
+        manifest_sizes = sizes(snaps[earliest])
+        for snapshot_id in range(earliest + 1, end):
+            snapshot = snaps[snapshot_id]
+            written = snapshot.written_metadata
+            if written is None:
+                manifest_sizes.update(sizes(snapshot))
+                continue
+            manifest_sizes[snapshot.base_manifest_list] = written["base_list"] or 0
+            manifest_sizes[snapshot.delta_manifest_list] = written["delta_list"] or 0
+            manifest_sizes.update(written["delta_manifests"])
+            manifest_sizes.update(written["merged_manifests"])
+        metadata_files = sorted((name, size) for name, size in manifest_sizes.items() if name not in kept)
+        return ExpiringMetadata(changes=changes, metadata_files=metadata_files)
+
+    # -- what is in use -------------------------------------------------------------------------
+
+    def referenced_by(self, snapshots: Sequence[Snapshot], tags: Sequence[Tag]) -> InUse:
+        """What the snapshots (ascending ids, possibly with gaps) and ``tags`` reference.
+
+        Every snapshot's and tag's lists are read (a missing one raises); of the manifests, only
+        the states read whole (the first snapshot of each run of consecutive ids, and the tags')
+        and the other commits' deltas: a later state's files are its run's first state's plus what
+        the commits since added. Without gaps that run is the whole history; verify passes what
+        it could read, so a gap or an unreadable snapshot splits a run.
+        """
+        history = list(snapshots)
+        used = InUse()
+        manifests = self.manifests
+        lists = manifests.read_lists(
+            name for s in history + [t.snapshot for t in tags] for name in (s.base_manifest_list, s.delta_manifest_list)
+        )
+
+        def listed(snapshot, which: str = "both") -> list[str]:
+            names = {"base": [snapshot.base_manifest_list], "delta": [snapshot.delta_manifest_list]}.get(
+                which, [snapshot.base_manifest_list, snapshot.delta_manifest_list]
+            )
+            return [m.file_name for name in names for m in lists[name]]
+
+        run_starts = {s.id for i, s in enumerate(history) if i == 0 or history[i - 1].id != s.id - 1}
+        folded = [s for s in history if s.id in run_starts] + [t.snapshot for t in tags]  # states read whole
+        entries = manifests.read_manifests(
+            [name for s in folded for name in listed(s)]
+            + [name for s in history if s.id not in run_starts for name in listed(s, "delta")]
+        )
+
+        def state(snapshot) -> dict:
+            files: dict = {}
+            for name in listed(snapshot):  # base manifests, then delta: the fold order
+                apply_entries(files, entries[name])
+            return files
+
+        def reference_metadata(snapshot, owner: str) -> None:
+            for name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
+                used.metadata_files.setdefault(manifest_path(name), owner)
+                for meta in lists[name]:
+                    used.metadata_files.setdefault(manifest_path(meta.file_name), owner)
+                    used.recorded_sizes.setdefault(manifest_path(meta.file_name), meta.file_size)
+            for path, size in written_sizes(snapshot).items():
+                used.recorded_sizes.setdefault(path, size)
+
+        def reference_data(data_file, owner: str) -> None:
+            used.data_files.setdefault(data_file.path, owner)
+            used.recorded_sizes.setdefault(data_file.path, data_file.file_size)
+
+        for snapshot in history:
+            owner = f"snapshot {snapshot.id}"
+            reference_metadata(snapshot, owner)
+            if snapshot.id in run_starts:
+                for data_file in state(snapshot).values():
+                    reference_data(data_file, owner)
+            else:
+                # Every file of a later state is in its run's first state or added since.
+                for name in listed(snapshot, "delta"):
+                    for entry in entries[name]:
+                        reference_data(entry.file, owner)
+        for tag in tags:
+            owner = f"tag {tag.name}"
+            for data_file in state(tag.snapshot).values():
+                reference_data(data_file, owner)
+            reference_metadata(tag.snapshot, owner)
+        return used
+
+    # -- listings -------------------------------------------------------------------------------
+
+    def listed_files(self) -> list[StoredFile]:
+        """Everything under ``data/`` and ``manifest/``."""
+        return [StoredFile(*found) for found in self.storage.list_files(DATA_DIR) + self.storage.list_files(MANIFEST_DIR)]
+
+    def leftover_files(self) -> list[StoredFile]:
+        """Temp files of interrupted atomic writes in the metadata directories, and ``Table.create``'s probes."""
+        found = []
+        for directory in _METADATA_DIRS:
+            for rel, size, mtime in self.storage.list_files(directory):
+                name = rel.rsplit("/", 1)[-1]
+                if (name.startswith(".") and name.endswith(".tmp")) or directory == "_probe":
+                    found.append(StoredFile(rel, size, mtime))
+        return found
+
+
+def written_sizes(snapshot: Snapshot) -> dict[str, int]:
+    """Byte sizes of the metadata files ``snapshot``'s commit wrote, as it recorded them (no I/O; {} without the record)."""
+    written = snapshot.written_metadata or {}
+    sizes = {}
+    for key, name in (("base_list", snapshot.base_manifest_list), ("delta_list", snapshot.delta_manifest_list)):
+        if isinstance(written.get(key), int):
+            sizes[manifest_path(name)] = written[key]
+    for key in ("delta_manifests", "merged_manifests"):
+        for name, size in (written.get(key) or {}).items():
+            if isinstance(size, int):
+                sizes[manifest_path(name)] = size
+    return sizes
+
+
+def _read_some(read_many: Callable[[list[str]], dict[str, list]], names: Iterable[str], missing: list[str] | None) -> dict[str, list]:
+    """``read_many(names)``; with ``missing`` a list, the names that do not exist are appended to it instead."""
+    names = list(dict.fromkeys(names))
+    if missing is None:
+        return read_many(names)
+    try:
+        return read_many(names)
+    except MissingMetadataError:
+        found: dict[str, list] = {}
+        for name in names:
+            try:
+                found.update(read_many([name]))
+            except MissingMetadataError:
+                missing.append(manifest_path(name))
+        return found

@@ -1,0 +1,233 @@
+"""The table-format seam: what the lifecycle engine reads and changes, and nothing more.
+
+The lifecycle engine (expiry planning, protection by tags and consumers, the crash-safe
+deletion plans, rollback, orphan detection, incremental reads) holds the *rules*: what
+expires, what protects a file, in which order a plan unpublishes and deletes. It reaches a
+table only through a :class:`TableStore`: four narrow stores plus the place where the
+engine keeps its own files. The native format is the first implementation
+(``SnapshotManager``, ``NativeFiles``, ``TagManager``, ``ConsumerManager``, wired by
+``Table``); docs/format.md ("Store interface") says where an Apache Paimon and an Apache
+Iceberg store plug in.
+
+Contracts every store keeps:
+
+- Snapshot ids are integers that grow by one per commit on the table's history
+  (Paimon's ids; an Iceberg store numbers the main branch's snapshots by sequence).
+- Reads fail closed: metadata that is missing raises MissingMetadataError, metadata
+  that cannot be parsed CorruptMetadataError, and metadata the store reads but does not
+  understand (a format version, a kind of file such as delete files it does not
+  implement) UnsupportedMetadataError. Never an empty answer: the engine deletes what
+  nothing it can read protects.
+- Reads of a missing snapshot raise SnapshotNotFoundError, of a missing tag
+  TagNotFoundError, of a missing consumer ConsumerNotFoundError.
+- Every change a plan makes is idempotent (deleting what is gone is success), so a
+  rerun after a crash at any point finishes the plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, NamedTuple, Protocol, Sequence
+
+from airflow_snaptable.core.consumers import Consumer
+from airflow_snaptable.core.manifest import DataFile, ManifestEntry
+from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.tags import Tag
+
+
+# -- values that cross the seam ---------------------------------------------------------------
+
+
+class StoredFile(NamedTuple):
+    """A file as a listing shows it: path relative to the table root, size, modification time (epoch seconds)."""
+
+    path: str
+    size: int
+    modified: float | None
+
+
+@dataclass
+class ExpiringMetadata:
+    """What expiring the snapshots ``first .. end-1`` (keeping ``end``) reads from the format."""
+
+    #: The ADD/DELETE entries of each snapshot ``first+1 .. end``, by snapshot id.
+    changes: dict[int, list[ManifestEntry]]
+    #: Metadata files (name, bytes) the expired snapshots use and ``end`` does not: deleted with them.
+    metadata_files: list[tuple[str, int]]
+
+
+@dataclass
+class InUse:
+    """What a set of snapshots and tags references."""
+
+    data_files: dict[str, str] = field(default_factory=dict)  # path -> what references it
+    metadata_files: dict[str, str] = field(default_factory=dict)
+    #: Byte sizes the metadata records for those files (verify compares them with the listing).
+    recorded_sizes: dict[str, int] = field(default_factory=dict)
+
+    def all_paths(self) -> set[str]:
+        return set(self.data_files) | set(self.metadata_files)
+
+
+# -- the four stores ------------------------------------------------------------------------------
+
+
+class SnapshotStore(Protocol):
+    """The table's history. Native: ``SnapshotManager`` (``snapshot/snapshot-<id>`` and its hints)."""
+
+    def earliest_id(self) -> int | None:
+        """The oldest retained snapshot (None: no snapshot)."""
+        ...
+
+    def latest_id(self) -> int | None:
+        """The newest snapshot (None: no snapshot)."""
+        ...
+
+    def earliest_floor(self) -> int:
+        """No retained snapshot is below this, even while an expiry is unpublishing (1 if unknown)."""
+        ...
+
+    def list_ids(self) -> list[int]:
+        """Every snapshot id present, ascending (a listing: may include ids being unpublished)."""
+        ...
+
+    def exists(self, snapshot_id: int) -> bool: ...
+
+    def snapshot(self, snapshot_id: int) -> Snapshot: ...
+
+    def read_ids(self, snapshot_ids: Iterable[int]) -> dict[int, tuple[Snapshot, int]]:
+        """Those snapshots with the bytes each one's metadata takes, read in bulk; a missing one raises."""
+        ...
+
+    def latest_snapshot(self) -> Snapshot | None: ...
+
+    def earliest_snapshot(self) -> Snapshot | None: ...
+
+    def snapshot_at(self, time_millis: int) -> Snapshot | None:
+        """The latest snapshot committed at or before the time (commit times never go backwards)."""
+        ...
+
+    def identity(self, snapshot: Snapshot) -> str:
+        """Tells two commits apart that had the same id (a rollback lets ids be reused)."""
+        ...
+
+    def path(self, snapshot_id: int) -> str:
+        """Where the snapshot's metadata is, relative to the table root (what a dry run reports)."""
+        ...
+
+    def unpublish(self, snapshot_ids: Iterable[int]) -> None:
+        """Remove snapshots from the history in the given order; each removal is idempotent."""
+        ...
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Publish an expired snapshot again below the retained ones (a rollback to a tag's copy)."""
+        ...
+
+    def write_earliest_hint(self, snapshot_id: int) -> None:
+        """Record that the history now starts here (advisory: readers must not depend on it)."""
+        ...
+
+    def write_latest_hint(self, snapshot_id: int) -> None:
+        """Record that the history now ends here (advisory)."""
+        ...
+
+
+class FileStore(Protocol):
+    """What snapshots reference: data files and the format's metadata files. Native: ``NativeFiles``."""
+
+    def delta(self, snapshot: Snapshot) -> list[ManifestEntry]:
+        """The ADD/DELETE entries of this snapshot's commit, in order."""
+        ...
+
+    def state(self, snapshot: Snapshot) -> dict[str, DataFile]:
+        """Every live data file of the snapshot, by path."""
+        ...
+
+    def metadata_files(self, snapshot: Snapshot) -> dict[str, int]:
+        """The metadata files (name -> bytes) reading this snapshot's state takes."""
+        ...
+
+    def expiring(self, snapshots: Mapping[int, Snapshot], missing: list[str] | None = None) -> ExpiringMetadata:
+        """Read what expiring ``snapshots`` (ids ``first .. end``, contiguous) except the last one needs.
+
+        ``missing`` (the repair path): metadata of the *expired* snapshots that is gone is
+        skipped and its path appended there; the kept snapshot's metadata must still read.
+        """
+        ...
+
+    def referenced_by(self, snapshots: Sequence[Snapshot], tags: Sequence[Tag]) -> InUse:
+        """Every data and metadata file these snapshots (ascending ids) and tags reference."""
+        ...
+
+    def listed_files(self) -> list[StoredFile]:
+        """Every data and metadata file the format keeps under the table (orphan cleaning's candidates)."""
+        ...
+
+    def leftover_files(self) -> list[StoredFile]:
+        """Temporary files of interrupted writes, which nothing ever references."""
+        ...
+
+    def metadata_path(self, name: str) -> str:
+        """Where the metadata file ``name`` (as ``metadata_files`` names it) is, relative to the table root."""
+        ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def delete(self, paths: Sequence[str]) -> None:
+        """Delete many files (relative paths) in any order; missing ones are success."""
+        ...
+
+
+class TagStore(Protocol):
+    """Named states that outlive their snapshot. Native: ``TagManager`` (``tag/tag-<name>``)."""
+
+    def names(self) -> list[str]: ...
+
+    def tag(self, name: str) -> Tag: ...
+
+    def exists(self, name: str) -> bool: ...
+
+    def tags(self) -> list[Tag]:
+        """Every tag, ordered by snapshot id then name; fails closed on an unreadable one."""
+        ...
+
+    def create(self, tag: Tag) -> bool:
+        """Create-if-absent, atomically; False if a tag of that name exists."""
+        ...
+
+    def replace(self, tag: Tag) -> None: ...
+
+    def delete(self, name: str) -> None: ...
+
+
+class ConsumerStore(Protocol):
+    """Readers' positions. Native: ``ConsumerManager`` (``consumer/consumer-<id>``)."""
+
+    def consumer(self, consumer_id: str) -> Consumer: ...
+
+    def get(self, consumer_id: str) -> Consumer | None: ...
+
+    def consumers(self) -> list[Consumer]:
+        """Every consumer; fails closed on an unreadable one."""
+        ...
+
+    def write(self, consumer: Consumer) -> None: ...
+
+    def delete(self, consumer_id: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class TableStore:
+    """One table as the lifecycle engine sees it."""
+
+    #: The table's location, for messages.
+    uri: str
+    snapshots: SnapshotStore
+    files: FileStore
+    tags: TagStore
+    consumers: ConsumerStore
+    #: Where the engine keeps its own files (``plan/``, ``intent/``, ``readd/``; core/plans.py,
+    #: core/intents.py, core/readds.py): the table's root for the native format, a directory
+    #: beside the format's metadata for another one.
+    lifecycle: Storage
