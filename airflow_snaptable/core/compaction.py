@@ -36,7 +36,7 @@ def compact(
     options, schema = write.options, write.schema
     check_commit_arguments(commit_user, None, None)
     specs = write.check_partition_specs(partitions, allow_none=True)
-    target = options.get("target-file-size") if target_file_size is None else parse_size(target_file_size, "target_file_size")
+    target = options.get("target-file-size") if target_file_size is None else _size_argument(target_file_size)
     if min_file_num is None:
         min_files = options.get("compaction.min.file-num")
         if min_files < 2:
@@ -61,3 +61,11 @@ def compact(
         deleted.extend(files)
     added = write.write(groups, target)
     return write.commit(CommitKind.COMPACT, added, deleted, base, commit_user, None, None, written_here=True)
+
+
+def _size_argument(value) -> int:
+    """An argument, not a table option: a bad size is an InvalidArgumentError."""
+    try:
+        return parse_size(value, "target_file_size")
+    except ValueError as exc:
+        raise InvalidArgumentError(str(exc)) from exc

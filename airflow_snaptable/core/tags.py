@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from airflow_snaptable.core.errors import CorruptMetadataError, TagNotFoundError
 from airflow_snaptable.core.names import validate_name
-from airflow_snaptable.core.options import parse_duration
+from airflow_snaptable.core.timeutil import duration_argument
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage
 
@@ -97,7 +97,7 @@ def retained_millis(time_retained) -> int | None:
     """A tag's time to live in millis ("7 d", a timedelta, seconds; None: kept until deleted)."""
     if time_retained is None:
         return None
-    return int(parse_duration(time_retained, "time_retained") / timedelta(milliseconds=1))
+    return int(duration_argument(time_retained, "time_retained") / timedelta(milliseconds=1))
 
 
 class TagManager:

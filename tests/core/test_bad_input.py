@@ -604,3 +604,21 @@ def test_the_name_length_limit_is_in_utf8_bytes_in_code_message_and_docs(table, 
     with open(os.path.join(REPO, "docs", "lifecycle.md"), encoding="utf-8") as handle:
         docs = " ".join(handle.read().split())
     assert f"over {MAX_NAME_LENGTH} bytes" in docs and f"{MAX_NAME_LENGTH} characters" not in docs
+
+
+@pytest.mark.parametrize("call", [
+    lambda t: t.create_tag("x", time_retained="soon"),
+    lambda t: t.create_tag("x", time_retained=-5),
+    lambda t: t.compact(target_file_size="big"),
+])
+def test_argument_durations_and_sizes_are_argument_errors_not_option_errors(tmp_path, call):
+    """A bad ``time_retained``/``target_file_size`` argument is the caller's argument, like expiry's:
+    InvalidArgumentError (it was InvalidOptionError, which names table options), and nothing changes."""
+    from airflow_snaptable.core.errors import InvalidOptionError
+
+    table = Table.create(str(tmp_path / "t"), SCHEMA, partition_by=["p"])
+    table.append(make_rows([0]))
+    with pytest.raises(InvalidArgumentError) as raised:
+        call(table)
+    assert not isinstance(raised.value, InvalidOptionError)
+    assert table.tags() == [] and [s.id for s in table.snapshots()] == [1]
