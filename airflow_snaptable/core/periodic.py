@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Callable
 
+from airflow_snaptable.core.checks import check_bool, check_int
 from airflow_snaptable.core.errors import InvalidArgumentError, TagAlreadyExistsError
 from airflow_snaptable.core.options import TableOptions
 from airflow_snaptable.core.store import TableStore
@@ -110,6 +111,7 @@ class PeriodicTagging:
     def create(
         self,
         period=None,
+        *,
         delay=None,
         formatter: str | None = None,
         num_retained_max: int | None = None,
@@ -117,7 +119,12 @@ class PeriodicTagging:
         time_retained=None,
         now=None,
     ) -> PeriodicTagResult:
-        """Tag the state at the end of each elapsed period (see the module rules); unset arguments come from the options."""
+        """Tag the state at the end of each elapsed period (see the module rules); unset arguments come from the options.
+
+        ``period``: "daily", "hourly", "two-hours" or a timedelta; defaults come from the options
+        ``tag.creation-period``, ``tag.creation-delay``, ``tag.period-formatter`` and ``tag.num-retained-max``.
+        """
+        check_bool(catch_up, "catch_up")
         options = self.options
         period = period if period is not None else options.get("tag.creation-period")
         if period is None:
@@ -131,8 +138,8 @@ class PeriodicTagging:
             raise InvalidArgumentError(f"formatter must be one of {', '.join(FORMATTERS)}, got {formatter!r}")
         if num_retained_max is None:
             num_retained_max = options.get("tag.num-retained-max")
-        elif isinstance(num_retained_max, bool) or not isinstance(num_retained_max, int) or num_retained_max < 1:
-            raise InvalidArgumentError(f"num_retained_max must be an int >= 1, got {num_retained_max!r}")
+        else:
+            check_int(num_retained_max, "num_retained_max", minimum=1)
         now_millis = self.clock() if now is None else to_millis(now)
 
         step_ms = millis(step)

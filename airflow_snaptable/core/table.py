@@ -273,25 +273,12 @@ class Table:
         """Point an existing tag at another snapshot (the old target's freed files are cleaned up)."""
         return self.tag_lifecycle().replace(name, snapshot_id, time_retained)
 
-    def create_periodic_tags(
-        self,
-        period=None,
-        *,
-        delay=None,
-        formatter: str | None = None,
-        num_retained_max: int | None = None,
-        catch_up: bool = False,
-        time_retained=None,
-        now=None,
-    ) -> PeriodicTagResult:
-        """Tag the state at the end of each elapsed period ("daily", "hourly", "two-hours" or a timedelta).
-
-        Defaults come from the options ``tag.creation-period``, ``tag.creation-delay``,
-        ``tag.period-formatter`` and ``tag.num-retained-max`` (see core/periodic.py).
-        """
-        check_bool(catch_up, "catch_up")
-        tagging = PeriodicTagging(self.store, self.tag_lifecycle(), self.options, self.clock)
-        return tagging.create(period, delay, formatter, num_retained_max, catch_up, time_retained, now)
+    @property
+    def create_periodic_tags(self) -> Callable[..., PeriodicTagResult]:
+        """``create_periodic_tags(period=None, *, delay, formatter, num_retained_max, catch_up, time_retained, now)
+        -> PeriodicTagResult``: core/periodic.py's ``PeriodicTagging.create`` on this table, so its arguments are
+        written once (like ``expire_snapshots``)."""
+        return PeriodicTagging(self.store, self.tag_lifecycle(), self.options, self.clock).create
 
     def tags(self) -> list[Tag]:
         """Every tag, ordered by snapshot id."""
