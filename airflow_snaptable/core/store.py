@@ -27,8 +27,9 @@ Contracts every store keeps:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, NamedTuple, Protocol, Sequence
+from typing import Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence
 
+from airflow_snaptable.core.errors import SnapTableError
 from airflow_snaptable.core.consumers import Consumer
 from airflow_snaptable.core.manifest import DataFile, ManifestEntry
 from airflow_snaptable.core.snapshot import Snapshot
@@ -188,8 +189,9 @@ class TagStore(Protocol):
 
     def exists(self, name: str) -> bool: ...
 
-    def tags(self) -> list[Tag]:
-        """Every tag, ordered by snapshot id then name; fails closed on an unreadable one."""
+    def tags(self, unreadable: Callable[[str, SnapTableError], None] | None = None) -> list[Tag]:
+        """Every tag, ordered by snapshot id then name; fails closed on an unreadable one, unless
+        ``unreadable(name, error)`` is given (verify): then it is reported there and left out."""
         ...
 
     def create(self, tag: Tag) -> bool:

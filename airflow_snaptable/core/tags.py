@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Callable
 
-from airflow_snaptable.core.errors import CorruptMetadataError, TagNotFoundError
+from airflow_snaptable.core.errors import CorruptMetadataError, SnapTableError, TagNotFoundError
 from airflow_snaptable.core.names import validate_name
 from airflow_snaptable.core.timeutil import duration_argument
 from airflow_snaptable.core.snapshot import Snapshot
@@ -125,14 +126,22 @@ class TagManager:
     def exists(self, name: str) -> bool:
         return self.storage.exists(tag_path(validate_name(name, "tag")))
 
-    def tags(self) -> list[Tag]:
-        """Every tag, ordered by snapshot id then name. Raises if any tag file cannot be read."""
+    def tags(self, unreadable: Callable[[str, SnapTableError], None] | None = None) -> list[Tag]:
+        """Every tag, ordered by snapshot id then name.
+
+        Raises if any tag file cannot be read (fail closed), unless ``unreadable(name, error)`` is
+        given: then that tag is reported to it and left out (verify() reports, never raises).
+        """
         found = []
         for name in self.names():
             try:
                 found.append(self.tag(name))
             except TagNotFoundError:
                 continue  # deleted while we listed
+            except SnapTableError as exc:
+                if unreadable is None:
+                    raise
+                unreadable(name, exc)
         return sorted(found, key=lambda t: (t.snapshot_id, t.name))
 
     def create(self, tag: Tag) -> bool:

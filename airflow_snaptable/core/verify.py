@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 
 from airflow_snaptable.core.consumers import CONSUMER_DIR, CONSUMER_PREFIX, Consumer
-from airflow_snaptable.core.errors import CorruptMetadataError, InvalidNameError, SnapTableError, TagNotFoundError
+from airflow_snaptable.core.errors import CorruptMetadataError, InvalidNameError
 from airflow_snaptable.core.intents import INTENT_DIR, INTENT_PREFIX, Intent
 from airflow_snaptable.core.names import validate_name
 from airflow_snaptable.core.native_files import NativeFiles, written_sizes
@@ -133,17 +133,13 @@ def _read_history(storage: Storage, snapshots: SnapshotManager, result: VerifyRe
 
 
 def _read_tags(manager: TagManager, result: VerifyResult) -> list[Tag]:
-    """The readable tags (ordered as TagManager.tags()); unreadable ones go into ``result``."""
-    tags = []
-    for name in manager.names():
-        try:
-            tags.append(manager.tag(name))
-        except TagNotFoundError:
-            continue  # deleted since the listing
-        except SnapTableError as exc:  # unparsable, or a name no tag may have: every tags() call fails on it
-            result.corrupt_metadata.append({"path": tag_path(name), "error": str(exc)})
-    result.tags = [t.name for t in sorted(tags, key=lambda t: (t.snapshot_id, t.name))]
-    return sorted(tags, key=lambda t: (t.snapshot_id, t.name))
+    """The readable tags; unreadable ones (unparsable, or a name no tag may have: every tags() call
+    fails on it) go into ``result``."""
+    tags = manager.tags(
+        unreadable=lambda name, exc: result.corrupt_metadata.append({"path": tag_path(name), "error": str(exc)})
+    )
+    result.tags = [t.name for t in tags]
+    return tags
 
 
 def _corrupt_lifecycle_files(storage: Storage) -> list[dict]:
