@@ -26,14 +26,20 @@ def _files(uri: str) -> set[str]:
     return {os.path.relpath(os.path.join(d, n), uri) for d, _, names in os.walk(uri) for n in names}
 
 
-def test_a_commit_after_a_snapshot_from_the_future_fails_and_leaves_nothing(tmp_path):
-    uri = str(tmp_path / "t")
-    table = Table.create(uri, SCHEMA, partition_by=["p"])
+def _after_a_commit_from_a_year_ahead(tmp_path) -> Table:
+    """Snapshot 1 by a correct writer (the returned table), snapshot 2 by one whose clock is a year ahead."""
+    table = Table.create(str(tmp_path / "t"), SCHEMA, partition_by=["p"])
     table.clock = lambda: NOW_MS
     table.append(make_rows([0]))
-    skewed = Table.open(uri)
+    skewed = Table.open(table.uri)
     skewed.clock = lambda: NOW_MS + YEAR_MS
     skewed.append(make_rows([1]))  # the fast writer cannot tell its own clock is ahead
+    return table
+
+
+def test_a_commit_after_a_snapshot_from_the_future_fails_and_leaves_nothing(tmp_path):
+    table = _after_a_commit_from_a_year_ahead(tmp_path)
+    uri = table.uri
     before = _files(uri)
     with pytest.raises(ClockSkewError, match="ahead") as raised:
         table.append(make_rows([2]))
@@ -44,13 +50,7 @@ def test_a_commit_after_a_snapshot_from_the_future_fails_and_leaves_nothing(tmp_
 
 
 def test_the_documented_repair_rolls_back_the_future_snapshot_and_commits_resume(tmp_path):
-    uri = str(tmp_path / "t")
-    table = Table.create(uri, SCHEMA, partition_by=["p"])
-    table.clock = lambda: NOW_MS
-    table.append(make_rows([0]))
-    skewed = Table.open(uri)
-    skewed.clock = lambda: NOW_MS + YEAR_MS
-    skewed.append(make_rows([1]))
+    table = _after_a_commit_from_a_year_ahead(tmp_path)
     table.rollback_to(snapshot_id=1)
     table.append(make_rows([1, 2]))
     assert sorted_ids(table.scan(as_of=NOW_MS).to_arrow()) == [0, 1, 2]
