@@ -17,7 +17,8 @@ Rules:
   it was planned on, and no rollback is discarding its id. Otherwise (a stale
   base re-created an expired id, or a rollback raced the commit) it is undone:
   after an expiry the commit retries; after a rollback it fails, because the
-  state it was planned on was discarded on purpose.
+  state it was planned on was discarded on purpose. core/commit_lineage.py tells
+  which, from identities rather than ids.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from airflow_snaptable.core.commit_conflicts import ConflictDetection
+from airflow_snaptable.core.commit_lineage import ROLLED_BACK, CommitLineage
 from airflow_snaptable.core.commit_request import CommitRequest
 from airflow_snaptable.core.errors import (
     ClockSkewError,
@@ -45,9 +47,6 @@ from airflow_snaptable.core.snapshot import Snapshot, SnapshotManager, snapshot_
 
 log = logging.getLogger(__name__)
 
-#: Why a published snapshot was undone (see FileStoreCommit._stranded).
-EXPIRED_BASE = "expired-base"
-ROLLED_BACK = "rolled-back"
 
 @dataclass
 class _Written:
@@ -89,6 +88,7 @@ class FileStoreCommit:
         self.max_retries = options.get("commit.max-retries")
         self.max_clock_skew_millis = int(options.get("commit.max-clock-skew").total_seconds() * 1000)
         self.conflicts = ConflictDetection(snapshots, manifests, schema)
+        self.lineage = CommitLineage(snapshots, rollback_ceiling)
         self.merger = ManifestMerger(
             manifests, schema.id, options.get("manifest.target-file-size"), options.get("manifest.merge-min-count")
         )
@@ -122,7 +122,7 @@ class FileStoreCommit:
             except CorruptMetadataError as exc:
                 # The base we planned on is gone (its lists with it): a rollback discarded it, or it
                 # expired under us, which is a lost race if a newer snapshot exists.
-                removed = self._base_removed(latest)
+                removed = self.lineage.base_removed(latest)
                 if removed == ROLLED_BACK:
                     raise CommitFailedError(
                         f"a rollback of {self.snapshots.storage.uri} discarded snapshot {latest.id}, "
@@ -141,13 +141,13 @@ class FileStoreCommit:
             snapshot = self._new_snapshot(new_id, latest, request, base_list, delta_list, base_metas)
             # Publishing on a base that expiry or a rollback removed would re-create a removed id
             # (undone below, but visible meanwhile): check right before, to keep that window tiny.
-            removed = self._base_removed(latest)
+            removed = self.lineage.base_removed(latest)
             if removed == ROLLED_BACK:
                 raise CommitFailedError(
                     f"a rollback of {self.snapshots.storage.uri} discarded snapshot {latest.id}, which this commit was planned on"
                 )
             if removed is None and self._publish(snapshot):
-                stranded = self._stranded(snapshot, latest)
+                stranded = self.lineage.stranded(snapshot, latest)
                 if stranded is None:
                     self._write_hints(snapshot)
                     return snapshot
@@ -197,18 +197,18 @@ class FileStoreCommit:
 
     def _merged(self, parent: Snapshot | None, base_metas: list[ManifestFileMeta]) -> list[str]:
         """The manifests of ``base_metas`` this commit wrote (merging), not inherited from ``parent``."""
-        inherited: set[str] = set()
-        if parent is not None:
-            for list_name in (parent.base_manifest_list, parent.delta_manifest_list):
-                inherited.update(m.file_name for m in self.manifests.read_list(list_name))  # cached by _next_base
+        inherited = self._inherited(parent)
         return [m.file_name for m in base_metas if m.file_name not in inherited]
+
+    def _inherited(self, parent: Snapshot | None) -> set[str]:
+        if parent is None:
+            return set()
+        lists = (parent.base_manifest_list, parent.delta_manifest_list)
+        return {m.file_name for name in lists for m in self.manifests.read_list(name)}  # cached by _next_base
 
     def _written_metadata(self, parent: Snapshot | None, base_list: str, delta_list: str, base_metas: list[ManifestFileMeta]) -> dict:
         """What this commit wrote (see Snapshot.written_metadata); all from memory, no I/O."""
-        inherited: set[str] = set()
-        if parent is not None:
-            for list_name in (parent.base_manifest_list, parent.delta_manifest_list):
-                inherited.update(m.file_name for m in self.manifests.read_list(list_name))  # cached by _next_base
+        inherited = self._inherited(parent)
         return {
             "base_list": self.manifests.list_size(base_list),
             "delta_list": self.manifests.list_size(delta_list),
@@ -254,6 +254,7 @@ class FileStoreCommit:
             delta_manifest_list=delta_list,
             summary=summary,
             written_metadata=self._written_metadata(parent, base_list, delta_list, base_metas),
+            parent_base_manifest_list=parent.base_manifest_list if parent else None,
         )
 
     def _publish(self, snapshot: Snapshot) -> bool:
@@ -267,10 +268,10 @@ class FileStoreCommit:
             if self.snapshots.commit(snapshot):
                 return True
         except Exception:
-            if self._is_ours(snapshot):
+            if self.lineage.is_ours(snapshot):
                 return True
             raise
-        return self._is_ours(snapshot)
+        return self.lineage.is_ours(snapshot)
 
     def _delta_names(self, delta_list: str) -> list[str]:
         try:
@@ -285,67 +286,6 @@ class FileStoreCommit:
                 self.snapshots.storage.delete(manifest_path(name))
             except Exception as exc:  # noqa: BLE001
                 log.warning("could not remove unused %s: %s", name, exc)
-
-    def _base_removed(self, base: Snapshot | None) -> str | None:
-        """EXPIRED_BASE or ROLLED_BACK if the snapshot this attempt builds on is gone, else None.
-
-        Its id holding another snapshot means a rollback discarded it and a later commit reused the id.
-        """
-        if base is None:
-            return None
-        try:
-            current = self.snapshots.snapshot(base.id)
-        except SnapshotNotFoundError:
-            current = None
-        if current is not None:
-            return None if current.base_manifest_list == base.base_manifest_list else ROLLED_BACK
-        newest = self.snapshots.latest_id()
-        if newest is not None and newest > base.id:
-            return EXPIRED_BASE  # others committed on top and an expiry removed it: a lost race
-        return ROLLED_BACK
-
-    def _stranded(self, snapshot: Snapshot, parent: Snapshot | None) -> str | None:
-        """Why the snapshot just published does not extend the table (EXPIRED_BASE, ROLLED_BACK), or None.
-
-        - A rollback fence below its id: a rollback is discarding it.
-        - Its predecessor is another snapshot than its parent: a rollback discarded the
-          parent and a later commit reused the id.
-        - Its predecessor is gone: expiry deletes ids oldest first and never the latest,
-          so if newer ids exist it re-created an expired id (stale base); if older ids
-          exist, a rollback discarded its parent. If neither, expiry removed everything
-          before it after it was published: it stands.
-        """
-        storage = self.snapshots.storage
-        try:
-            ceiling = self.rollback_ceiling()
-            if ceiling is not None and snapshot.id > ceiling:
-                return ROLLED_BACK
-            if snapshot.id == 1:
-                return None
-            try:
-                predecessor = self.snapshots.snapshot(snapshot.id - 1)
-            except SnapshotNotFoundError:
-                predecessor = None
-            if predecessor is not None:
-                if parent is not None and predecessor.base_manifest_list != parent.base_manifest_list:
-                    return ROLLED_BACK
-                return None
-            ids = self.snapshots.list_ids()
-        except Exception as exc:  # noqa: BLE001 - the commit stands; this check is best effort like the hints
-            log.warning("snapshot %s committed; checking that it extends the table failed: %s", snapshot.id, exc)
-            return None
-        if any(i > snapshot.id for i in ids):
-            return EXPIRED_BASE
-        if any(i < snapshot.id for i in ids):
-            return ROLLED_BACK
-        return None
-
-    def _is_ours(self, snapshot: Snapshot) -> bool:
-        try:
-            existing = self.snapshots.snapshot(snapshot.id)
-        except Exception:  # noqa: BLE001 - unreadable or absent: not provably ours
-            return False
-        return existing.base_manifest_list == snapshot.base_manifest_list
 
     def _write_hints(self, snapshot: Snapshot) -> None:
         try:

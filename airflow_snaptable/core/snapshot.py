@@ -61,6 +61,10 @@ class Snapshot:
     #: base list). Expiry reads these instead of every expired snapshot's lists. None in
     #: snapshots written before it existed; readers then read the lists.
     written_metadata: dict[str, Any] | None = None
+    #: The parent's ``base_manifest_list``, unique to the commit attempt that made the parent: which
+    #: snapshot this one was built on, where an id alone cannot tell (an expired id re-created by a
+    #: stale writer). None for the first snapshot and in snapshots written before it existed.
+    parent_base_manifest_list: str | None = None
 
     def to_json(self) -> bytes:
         doc = asdict(self)

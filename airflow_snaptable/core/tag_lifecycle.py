@@ -37,14 +37,21 @@ from airflow_snaptable.core.timeutil import to_millis
 
 
 def snapshot_or_tagged(store: TableStore, snapshot_id: int) -> Snapshot:
-    """The retained snapshot ``snapshot_id``, or a tag's copy of it once it expired."""
-    try:
-        return store.snapshots.snapshot(snapshot_id)
-    except SnapshotNotFoundError:
-        for tag in store.tags.tags():
-            if tag.snapshot_id == snapshot_id:
-                return tag.snapshot
-        raise
+    """The retained snapshot ``snapshot_id``, or a tag's copy of it once it expired.
+
+    A snapshot file below the EARLIEST floor is an expired id that a stale commit re-created and
+    is about to undo: never the answer, though a tag may hold the real snapshot of that id.
+    """
+    snapshots = store.snapshots
+    if snapshot_id >= snapshots.earliest_floor():
+        try:
+            return snapshots.snapshot(snapshot_id)
+        except SnapshotNotFoundError:
+            pass
+    for tag in store.tags.tags():
+        if tag.snapshot_id == snapshot_id:
+            return tag.snapshot
+    raise SnapshotNotFoundError(f"snapshot {snapshot_id} is not retained and no tag holds it")
 
 
 class TagLifecycle:
@@ -138,8 +145,9 @@ class TagLifecycle:
         if tag.snapshot_id >= max(self.plans.fence(), snapshots.earliest_floor()) and snapshots.exists(tag.snapshot_id):
             return True
         doomed = self.plans.doomed_tags()
+        identity = snapshots.identity(tag.snapshot)
         return any(
-            other.snapshot_id == tag.snapshot_id and other.name != tag.name and other.name not in doomed
+            snapshots.identity(other.snapshot) == identity and other.name != tag.name and other.name not in doomed
             for other in self.store.tags.tags()
         )
 

@@ -1337,6 +1337,93 @@ def test_append_survives_its_base_being_expired_meanwhile(history):
     assert made.id == Table.open(history.table.uri).latest_snapshot().id
 
 
+def _after_publishing(table: Table, snapshot_id: int, action):
+    """Run ``action()`` once, from inside ``table``'s storage, right after it wrote ``snapshot-<snapshot_id>``."""
+    state = {"published": False, "done": False}
+
+    def hook(kind, path):
+        if kind == "write" and path == f"snapshot/snapshot-{snapshot_id}":
+            state["published"] = True
+        elif state["published"] and not state["done"]:
+            state["done"] = True
+            action()
+
+    table.storage.on_operation = hook
+    return state
+
+
+@pytest.mark.parametrize("built_on", [1, 3], ids=["successor-kept", "successor-expired-too"])
+def test_a_commit_whose_predecessor_expires_right_after_it_published_stands(history, built_on):
+    """Published legitimately, then others built on it and an expiry removed its predecessor (and with
+    ``built_on=3`` the commit itself and its successor) before the writer checked that it extends the
+    table. It is in the history: undoing it would cut the snapshots built on it off their manifests,
+    and a retry would commit its rows twice (CI saw a data file deleted by exactly this)."""
+    history.appends(3)
+    uri = history.table.uri
+    slow, fast, expirer = Table.open(uri), Table.open(uri), Table.open(uri)
+    fast_rows: list[int] = []
+
+    def others_build_on_it_and_expiry_runs():
+        for _ in range(built_on):
+            ids = history.fresh_ids(2, (0, 1))
+            fast.append(make_rows(ids))
+            fast_rows.extend(ids)
+        expired = expirer.expire_snapshots(retain_min=2, time_retained="0 s").expired_snapshot_ids
+        assert expired == list(range(1, 3 + built_on))
+
+    state = _after_publishing(slow, 4, others_build_on_it_and_expiry_runs)
+    slow_rows = history.fresh_ids(2, (0, 1))
+    try:
+        made = slow.append(make_rows(slow_rows))
+    finally:
+        slow.storage.on_operation = None
+    assert state["done"]
+    fresh = Table.open(uri)
+    assert made.id == 4
+    assert fresh.snapshot_manager.list_ids() == list(range(3 + built_on, 5 + built_on))
+    assert sorted_ids(fresh.scan().to_arrow()) == sorted(set(history.model[3]) | set(slow_rows) | set(fast_rows))
+    assert fresh.latest_snapshot().total_record_count == len(history.model[3]) + len(slow_rows) + len(fast_rows)
+    assert fresh.verify().ok
+
+
+def test_a_tag_on_an_id_a_stale_commit_re_created_gets_the_real_snapshot(history):
+    """While a stale writer's re-created snapshot 4 is visible (about to be undone), tagging snapshot 4,
+    whose real version a tag holds, copies the real one, not the doomed file."""
+    history.appends(3)
+    uri = history.table.uri
+    slow, fast, tagger = Table.open(uri), Table.open(uri), Table.open(uri)
+    real_rows = []
+
+    def real_history_moves_on():
+        for _ in range(4):
+            ids = history.fresh_ids(2, (0, 1))
+            fast.append(make_rows(ids))
+            real_rows.append(ids)
+        fast.create_tag("real", 4)
+        assert fast.expire_snapshots(retain_min=2, time_retained="0 s").expired_snapshot_ids == [1, 2, 3, 4, 5]
+
+    def hook(kind, path):
+        if kind == "write" and path == "snapshot/snapshot-4" and not hasattr(hook, "stale_published"):
+            real_history_moves_on()
+            hook.stale_published = True  # the write goes ahead when this returns
+        elif getattr(hook, "stale_published", False) and not hasattr(hook, "tag"):
+            assert Table.open(uri).storage.exists("snapshot/snapshot-4"), "the stale snapshot is visible"
+            hook.tag = tagger.create_tag("copy", 4)
+
+    slow.storage.on_operation = hook
+    slow_rows = history.fresh_ids(2, (0, 1))
+    try:
+        slow.append(make_rows(slow_rows))
+    finally:
+        slow.storage.on_operation = None
+    assert hasattr(hook, "tag"), "the race did not happen"
+    fresh = Table.open(uri)
+    expected = sorted(set(history.model[3]) | set(real_rows[0]))
+    assert sorted_ids(fresh.scan(tag="copy").to_arrow()) == expected
+    assert sorted_ids(fresh.scan(tag="real").to_arrow()) == expected
+    assert fresh.verify().ok
+
+
 def test_delete_tag_survives_earliest_being_expired_meanwhile(history):
     history.append(2)  # 1
     history.table.create_tag("old", 1)
