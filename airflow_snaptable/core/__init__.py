@@ -5,6 +5,7 @@ operators are front ends over these calls.
 """
 
 from airflow_snaptable.core.errors import (
+    UnsupportedOperationError,
     ClockSkewError,
     CommitConflictError,
     CommitFailedError,
@@ -40,6 +41,7 @@ from airflow_snaptable.core.tags import Tag
 from airflow_snaptable.core.verify import VerifyResult
 
 __all__ = [
+    "UnsupportedOperationError",
     "ChangeSet",
     "Consumer",
     "ExpireResult",

@@ -100,3 +100,8 @@ class UnsupportedStorageError(SnapTableError):
 
 class StreamPositionLostError(SnapTableError):
     """A stream's next snapshot no longer exists (expired or rolled back): continuing would skip data."""
+
+
+class UnsupportedOperationError(SnapTableError):
+    """An operation this table's format does not support here (e.g. writing rows into a table another
+    engine writes). Raised before anything changes."""

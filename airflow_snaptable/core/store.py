@@ -32,6 +32,7 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence
 from airflow_snaptable.core.errors import SnapTableError
 from airflow_snaptable.core.consumers import Consumer
 from airflow_snaptable.core.manifest import DataFile, ManifestEntry
+from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.tags import Tag
@@ -233,3 +234,25 @@ class TableStore:
     #: core/intents.py, core/readds.py): the table's root for the native format, a directory
     #: beside the format's metadata for another one.
     lifecycle: Storage
+
+
+#: The format name of tables this package writes itself.
+NATIVE_FORMAT = "snaptable"
+
+
+@dataclass(frozen=True)
+class FormatTable:
+    """A table another engine writes (Apache Paimon, Apache Iceberg), opened through its store:
+    what ``Table`` needs to run the lifecycle on it."""
+
+    #: "paimon", "iceberg": reported in results and errors.
+    format: str
+    #: The table's Arrow schema, partition keys and options; the options under the keys
+    #: core/options.py knows (Paimon's own), which the format's store maps its settings to.
+    schema: TableSchema
+    store: TableStore
+    #: The table's root: ``DataFile.path`` is relative to it.
+    storage: Storage
+    #: Whether reading a snapshot's data files gives its rows (False for merge-on-read
+    #: formats such as Paimon primary-key tables: their engine must merge them).
+    readable: bool = True

@@ -12,44 +12,55 @@ import pyarrow as pa
 
 from airflow_snaptable.core.changes import ChangeSet, StreamScan, compute_changes
 from airflow_snaptable.core.checks import check_bool, check_int
-from airflow_snaptable.core.commit import FileStoreCommit
-from airflow_snaptable.core.compaction import compact
 from airflow_snaptable.core.consumer_lifecycle import ConsumerLifecycle
 from airflow_snaptable.core.consumers import Consumer, ConsumerManager
-from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError
+from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError, UnsupportedOperationError
 from airflow_snaptable.core.expire import ExpireResult, SnapshotExpiry
-from airflow_snaptable.core.external_files import commit_external_files
 from airflow_snaptable.core.manifest import DataFile, ManifestIO
 from airflow_snaptable.core.native_files import NativeFiles
 from airflow_snaptable.core.orphans import OrphanFilesClean, OrphanResult
 from airflow_snaptable.core.periodic import PeriodicTagging, PeriodicTagResult
 from airflow_snaptable.core.plan_executor import PlanExecutor
-from airflow_snaptable.core.plans import PlanManager
 from airflow_snaptable.core.rollback import Rollback, RollbackResult
 from airflow_snaptable.core.scan import TableScan, check_columns, check_filter, read_table, to_expression
 from airflow_snaptable.core.schema import SchemaManager, TableSchema
 from airflow_snaptable.core.snapshot import Snapshot, SnapshotManager
 from airflow_snaptable.core.storage import Storage
-from airflow_snaptable.core.store import TableStore
+from airflow_snaptable.core.formats import is_iceberg_uri, open_foreign
+from airflow_snaptable.core.store import NATIVE_FORMAT, FormatTable, TableStore
 from airflow_snaptable.core.tag_lifecycle import TagLifecycle
 from airflow_snaptable.core.tags import Tag, TagManager
-from airflow_snaptable.core.table_write import TableWrite
+from airflow_snaptable.core.table_writes import TableWrites
 from airflow_snaptable.core.timeutil import now_millis, to_millis
 from airflow_snaptable.core.verify import VerifyResult, verify
 
 
-class Table:
+class Table(TableWrites):
     """A snapshot table. Every write is one new, immutable, numbered snapshot.
 
     Create with :meth:`create`, open with :meth:`open`. ``uri`` is a local path
     or any fsspec URL (``s3://bucket/prefix``); ``storage_options`` go to fsspec.
     """
 
-    def __init__(self, storage: Storage, schema: TableSchema, clock: Callable[[], int] = now_millis):
+    def __init__(
+        self, storage: Storage, schema: TableSchema, clock: Callable[[], int] = now_millis, *, foreign: FormatTable | None = None
+    ):
         self.storage = storage
         self.schema = schema
         self.options = schema.table_options
         self.clock = clock
+        #: The table's format: NATIVE_FORMAT, or the engine whose table this is ("paimon", "iceberg").
+        self.format = NATIVE_FORMAT if foreign is None else foreign.format
+        self._readable = True if foreign is None else foreign.readable
+        if foreign is not None:
+            # Another engine's table: the lifecycle runs on its store; rows are that engine's to write.
+            self.store = foreign.store
+            self.snapshot_manager = foreign.store.snapshots
+            self.tag_manager = foreign.store.tags
+            self.consumer_manager = foreign.store.consumers
+            self.manifest_io = None
+            self.native_files = None
+            return
         self.snapshot_manager = SnapshotManager(storage)
         self.manifest_io = ManifestIO(storage, schema.partition_types())
         self.tag_manager = TagManager(storage)
@@ -80,9 +91,25 @@ class Table:
         return cls(storage, table_schema)
 
     @classmethod
-    def open(cls, uri: str, storage_options: dict[str, Any] | None = None, *, storage: Storage | None = None) -> "Table":
-        """Open an existing table; raises TableNotFoundError if there is none."""
-        storage = storage or Storage.from_uri(uri, storage_options)
+    def open(
+        cls,
+        uri: str,
+        storage_options: dict[str, Any] | None = None,
+        *,
+        storage: Storage | None = None,
+        catalog: dict[str, Any] | None = None,
+    ) -> "Table":
+        """Open an existing table; raises TableNotFoundError if there is none.
+
+        ``uri`` names a table of this package's format or an Apache Paimon table directory (both
+        detected by their files), or ``iceberg://<namespace>.<table>`` in the pyiceberg catalog
+        whose properties ``catalog`` gives (core/formats.py).
+        """
+        if not is_iceberg_uri(uri):
+            storage = storage or Storage.from_uri(uri, storage_options)
+        foreign = open_foreign(uri, storage, catalog, now_millis)
+        if foreign is not None:
+            return cls(foreign.storage, foreign.schema, foreign=foreign)
         return cls(storage, SchemaManager(storage).latest())
 
     @classmethod
@@ -102,12 +129,30 @@ class Table:
         return self.schema.partition_keys
 
     def __repr__(self) -> str:
-        return f"Table({self.uri!r})"
+        return f"Table({self.uri!r})" if self.format == NATIVE_FORMAT else f"Table({self.uri!r}, format={self.format!r})"
+
+    def _check_readable(self) -> None:
+        if not self._readable:
+            raise UnsupportedOperationError(f"{self.format} table {self.uri}: its own engine merges its files on read")
+
+    def _native_only(self, operation: str) -> None:
+        """Writing rows (and what commits them) is this package's format's; another engine writes its own table."""
+        if self.format != NATIVE_FORMAT:
+            raise UnsupportedOperationError(
+                f"{operation} is not supported on {self.format} table {self.uri}: its own engine writes its rows "
+                "(the snapshot lifecycle runs here: expiry, tags, consumers, rollback, orphan cleaning)"
+            )
 
     # -- history ---------------------------------------------------------------
 
     def snapshots(self) -> list[Snapshot]:
         """Every snapshot, earliest to latest."""
+        if self.format != NATIVE_FORMAT:
+            earliest, latest = self.snapshot_manager.earliest_id(), self.snapshot_manager.latest_id()
+            if earliest is None or latest is None:
+                return []
+            read = self.snapshot_manager.read_ids(range(earliest, latest + 1))
+            return [read[i][0] for i in sorted(read)]
         return list(self.snapshot_manager.snapshots())
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
@@ -125,85 +170,11 @@ class Table:
 
     def snapshot_at_watermark(self, watermark: int) -> Snapshot | None:
         """The earliest snapshot whose watermark reached ``watermark``."""
+        self._native_only("snapshot_at_watermark")
         return self.snapshot_manager.snapshot_at_watermark(check_int(watermark, "watermark"))
 
     #: Epoch milliseconds from an int (millis), a datetime (naive means UTC) or an ISO-8601 string (core/timeutil.py).
     to_millis = staticmethod(to_millis)
-
-    # -- writes ------------------------------------------------------------------
-
-    def append(self, data, *, commit_user: str | None = None, commit_identifier: int | None = None, watermark: int | None = None) -> Snapshot:
-        """Add rows as a new snapshot (commit kind APPEND)."""
-        return self._write().append(data, commit_user, commit_identifier, watermark)
-
-    def overwrite(
-        self,
-        data,
-        partitions: list[dict] | None = None,
-        *,
-        commit_user: str | None = None,
-        commit_identifier: int | None = None,
-        watermark: int | None = None,
-    ) -> Snapshot:
-        """Replace the whole table, or only ``partitions`` (e.g. ``[{"p": 3}]``), with ``data``."""
-        return self._write().overwrite(data, partitions, commit_user, commit_identifier, watermark)
-
-    def delete(self, partitions: list[dict], *, commit_user: str | None = None, commit_identifier: int | None = None) -> Snapshot:
-        """Remove every row of ``partitions`` as a new snapshot (commit kind DELETE)."""
-        return self._write().delete(partitions, commit_user, commit_identifier)
-
-    def compact(
-        self,
-        partitions: list[dict] | None = None,
-        *,
-        target_file_size: int | str | None = None,
-        min_file_num: int | None = None,
-        commit_user: str | None = None,
-    ) -> Snapshot | None:
-        """Rewrite the small files of each partition into fewer files (commit kind COMPACT).
-
-        A partition is compacted when it has at least ``min_file_num`` files smaller than
-        ``target_file_size`` (defaults: options ``compaction.min.file-num``, ``target-file-size``).
-        Returns None, committing nothing, when no partition qualifies.
-        """
-        return compact(self._write(), self.read_files, partitions, target_file_size, min_file_num, commit_user)
-
-    def commit_files(
-        self,
-        added: Sequence[DataFile],
-        *,
-        mode: str = "append",
-        partitions: list[dict] | None = None,
-        base_snapshot_id: int | None = None,
-        commit_user: str | None = None,
-        commit_identifier: int | None = None,
-        watermark: int | None = None,
-        summary: dict[str, Any] | None = None,
-    ) -> Snapshot:
-        """Commit data files that are written already (e.g. by Spark tasks) as one new snapshot.
-
-        ``mode="append"`` adds them (APPEND); ``mode="overwrite"`` makes them replace the
-        whole table, or only ``partitions`` (OVERWRITE), like :meth:`overwrite`.
-        ``base_snapshot_id`` is the snapshot the files were written against: an
-        overwrite then conflicts with changes to its partitions committed after it
-        (``CommitConflictError``, also when it has expired meanwhile); ``0`` means the
-        empty table, None the latest snapshot now. ``commit_user``/``commit_identifier``
-        as in :meth:`append`: a retry returns the earlier snapshot, and the files given
-        to the retry are then not part of any snapshot (the caller deletes them).
-        ``summary``: extra string-keyed JSON scalars for the snapshot's summary (e.g.
-        ``{"engine": "spark"}``). What is checked before anything is written, and what is
-        not: core/external_files.py (no path the table knows is committed again).
-        """
-        return commit_external_files(
-            self._write(), self.store, added, mode=mode, partitions=partitions, base_snapshot_id=base_snapshot_id,
-            commit_user=commit_user, commit_identifier=commit_identifier, watermark=watermark, summary=summary,
-        )
-
-    def _write(self) -> TableWrite:
-        return TableWrite(self.storage, self.schema, self.snapshot_manager, self.manifest_io, self.new_commit)
-
-    def new_commit(self) -> FileStoreCommit:
-        return FileStoreCommit(self.snapshot_manager, self.manifest_io, self.schema, self.clock, PlanManager(self.store).ceiling)
 
     # -- reads -------------------------------------------------------------------
 
@@ -230,11 +201,13 @@ class Table:
                 raise SnapshotNotFoundError(f"no snapshot at or before {as_of} (or it has expired)")
         else:
             snapshot = self.latest_snapshot()
-        files = [] if snapshot is None else list(self.manifest_io.read_state(snapshot).values())
+        self._check_readable()
+        files = [] if snapshot is None else list(self.store.files.state(snapshot).values())
         return TableScan(self.storage, self.schema, snapshot, files, expression, columns)
 
     def read_files(self, files: Sequence[DataFile], columns: Sequence[str] | None = None, filter=None) -> pa.Table:
         """Rows of the given data files (as planned by a scan, a change set or a stream)."""
+        self._check_readable()
         return read_table(self.storage, self.schema, files, check_columns(self.schema, columns), to_expression(filter))
 
     def changes(self, from_snapshot_id: int, to_snapshot_id: int | None = None) -> ChangeSet:
@@ -347,6 +320,8 @@ class Table:
         """
         check_bool(keep_history, "keep_history")
         check_bool(force, "force")
+        if keep_history:
+            self._native_only("rollback_to(keep_history=True), which commits a new snapshot,")
         rollback = Rollback(self.store, self._plans(), lambda request: self.new_commit().commit(request), self.clock)
         return rollback.rollback_to(snapshot_id, tag, as_of, keep_history, force)
 
