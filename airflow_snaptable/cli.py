@@ -17,7 +17,11 @@ from airflow_snaptable.core import actions
 from airflow_snaptable.core.action_base import ActionField
 from airflow_snaptable.core.storage_options import parse_storage_options
 
-URI_HELP = "table location: a local path or an fsspec URL such as s3://bucket/table"
+URI_HELP = (
+    "table location: a local path or an fsspec URL such as s3://bucket/table (this package's tables and "
+    "Apache Paimon table directories), or iceberg://<namespace>.<table> with --catalog"
+)
+CATALOG_HELP = "the catalog properties of an iceberg:// table as JSON, as pyiceberg's load_catalog takes them"
 
 
 def format_time(millis: int | None) -> str:
@@ -46,8 +50,12 @@ def _storage_options(args) -> dict[str, Any] | None:
     return parse_storage_options(args.storage_options, "--storage-options")
 
 
+def _catalog(args) -> dict[str, Any] | None:
+    return parse_storage_options(getattr(args, "catalog", None), "--catalog")
+
+
 def _open(args) -> Table:
-    return Table.open(args.uri, _storage_options(args))
+    return Table.open(args.uri, _storage_options(args), catalog=_catalog(args))
 
 
 def cmd_snapshots(args) -> Any:
@@ -160,7 +168,7 @@ def cmd_verify(args) -> Any:
 
 
 def _run_action(action: actions.Action, args) -> Any:
-    outcome = actions.run_action(action, storage_options=_storage_options(args))
+    outcome = actions.run_action(action, storage_options=_storage_options(args), catalog=_catalog(args))
     return outcome if args.json else render_result(outcome["result"])
 
 
@@ -184,6 +192,7 @@ def add_action_command(commands, word: str, action_cls: type[actions.Action]) ->
         if field.param.positional:
             sub.add_argument(field.name, help=_help(field), **_argparse_kind(field))
     sub.add_argument("--storage-options", help="fsspec storage options as JSON")
+    sub.add_argument("--catalog", help=CATALOG_HELP)
     sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
     groups: dict[str, Any] = {}
     for choice in action_cls.choices:
@@ -239,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument("uri", help=URI_HELP)
         sub.add_argument("--storage-options", help="fsspec storage options as JSON")
+        sub.add_argument("--catalog", help=CATALOG_HELP)
         sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
         sub.set_defaults(handler=handler)
         return sub
@@ -267,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("uri")
     delete.add_argument("consumer_id")
     delete.add_argument("--storage-options")
+    delete.add_argument("--catalog", help=CATALOG_HELP)
     delete.add_argument("--json", action="store_true")
     delete.set_defaults(handler=cmd_delete_consumer)
 
@@ -279,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run-action", help="run a maintenance action given as JSON")
     run.add_argument("action_json")
     run.add_argument("--storage-options")
+    run.add_argument("--catalog", help=CATALOG_HELP)
     run.add_argument("--json", action="store_true")
     run.set_defaults(handler=cmd_run_action)
     return parser

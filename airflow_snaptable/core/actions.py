@@ -327,9 +327,14 @@ def build_action(cls_or_name: type[Action] | str, table: str, **values: Any) -> 
     return cls.from_python(table, values, text=values.keys())
 
 
-def run_action(action: Action, storage_options: dict | None = None, table: Table | None = None) -> dict[str, Any]:
-    """Run ``action`` on its table (or on ``table``, opened already): the result ``{"action", "table", "result"}``."""
-    return action.run(table or Table.open(action.table, storage_options))
+def run_action(
+    action: Action, storage_options: dict | None = None, table: Table | None = None, catalog: dict | None = None
+) -> dict[str, Any]:
+    """Run ``action`` on its table (or on ``table``, opened already): the result ``{"action", "table", "result"}``.
+
+    ``catalog``: the catalog properties of an ``iceberg://`` table (core/formats.py).
+    """
+    return action.run(table or Table.open(action.table, storage_options, catalog=catalog))
 
 
 def _json_document(text: str) -> Any:

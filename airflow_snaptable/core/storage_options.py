@@ -1,6 +1,7 @@
-"""fsspec storage options given as text: one parser for the CLI, the Spark job, the data source and the hook.
+"""fsspec storage options and catalog properties given as text: one parser for the CLI, the Spark
+job, the data source and the hook.
 
-Storage options hold credentials, so they never go on a command line or into a Spark conf
+Storage options (and an Iceberg catalog's properties) hold credentials, so they never go on a command line or into a Spark conf
 that is logged: the Spark job, the data source and the spark-submit runner pass them as a
 JSON object in the environment variable :data:`STORAGE_OPTIONS_ENV`.
 """
@@ -15,6 +16,8 @@ from airflow_snaptable.core.errors import InvalidArgumentError
 
 #: Environment variable holding fsspec storage options as a JSON object.
 STORAGE_OPTIONS_ENV = "SNAPTABLE_STORAGE_OPTIONS"
+#: Environment variable holding the catalog properties of ``iceberg://`` tables as a JSON object.
+CATALOG_ENV = "SNAPTABLE_CATALOG"
 
 
 def parse_storage_options(value: str | Mapping[str, Any] | None, source: str) -> dict[str, Any] | None:
@@ -42,3 +45,8 @@ def parse_storage_options(value: str | Mapping[str, Any] | None, source: str) ->
 def storage_options_from_environment() -> dict[str, Any] | None:
     """The storage options in :data:`STORAGE_OPTIONS_ENV`, or None (fsspec's own defaults then apply)."""
     return parse_storage_options(os.environ.get(STORAGE_OPTIONS_ENV), f"environment variable {STORAGE_OPTIONS_ENV}")
+
+
+def catalog_from_environment() -> dict[str, Any] | None:
+    """The catalog properties in :data:`CATALOG_ENV`, or None."""
+    return parse_storage_options(os.environ.get(CATALOG_ENV), f"environment variable {CATALOG_ENV}")

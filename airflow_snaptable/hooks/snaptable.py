@@ -8,9 +8,13 @@ Connection type ``snaptable`` (all fields optional; a table given as a full URI 
 - login / password: S3 access key id / secret access key (s3fs ``key`` / ``secret``).
 - host (+ port), or extra ``endpoint_url``: an S3-compatible endpoint (``http://minio:9000``).
 - extra ``region_name``: the S3 region.
+- extra ``catalog``: for ``iceberg://<namespace>.<table>`` tables, the catalog's properties as
+  pyiceberg's ``load_catalog`` takes them (a JSON object: ``{"type": "sql", "uri": ...,
+  "warehouse": ...}``, ``{"type": "rest", "uri": ..., "credential": ...}``, Glue, Hive).
 
 The login/password/endpoint/region fields only apply to ``s3://`` / ``s3a://`` tables.
-Storage options are never logged; secret values are registered with Airflow's masker.
+Storage options and catalog properties are never logged; secret values are registered with
+Airflow's masker.
 
 Everything a table can do is a core call: the hook resolves the table and runs a core action
 (core/actions.py) in process or through ``spark-submit`` (hooks/spark_submit.py).
@@ -19,6 +23,7 @@ Everything a table can do is a core call: the hook resolves the table and runs a
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from airflow.sdk import BaseHook
@@ -26,6 +31,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_snaptable.core import actions as core_actions
 from airflow_snaptable.core.errors import InvalidArgumentError, InvalidNameError
+from airflow_snaptable.core.formats import is_iceberg_uri
 from airflow_snaptable.core.names import validate_name
 from airflow_snaptable.core.storage_options import parse_storage_options
 from airflow_snaptable.hooks.spark_submit import RunnerSettings, SparkSubmitRunner
@@ -36,6 +42,7 @@ if TYPE_CHECKING:
 CONN_TYPE = "snaptable"
 DEFAULT_CONN_ID = "snaptable_default"
 _S3_PROTOCOLS = ("s3", "s3a")
+_SECRET_WORDS = re.compile(r"credential|secret|token|password|key|sas", re.IGNORECASE)
 
 
 # -- connection -> location and storage options ------------------------------------------------
@@ -84,6 +91,8 @@ class ConnectionSettings:
     secret: str | None = None
     endpoint_url: str | None = None
     region_name: str | None = None
+    #: pyiceberg catalog properties for iceberg:// tables.
+    catalog: dict[str, Any] | None = None
 
     @classmethod
     def from_connection(cls, conn, extra: Mapping[str, Any]) -> "ConnectionSettings":
@@ -102,6 +111,7 @@ class ConnectionSettings:
             secret=conn.password or None,
             endpoint_url=endpoint or None,
             region_name=_extra_value(extra, "region_name"),
+            catalog=parse_storage_options(_extra_value(extra, "catalog"), f"connection {conn.conn_id!r}: extra 'catalog'"),
         )
 
     def storage_options_for(self, table_uri: str | None) -> dict[str, Any]:
@@ -126,6 +136,10 @@ class ConnectionSettings:
         found: list[Any] = [self.secret] if self.secret else []
         if self.storage_options:
             found.append(self.storage_options)  # the masker hides values under sensitive key names
+        if self.catalog:
+            found.append(self.catalog)
+            # Catalog credentials go by names the masker does not know ("credential", "s3.access-key-id").
+            found += [v for k, v in self.catalog.items() if isinstance(v, str) and v and _SECRET_WORDS.search(str(k))]
         return found
 
 
@@ -221,8 +235,19 @@ class SnapTableHook(BaseHook):
 
         uri = self.table_uri(table)
         if refresh or uri not in self._tables:
-            self._tables[uri] = Table.open(uri, self.storage_options(uri))
+            self._tables[uri] = Table.open(uri, self.storage_options(uri), catalog=self.catalog(uri))
         return self._tables[uri]
+
+    def catalog(self, table: str) -> dict[str, Any] | None:
+        """The catalog properties for ``table`` when it is an ``iceberg://`` table (the connection's extra ``catalog``)."""
+        if not is_iceberg_uri(self.table_uri(table)):
+            return None
+        if not self.settings.catalog:
+            raise InvalidArgumentError(
+                f"table {table!r} is an Iceberg table, and connection {self.snaptable_conn_id!r} has no extra 'catalog' "
+                "with the properties of its catalog"
+            )
+        return dict(self.settings.catalog)
 
     def test_connection(self) -> tuple[bool, str]:
         """Check that the root (if any) can be listed with the connection's storage options."""
@@ -268,7 +293,9 @@ class SnapTableHook(BaseHook):
         options = self.storage_options(action.table)
         self.log.info("Running %s on %s (%s runner, storage options %s)", action.name, action.table, runner, describe_options(options))
         if settings.runner == "local":
-            result = core_actions.run_action(action, storage_options=options, table=self._tables.get(action.table))
+            result = core_actions.run_action(
+                action, storage_options=options, table=self._tables.get(action.table), catalog=self.catalog(action.table)
+            )
         else:
             result = self._run_spark(action, options, settings)
         self.log.info("%s on %s: %s", action.name, action.table, _summary(result.get("result")))
@@ -277,7 +304,7 @@ class SnapTableHook(BaseHook):
     def _run_spark(self, action: core_actions.Action, storage_options: dict[str, Any], settings: RunnerSettings) -> dict[str, Any]:
         self._spark = SparkSubmitRunner(settings)
         try:
-            return self._spark.run(action, storage_options)
+            return self._spark.run(action, storage_options, self.catalog(action.table))
         finally:
             self._spark = None
 

@@ -27,7 +27,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_snaptable.core import actions as core_actions
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.storage_options import STORAGE_OPTIONS_ENV
+from airflow_snaptable.core.storage_options import CATALOG_ENV, STORAGE_OPTIONS_ENV
 
 RUNNERS = ("local", "spark")
 #: SparkSubmitHook arguments the runner sets itself.
@@ -85,8 +85,13 @@ class SparkSubmitRunner:
         self.settings = settings
         self._submit = None  # the running SparkSubmitHook, for kill()
 
-    def run(self, action: core_actions.Action, storage_options: Mapping[str, Any]) -> dict[str, Any]:
-        """Core's result ``{"action", "table", "result"}``, or the job's error raised as core's typed error."""
+    def run(
+        self, action: core_actions.Action, storage_options: Mapping[str, Any], catalog: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Core's result ``{"action", "table", "result"}``, or the job's error raised as core's typed error.
+
+        ``catalog``: an ``iceberg://`` table's catalog properties (in the environment, like the storage options).
+        """
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
         from airflow_snaptable.spark import job_path
@@ -118,6 +123,8 @@ class SparkSubmitRunner:
                     "action file and write the result file); use client mode"
                 )
             env = spark_environment(storage_options, env_vars, str(connection.get("master", "")), connection.get("spark_binary"))
+            if catalog:
+                env[CATALOG_ENV] = json.dumps(dict(catalog))
             self._submit = submit
             try:
                 submit.submit(job_path(), env=env)

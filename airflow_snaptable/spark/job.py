@@ -117,8 +117,11 @@ def main(argv: list[str] | None = None) -> int:
         name = first.name if len(actions) == 1 else f"{len(actions)} actions"
         spark = SparkSession.builder.appName(f"snaptable {name} {first.table}").getOrCreate()
         storage_options = _storage_options(spark)
+        from airflow_snaptable.core.storage_options import catalog_from_environment
+
+        catalog = catalog_from_environment()
         for action in actions:
-            run = run_action_distributed(spark, action, storage_options)
+            run = run_action_distributed(spark, action, storage_options, catalog=catalog)
             results.append(run.result)
             print(
                 f"{PROG}: {action.name} on {action.table} done"

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable
 
 from airflow_snaptable.core.actions import Action, run_action
 from airflow_snaptable.core.errors import StorageError
+from airflow_snaptable.core.formats import is_iceberg_uri
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.table import Table
 
@@ -237,8 +238,12 @@ def run_action_distributed(
     threshold: int | None = None,
     files_per_task: int | None = None,
     read_threshold: int | None = None,
+    catalog: dict | None = None,
 ) -> DistributedRun:
-    """``core.actions.run_action(action)`` with bulk deletes and bulk metadata reads on the executors."""
+    """``core.actions.run_action(action)`` with bulk deletes and bulk metadata reads on the executors.
+
+    ``catalog``: an ``iceberg://`` table's catalog properties.
+    """
     conf = spark.sparkContext.getConf()
     if threshold is None:
         threshold = int(conf.get("spark.snaptable.delete.parallelThreshold", str(DEFAULT_PARALLEL_THRESHOLD)))
@@ -246,6 +251,10 @@ def run_action_distributed(
         files_per_task = int(conf.get("spark.snaptable.delete.filesPerTask", str(DEFAULT_FILES_PER_TASK)))
     if read_threshold is None:
         read_threshold = int(conf.get("spark.snaptable.read.parallelThreshold", str(DEFAULT_READ_THRESHOLD)))
+    if is_iceberg_uri(action.table):
+        # An Iceberg table's files are where its catalog says: the store opens them itself, in the driver.
+        result = run_action(action, storage_options, catalog=catalog)
+        return DistributedRun(result, 0, 0, {}, 0)
     deleter = SparkDeleter(spark.sparkContext, action.table, storage_options, files_per_task)
     reader = SparkReader(spark.sparkContext, action.table, storage_options, files_per_task)
     storage = DistributedStorage(Storage.from_uri(action.table, storage_options), deleter, threshold, reader, read_threshold)
