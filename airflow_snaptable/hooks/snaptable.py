@@ -131,6 +131,17 @@ class ConnectionSettings:
                 options["client_kwargs"] = client_kwargs
         return options
 
+    def catalog_for(self, table_uri: str, conn_id: str | None) -> dict[str, Any] | None:
+        """The catalog properties an ``iceberg://`` table needs (None for a table directory)."""
+        if not is_iceberg_uri(table_uri):
+            return None
+        if not self.catalog:
+            raise InvalidArgumentError(
+                f"table {table_uri!r} is an Iceberg table, and connection {conn_id!r} has no extra 'catalog' "
+                "with the properties of its catalog"
+            )
+        return dict(self.catalog)
+
     def secrets(self) -> list[Any]:
         """Values to register with the secrets masker."""
         found: list[Any] = [self.secret] if self.secret else []
@@ -240,14 +251,7 @@ class SnapTableHook(BaseHook):
 
     def catalog(self, table: str) -> dict[str, Any] | None:
         """The catalog properties for ``table`` when it is an ``iceberg://`` table (the connection's extra ``catalog``)."""
-        if not is_iceberg_uri(self.table_uri(table)):
-            return None
-        if not self.settings.catalog:
-            raise InvalidArgumentError(
-                f"table {table!r} is an Iceberg table, and connection {self.snaptable_conn_id!r} has no extra 'catalog' "
-                "with the properties of its catalog"
-            )
-        return dict(self.settings.catalog)
+        return self.settings.catalog_for(self.table_uri(table), self.snaptable_conn_id)
 
     def test_connection(self) -> tuple[bool, str]:
         """Check that the root (if any) can be listed with the connection's storage options."""

@@ -60,7 +60,8 @@ async def _open_table(table: str, snaptable_conn_id: str | None):
 
     settings = await aget_connection_settings(snaptable_conn_id)
     uri = join_table_uri(settings.root, table)
-    return await asyncio.to_thread(Table.open, uri, settings.storage_options_for(uri))
+    catalog = settings.catalog_for(uri, snaptable_conn_id)
+    return await asyncio.to_thread(lambda: Table.open(uri, settings.storage_options_for(uri), catalog=catalog))
 
 
 class NewSnapshotTrigger(BaseTrigger):
