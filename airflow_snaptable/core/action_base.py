@@ -51,8 +51,6 @@ class Param:
     minimum: int | None = None
     #: ``check(value, name)`` vets a value its kind allows; raises InvalidArgumentError.
     check: Check | None = None
-    #: Operators take it as a template field: text rendered at run time, read by the field's kind.
-    templated: bool = False
     #: The CLI takes it as a word after the table (``snaptable tag create URI NAME``), not as a flag.
     positional: bool = False
     #: For JSON and Python callers only (a clock for tests, an alias): no CLI flag, no operator argument.

@@ -49,18 +49,18 @@ class ExpireSnapshots(Action):
     name: ClassVar[str] = "expire-snapshots"
     choices: ClassVar[tuple[Choice, ...]] = (Choice(("older_than", "time_retained")),)
 
-    retain_min: int | None = arg(None, minimum=1, templated=True, help="Always keep at least this many newest snapshots.")
-    retain_max: int | None = arg(None, minimum=1, templated=True, help="Keep at most this many snapshots, whatever their age.")
+    retain_min: int | None = arg(None, minimum=1, help="Always keep at least this many newest snapshots.")
+    retain_max: int | None = arg(None, minimum=1, help="Keep at most this many snapshots, whatever their age.")
     time_retained: str | None = arg(
-        None, check=check_duration, templated=True,
+        None, check=check_duration,
         help="Keep snapshots younger than this duration, e.g. '7 d' (default: option snapshot.time-retained).",
     )
     older_than: str | int | None = arg(
-        None, check=check_time, templated=True,
+        None, check=check_time,
         help="Or: expire only snapshots whose successor is older than this time (ISO-8601 or epoch millis).",
     )
     retain_last: int | None = arg(None, minimum=1, internal=True, help="Iceberg's name for retain_min.")
-    limit: int | None = arg(None, minimum=1, templated=True, help="Expire at most this many snapshots in one run.")
+    limit: int | None = arg(None, minimum=1, help="Expire at most this many snapshots in one run.")
     dry_run: bool = arg(False, help="Plan only: report what would be deleted, delete nothing.")
     now: str | int | None = arg(None, check=check_time, internal=True, help=_NOW)
     skip_missing: bool = arg(
@@ -86,15 +86,15 @@ class CreateTag(Action):
     name: ClassVar[str] = "create-tag"
     choices: ClassVar[tuple[Choice, ...]] = (Choice(("snapshot_id", "as_of")),)
 
-    tag_name: str = arg(check=valid_name("tag"), templated=True, positional=True, help="The tag's name.")
-    snapshot_id: int | None = arg(None, minimum=1, templated=True, help="The snapshot to tag (default: the latest).")
+    tag_name: str = arg(check=valid_name("tag"), positional=True, help="The tag's name.")
+    snapshot_id: int | None = arg(None, minimum=1, help="The snapshot to tag (default: the latest).")
     as_of: str | int | None = arg(
-        None, check=check_time, templated=True,
+        None, check=check_time,
         help="Or: tag the latest snapshot committed at or before this time (ISO-8601), so a late or "
         "backfilled run tags the state at the period boundary.",
     )
     time_retained: str | None = arg(
-        None, check=check_duration, templated=True,
+        None, check=check_duration,
         help="The tag's time to live, e.g. '30 d' (default: option tag.default-time-retained, else kept until deleted).",
     )
     if_exists: str = arg(
@@ -116,7 +116,7 @@ class DeleteTag(Action):
 
     name: ClassVar[str] = "delete-tag"
 
-    tag_name: str = arg(check=valid_name("tag"), templated=True, positional=True, help="The tag to delete.")
+    tag_name: str = arg(check=valid_name("tag"), positional=True, help="The tag to delete.")
 
     def run(self, table: Table) -> dict[str, Any]:
         return self.result_document(table.delete_tag(self.tag_name))
@@ -132,18 +132,18 @@ class CreatePeriodicTags(Action):
 
     name: ClassVar[str] = "periodic-tags"
 
-    period: str | None = arg(None, check=allowed(tuple(PERIODS)), templated=True, help="daily, hourly or two-hours.")
+    period: str | None = arg(None, check=allowed(tuple(PERIODS)), help="daily, hourly or two-hours.")
     delay: str | None = arg(
-        None, check=check_duration, templated=True, help="How long after a period ends its tag may be created (less than one period)."
+        None, check=check_duration, help="How long after a period ends its tag may be created (less than one period)."
     )
     formatter: str | None = arg(
         None, check=allowed(FORMATTERS), help="The form of the tag names: with_dashes, without_dashes or without_dashes_and_spaces."
     )
     num_retained_max: int | None = arg(
-        None, minimum=1, templated=True, help="Keep at most this many periodic tags (the oldest are deleted)."
+        None, minimum=1, help="Keep at most this many periodic tags (the oldest are deleted)."
     )
     catch_up: bool = arg(False, help="Create the tags of every missed period, not only the newest.")
-    time_retained: str | None = arg(None, check=check_duration, templated=True, help="Time to live of the tags created.")
+    time_retained: str | None = arg(None, check=check_duration, help="Time to live of the tags created.")
     now: str | int | None = arg(None, check=check_time, internal=True, help=_NOW)
 
     def run(self, table: Table) -> dict[str, Any]:
@@ -173,15 +173,15 @@ class Rollback(Action):
     name: ClassVar[str] = "rollback"
     choices: ClassVar[tuple[Choice, ...]] = (Choice(("snapshot_id", "tag", "as_of"), required=True),)
 
-    snapshot_id: int | None = arg(None, minimum=1, templated=True, help="Roll back to this snapshot.")
-    tag: str | None = arg(None, check=valid_name("tag"), templated=True, help="Or: to this tag.")
-    as_of: str | int | None = arg(None, check=check_time, templated=True, help="Or: to the latest snapshot at or before this time.")
+    snapshot_id: int | None = arg(None, minimum=1, help="Roll back to this snapshot.")
+    tag: str | None = arg(None, check=valid_name("tag"), help="Or: to this tag.")
+    as_of: str | int | None = arg(None, check=check_time, help="Or: to the latest snapshot at or before this time.")
     keep_history: bool = arg(
-        False, templated=True,
+        False,
         help="Commit the target's state as a new snapshot instead of discarding the later snapshots and tags.",
     )
     force: bool = arg(
-        False, templated=True, help="Roll back even if consumers have read past the target (they move back); default mode only."
+        False, help="Roll back even if consumers have read past the target (they move back); default mode only."
     )
 
     def run(self, table: Table) -> dict[str, Any]:
@@ -195,7 +195,7 @@ class RemoveOrphanFiles(Action):
     name: ClassVar[str] = "remove-orphan-files"
 
     older_than: str | int | None = arg(
-        None, check=check_time_or_duration, templated=True,
+        None, check=check_time_or_duration,
         help="Only files older than this: a time, or a duration back from now such as '2 d' (default: 1 day).",
     )
     dry_run: bool = arg(True, help="List the orphan files only, delete nothing.")
@@ -212,14 +212,14 @@ class Compact(Action):
     name: ClassVar[str] = "compact"
 
     partitions: list | None = arg(
-        None, check=check_partitions, templated=True, help='Only these partitions, e.g. [{"day": "2026-01-01"}] (default: all).'
+        None, check=check_partitions, help='Only these partitions, e.g. [{"day": "2026-01-01"}] (default: all).'
     )
     target_file_size: str | int | None = arg(
-        None, check=check_size, templated=True,
+        None, check=check_size,
         help="Files smaller than this are compacted, e.g. '128 mb' (default: option target-file-size).",
     )
     min_file_num: int | None = arg(
-        None, minimum=2, templated=True,
+        None, minimum=2,
         help="A partition is compacted when it has at least this many small files (default: option compaction.min.file-num).",
     )
 
@@ -248,9 +248,9 @@ class UpdateConsumer(Action):
 
     name: ClassVar[str] = "update-consumer"
 
-    consumer_id: str = arg(check=valid_name("consumer"), templated=True, positional=True, help="The consumer.")
+    consumer_id: str = arg(check=valid_name("consumer"), positional=True, help="The consumer.")
     next_snapshot: int = arg(
-        minimum=1, templated=True, positional=True, help="The first snapshot not read yet: in [earliest, latest + 1]."
+        minimum=1, positional=True, help="The first snapshot not read yet: in [earliest, latest + 1]."
     )
 
     def run(self, table: Table) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 An operator names its action (``action = core_actions.ExpireSnapshots``) and nothing else:
 its keyword arguments are the action's fields (not the internal ones), with the action's
-defaults; its ``template_fields`` are the fields the action marks templated; its docstring's
+defaults; every one is a template field (a rendered template arrives as text, read strictly by
+the field's kind: ``"True"``/``"False"`` for a flag); its docstring's
 ``:param`` lines are the fields' help. The values are checked when the DAG is parsed (a
 template is checked once rendered: its text is read by the field's kind, ``"5"`` for a
 count, ``"True"`` for a flag) and the action is made, and checked in full, when the task
@@ -95,8 +96,8 @@ class SnapTableBaseOperator(BaseOperator):
 
     def _set_action_values(self, values: dict[str, Any]) -> None:
         """Check the action's values as far as they are known (templates render later), and keep them."""
-        templated = [field.name for field in self.action_fields() if field.param.templated]
-        pending = [name for name, value in values.items() if name in templated and _renders_later(value)]
+        templated = [field.name for field in self.action_fields()]
+        pending = [name for name, value in values.items() if _renders_later(value)]
         self.action.check_known(values, text=templated, pending=pending)
         for name, value in values.items():
             setattr(self, name, value)
@@ -104,7 +105,7 @@ class SnapTableBaseOperator(BaseOperator):
     def build_action(self) -> core_actions.Action:
         """The action on the table, from the (rendered) values; a template's text is read by its field's kind."""
         values = {field.name: getattr(self, field.name) for field in self.action_fields()}
-        templated = [field.name for field in self.action_fields() if field.param.templated]
+        templated = [field.name for field in self.action_fields()]
         return self.action.from_python(self.hook.table_uri(self.table), values, text=templated)
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -147,10 +148,10 @@ def _derive_from_action(cls: type[SnapTableBaseOperator]) -> None:
     )
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
     cls.__init__ = __init__
-    cls.template_fields = (*SnapTableBaseOperator.template_fields, *(f.name for f in fields if f.param.templated))
+    cls.template_fields = (*SnapTableBaseOperator.template_fields, *(f.name for f in fields))
     params = [
         textwrap.fill(
-            f":param {field.name}: {field.param.help}" + (" (templated)" if field.param.templated else ""),
+            f":param {field.name}: {field.param.help} (templated)",
             width=100,
             subsequent_indent="    ",
             break_on_hyphens=False,

@@ -102,6 +102,28 @@ def test_expire_dry_run_and_older_than(orders):
     assert [s.id for s in orders.snapshots()] == [1, 2, 3, 4, 5, 6]
 
 
+@pytest.mark.parametrize("dry", [True, False])
+def test_every_action_argument_is_a_template_field_flags_included(orders, dry):
+    """dry_run and catch_up take templates like every other argument: the rendered "True"/"False" is read strictly."""
+    for cls in ALL_OPERATORS:
+        assert {f.name for f in cls.action_fields()} <= set(cls.template_fields), cls.__name__
+    op = ops.SnapshotExpireOperator(
+        task_id="expire", table="orders", retain_min=1, time_retained="0 s", dry_run="{{ params.dry }}"
+    )
+    result = run(op, params={"dry": dry})
+    assert result["result"]["dry_run"] is dry
+    assert result["result"]["expired_snapshot_ids"] == [1, 2, 3, 4, 5]
+    assert [s.id for s in orders.snapshots()] == ([1, 2, 3, 4, 5, 6] if dry else [6])
+    periodic = ops.PeriodicTagOperator(task_id="tags", table="orders", period="daily", catch_up="{{ params.dry }}")
+    created = run(periodic, params={"dry": dry})["result"]["created"]
+    assert len(created) > 300 if dry else len(created) == 1  # catch-up tags every day since 2026-01-06
+    orphans = ops.RemoveOrphanFilesOperator(task_id="orphans", table="orders", dry_run="{{ params.dry }}")
+    assert run(orphans, params={"dry": dry})["result"]["dry_run"] is dry
+    bad = ops.SnapshotExpireOperator(task_id="expire", table="orders", dry_run="{{ params.dry }}")
+    with pytest.raises(InvalidArgumentError, match="dry_run"):
+        run(bad, params={"dry": "maybe"})
+
+
 def test_create_tag_as_of_the_period_boundary_and_if_exists(orders):
     op = ops.CreateTagOperator(
         task_id="tag", table="orders", tag_name="{{ data_interval_start | ds }}", as_of="{{ data_interval_end }}", time_retained="7 d"
@@ -235,7 +257,7 @@ def test_advance_consumer_runs_through_the_spark_job(orders, monkeypatch):
         (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", retain_min=0), "retain_min must be an integer >= 1"),
         (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", retain_max="many"), "retain_max must be an integer"),
         (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", older_than="2026-01-01", time_retained="1 d"), "only one of"),
-        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", dry_run="yes"), "dry_run must be True or False"),
+        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", dry_run="yes"), "dry_run must be true or false"),
         (lambda: ops.SnapshotExpireOperator(task_id="t", table=""), "table must be a non-empty string"),
         (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", runner="emr"), "runner must be one of"),
         (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", runner="spark", spark_submit_kwargs={"conf": {}}), "may not set"),
