@@ -53,10 +53,11 @@ def resolve_settings(
         if retain_min is not None and retain_min != retain_last:
             raise InvalidArgumentError("retain_last is another name for retain_min; give one of them")
         retain_min = retain_last
+    explicit_min = retain_min is not None
     retain_min = options.get("snapshot.num-retained.min") if retain_min is None else check_int(retain_min, "retain_min", 1)
     retain_max = options.get("snapshot.num-retained.max") if retain_max is None else check_int(retain_max, "retain_max", 1)
     if retain_max is not None and retain_max < retain_min:
-        raise InvalidArgumentError(f"retain_max ({retain_max}) must be >= retain_min ({retain_min})")
+        raise InvalidArgumentError(f"retain_max ({retain_max}) must be >= {_retain_min_source(options, explicit_min, retain_min)}")
     limit = options.get("snapshot.expire.limit") if limit is None else check_int(limit, "limit", 1)
     check_exclusive({"older_than": older_than, "time_retained": time_retained})  # two forms of the same bound
     if older_than is not None:
@@ -67,6 +68,17 @@ def resolve_settings(
         retained = options.get("snapshot.time-retained") if time_retained is None else duration_argument(time_retained, "time_retained")
         threshold = now - millis(retained)
     return ExpireSettings(retain_min, retain_max, threshold, limit)
+
+
+def _retain_min_source(options: TableOptions, explicit: bool, retain_min: int) -> str:
+    """Where the retain_min a retain_max fell below came from, and how to change it."""
+    if explicit:
+        return f"retain_min ({retain_min})"
+    where = "set on the table" if "snapshot.num-retained.min" in options.raw else "its default"
+    return (
+        f"retain_min ({retain_min}: table option snapshot.num-retained.min, {where}); pass a lower retain_min "
+        "with it, or change the option"
+    )
 
 
 class SnapshotCache:

@@ -254,15 +254,19 @@ class SnapTableHook(BaseHook):
         return self.settings.catalog_for(self.table_uri(table), self.snaptable_conn_id)
 
     def test_connection(self) -> tuple[bool, str]:
-        """Check that the root (if any) can be listed with the connection's storage options."""
+        """Check that the root (if any) exists and can be listed with the connection's storage options."""
         from airflow_snaptable.core.storage import Storage
 
         try:
             root = self.root
             if not root:
                 return True, "Connection has no root; tables must be given as full URIs"
-            Storage.from_uri(root, self.storage_options(root)).list_names("")
-            return True, f"Listed {root}"
+            storage = Storage.from_uri(root, self.storage_options(root))
+            if not storage.fs.exists(storage.root):
+                # An object store has no empty directories: a root there exists once a table is under it.
+                return False, f"{root} does not exist (nothing is stored under it)"
+            names = storage.list_names("")
+            return True, f"Listed {root}: {len(names)} entries"
         except Exception as exc:  # noqa: BLE001 - reported to the UI
             return False, f"{type(exc).__name__}: {exc}"
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_snaptable.core.checks import check_int, value_from_text
-from airflow_snaptable.core.errors import InvalidArgumentError
+from airflow_snaptable.core.checks import check_bool, check_int, value_from_text
+from airflow_snaptable.core.errors import InvalidArgumentError, TableNotFoundError
 from airflow_snaptable.core.incremental import (
     DATA_COMMIT_KINDS,
     consumer_baseline,
@@ -22,6 +22,8 @@ from airflow_snaptable.triggers.snaptable import NewSnapshotTrigger
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_snaptable.core.table import Table
 
 
 class NewSnapshotSensor(BaseSensorOperator):
@@ -46,6 +48,8 @@ class NewSnapshotSensor(BaseSensorOperator):
         change no rows and are ignored); ``None`` counts every kind.
     :param snaptable_conn_id: The snaptable connection. (templated)
     :param deferrable: Wait in the triggerer (``NewSnapshotTrigger``) instead of a worker slot.
+    :param wait_for_table: A table that does not exist yet is waited for like one without new
+        snapshots (a pipeline that creates it later); False: it fails the task at once.
     """
 
     template_fields: Sequence[str] = ("table", "snaptable_conn_id", "after_snapshot_id", "consumer_id")
@@ -60,6 +64,7 @@ class NewSnapshotSensor(BaseSensorOperator):
         commit_kinds: Iterable[str] | None = DATA_COMMIT_KINDS,
         snaptable_conn_id: str | None = DEFAULT_CONN_ID,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        wait_for_table: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -75,6 +80,7 @@ class NewSnapshotSensor(BaseSensorOperator):
         self.commit_kinds = normalize_commit_kinds(commit_kinds)
         self.snaptable_conn_id = snaptable_conn_id
         self.deferrable = deferrable
+        self.wait_for_table = check_bool(wait_for_table, "wait_for_table")
         self._baseline: int | None = None
         self._checked_through: int | None = None
 
@@ -82,19 +88,34 @@ class NewSnapshotSensor(BaseSensorOperator):
     def hook(self) -> SnapTableHook:
         return SnapTableHook(snaptable_conn_id=self.snaptable_conn_id)
 
+    def _table(self) -> Table | None:
+        """The table, or None while it does not exist and the sensor waits for it."""
+        try:
+            return self.hook.get_table(self.table)
+        except TableNotFoundError:
+            if not self.wait_for_table:
+                raise
+            self.log.info("Table %s does not exist yet; waiting for it", self.hook.table_uri(self.table))
+            return None
+
     def baseline(self) -> int:
         """The id after which snapshots are new (resolved once per try)."""
         if self._baseline is None:
             if self.consumer_id is not None:
-                self._baseline = consumer_baseline(self.hook.get_table(self.table), str(self.consumer_id).strip())
+                table = self._table()
+                # A consumer of a table that does not exist yet has read nothing.
+                self._baseline = 0 if table is None else consumer_baseline(table, str(self.consumer_id).strip())
             else:
                 self._baseline = _as_snapshot_id(self.after_snapshot_id)
         return self._baseline
 
     def check(self) -> dict[str, Any] | None:
         """The new range, or None. Snapshots checked before without a match are not read again."""
+        table = self._table()
+        if table is None:
+            return None
         new = find_new_snapshots(
-            self.hook.get_table(self.table),
+            table,
             after_snapshot_id=self.baseline(),
             commit_kinds=self.commit_kinds,
             checked_through=self._checked_through,
@@ -125,6 +146,7 @@ class NewSnapshotSensor(BaseSensorOperator):
                 snaptable_conn_id=self.snaptable_conn_id,
                 commit_kinds=self.commit_kinds,
                 poke_interval=self.poke_interval,
+                wait_for_table=self.wait_for_table,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),

@@ -20,7 +20,13 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
-from airflow_snaptable.core.errors import SnapshotNotFoundError, SnapTableError, StorageError
+from airflow_snaptable.core.errors import (
+    InvalidArgumentError,
+    SnapshotNotFoundError,
+    SnapTableError,
+    StorageError,
+    TableNotFoundError,
+)
 from airflow_snaptable.core.incremental import DATA_COMMIT_KINDS, find_new_snapshots, normalize_commit_kinds
 from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, ConnectionSettings, join_table_uri
 
@@ -64,6 +70,19 @@ async def _open_table(table: str, snaptable_conn_id: str | None):
     return await asyncio.to_thread(lambda: Table.open(uri, settings.storage_options_for(uri), catalog=catalog))
 
 
+async def _open_table_or_wait(trigger: BaseTrigger, table: str, snaptable_conn_id: str | None, wait: bool):
+    """The table, or None while it does not exist yet and ``wait`` (logged once per trigger run)."""
+    try:
+        return await _open_table(table, snaptable_conn_id)
+    except TableNotFoundError:
+        if not wait:
+            raise
+        if not getattr(trigger, "_told_missing", False):
+            trigger.log.info("Table %s does not exist yet; waiting for it", table)
+            trigger._told_missing = True
+        return None
+
+
 class NewSnapshotTrigger(BaseTrigger):
     """
     Fire once ``table`` has snapshots newer than ``after_snapshot_id`` with a kind in ``commit_kinds``.
@@ -75,8 +94,10 @@ class NewSnapshotTrigger(BaseTrigger):
     :param table: The table's full URI, or a name under the connection's root.
     :param after_snapshot_id: The baseline: snapshots after it are new.
     :param snaptable_conn_id: The snaptable connection (storage options).
-    :param commit_kinds: Kinds that count (None: every kind).
+    :param commit_kinds: Kinds that count (default APPEND, OVERWRITE, DELETE, as for the sensor; None: all).
     :param poke_interval: Seconds between polls.
+    :param wait_for_table: Keep polling while the table does not exist yet (a pipeline that
+        creates it later); False: a missing table is an error event at once.
     """
 
     def __init__(
@@ -84,8 +105,9 @@ class NewSnapshotTrigger(BaseTrigger):
         table: str,
         after_snapshot_id: int,
         snaptable_conn_id: str | None = DEFAULT_CONN_ID,
-        commit_kinds: list[str] | None = None,
+        commit_kinds: list[str] | None = list(DATA_COMMIT_KINDS),
         poke_interval: float = 60.0,
+        wait_for_table: bool = True,
     ) -> None:
         super().__init__()
         self.table = table
@@ -93,6 +115,7 @@ class NewSnapshotTrigger(BaseTrigger):
         self.snaptable_conn_id = snaptable_conn_id
         self.commit_kinds = normalize_commit_kinds(commit_kinds)
         self.poke_interval = float(poke_interval)
+        self.wait_for_table = bool(wait_for_table)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -103,6 +126,7 @@ class NewSnapshotTrigger(BaseTrigger):
                 "snaptable_conn_id": self.snaptable_conn_id,
                 "commit_kinds": self.commit_kinds,
                 "poke_interval": self.poke_interval,
+                "wait_for_table": self.wait_for_table,
             },
         )
 
@@ -112,7 +136,10 @@ class NewSnapshotTrigger(BaseTrigger):
         while True:
             try:
                 if table is None:
-                    table = await _open_table(self.table, self.snaptable_conn_id)
+                    table = await _open_table_or_wait(self, self.table, self.snaptable_conn_id, self.wait_for_table)
+                    if table is None:
+                        await asyncio.sleep(self.poke_interval)
+                        continue
                 new = await asyncio.to_thread(
                     find_new_snapshots, table, after_snapshot_id=self.after_snapshot_id, commit_kinds=self.commit_kinds
                 )
@@ -157,9 +184,14 @@ class SnapshotEventTrigger(BaseEventTrigger):
     :param commit_kinds: Kinds that fire an event (default APPEND, OVERWRITE, DELETE; None: all).
     :param poke_interval: Seconds between polls.
     :param start_after_snapshot_id: Where a watcher without stored position starts
-        (default: the latest snapshot when it first runs: history is not replayed).
+        (default: the latest snapshot when it first runs: history is not replayed; a table
+        created while the watcher waited for it is reported from its first snapshot).
     :param with_changes: Add the net added/deleted record counts (reads the delta manifests).
     :param commit_delay: Seconds between yielding an event and storing the new position.
+    :param wait_for_table: Keep polling while the table does not exist yet; False: a missing
+        table stops the watcher with the error.
+    :param position_asset: The name of the asset whose state holds the position, needed only
+        when one trigger watches for several assets (the triggerer then gives it several).
     """
 
     def __init__(
@@ -171,6 +203,8 @@ class SnapshotEventTrigger(BaseEventTrigger):
         start_after_snapshot_id: int | None = None,
         with_changes: bool = True,
         commit_delay: float = 5.0,
+        wait_for_table: bool = True,
+        position_asset: str | None = None,
     ) -> None:
         super().__init__()
         self.table = table
@@ -180,6 +214,8 @@ class SnapshotEventTrigger(BaseEventTrigger):
         self.start_after_snapshot_id = None if start_after_snapshot_id is None else int(start_after_snapshot_id)
         self.with_changes = bool(with_changes)
         self.commit_delay = float(commit_delay)
+        self.wait_for_table = bool(wait_for_table)
+        self.position_asset = position_asset
         self._memory_state: dict[str, Any] | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -193,46 +229,62 @@ class SnapshotEventTrigger(BaseEventTrigger):
                 "start_after_snapshot_id": self.start_after_snapshot_id,
                 "with_changes": self.with_changes,
                 "commit_delay": self.commit_delay,
+                "wait_for_table": self.wait_for_table,
+                "position_asset": self.position_asset,
             },
         )
 
     # -- position in the asset state store ----------------------------------------------
 
-    def _accessors(self) -> list[Any]:
+    def _accessor(self) -> Any:
+        """Where the position is kept: the watched asset's state (None: in memory, e.g. in tests)."""
         store = self.asset_state_store
         if store is None:
-            return []
-        # One watcher trigger can serve several assets (same classpath and kwargs): keep them all in step.
-        found = list(getattr(store, "_by_name", {}).values()) + list(getattr(store, "_by_uri", {}).values())
-        return found or [store]
+            return None
+        if self.position_asset is not None:
+            from airflow.sdk import Asset
+
+            return store[Asset.ref(name=self.position_asset)]
+        return store  # one watched asset: the accessors answer aget/aset themselves
 
     async def load_position(self, uri: str) -> int | None:
-        accessors = self._accessors()
-        states = [await a.aget(POSITION_KEY) for a in accessors] if accessors else [self._memory_state]
-        positions = [
-            int(s["last_snapshot_id"])
-            for s in states
-            if isinstance(s, dict) and s.get("table") == uri and s.get("last_snapshot_id") is not None
-        ]
-        # With several assets, the smallest position: an event too many rather than one too few.
-        return min(positions) if positions else None
+        accessor = self._accessor()
+        if accessor is None:
+            state = self._memory_state
+        else:
+            try:
+                state = await accessor.aget(POSITION_KEY)
+            except ValueError as exc:  # the accessors of several assets do not pick one themselves
+                raise InvalidArgumentError(
+                    f"this watcher of {self.table} serves several assets: give SnapshotEventTrigger "
+                    f"position_asset=<the name of the asset that keeps its position> ({exc})"
+                ) from None
+        if isinstance(state, dict) and state.get("table") == uri and state.get("last_snapshot_id") is not None:
+            return int(state["last_snapshot_id"])
+        return None
 
     async def save_position(self, uri: str, snapshot_id: int) -> None:
         state = {"table": uri, "last_snapshot_id": int(snapshot_id)}
-        accessors = self._accessors()
-        for accessor in accessors:
-            await accessor.aset(POSITION_KEY, state)
-        if not accessors:
+        accessor = self._accessor()
+        if accessor is None:
             self._memory_state = state
+        else:
+            await accessor.aset(POSITION_KEY, state)
 
     # -- polling ---------------------------------------------------------------------------
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        table = await _open_table(self.table, self.snaptable_conn_id)
+        table = None
+        while table is None:
+            table = await _open_table_or_wait(self, self.table, self.snaptable_conn_id, self.wait_for_table)
+            if table is None:
+                await asyncio.sleep(self.poke_interval)
         uri = table.uri
         position = await self.load_position(uri)
         if position is None:
             position = self.start_after_snapshot_id
+            if position is None and getattr(self, "_told_missing", False):
+                position = 0  # the table appeared while watched: all of its history is new
             if position is None:
                 position = await asyncio.to_thread(table.snapshot_manager.latest_id) or 0
             await self.save_position(uri, position)

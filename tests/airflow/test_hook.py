@@ -136,6 +136,29 @@ def test_secrets_are_registered_with_the_masker_and_never_logged(monkeypatch, or
     assert SECRET + "-token" not in str(redact({"token": SECRET + "-token"}))
 
 
+def test_catalog_credentials_are_masked_and_the_catalog_goes_only_to_iceberg_tables(monkeypatch, root):
+    from airflow.sdk.log import redact
+
+    catalog = {"type": "rest", "uri": "http://127.0.0.1:1", "credential": SECRET + "-cred", "s3.access-key-id": SECRET + "-akid"}
+    monkeypatch.setenv("AIRFLOW_CONN_ICE", snaptable_conn(root, extra={"catalog": catalog}))
+    hook = SnapTableHook("ice")
+    assert hook.catalog("iceberg://db.orders") == catalog
+    assert hook.catalog("orders") is None  # a table directory under the root has no catalog
+    assert SECRET + "-cred" not in str(redact(f"x {SECRET}-cred")) and SECRET + "-akid" not in str(redact(f"{SECRET}-akid"))
+    monkeypatch.setenv("AIRFLOW_CONN_PLAIN", snaptable_conn(root))
+    with pytest.raises(InvalidArgumentError, match="no extra 'catalog'"):
+        SnapTableHook("plain").catalog("iceberg://db.orders")
+
+
+def test_connection_test_fails_for_a_root_that_does_not_exist(monkeypatch, tmp_path, orders, root):
+    monkeypatch.setenv("AIRFLOW_CONN_MISSING", snaptable_conn(str(tmp_path / "no-such-root")))
+    ok, message = SnapTableHook("missing").test_connection()
+    assert not ok and "does not exist" in message
+    monkeypatch.setenv("AIRFLOW_CONN_THERE", snaptable_conn(root))
+    ok, message = SnapTableHook("there").test_connection()
+    assert ok and "1 entries" in message
+
+
 # -- actions --------------------------------------------------------------------------------
 
 

@@ -124,6 +124,15 @@ def test_every_action_argument_is_a_template_field_flags_included(orders, dry):
         run(bad, params={"dry": "maybe"})
 
 
+def test_retain_max_below_the_default_retain_min_says_where_the_minimum_comes_from(orders):
+    op = ops.SnapshotExpireOperator(task_id="expire", table="orders", retain_max=2)
+    with pytest.raises(InvalidArgumentError, match=r"retain_min \(10: table option snapshot.num-retained.min, its default\)"):
+        run(op)
+    assert run(ops.SnapshotExpireOperator(task_id="expire", table="orders", retain_max=2, retain_min=1))["result"][
+        "expired_snapshot_ids"
+    ] == [1, 2, 3, 4, 5]  # beyond the 2 newest regardless of age; 5 as well, being older than the default hour
+
+
 def test_create_tag_as_of_the_period_boundary_and_if_exists(orders):
     op = ops.CreateTagOperator(
         task_id="tag", table="orders", tag_name="{{ data_interval_start | ds }}", as_of="{{ data_interval_end }}", time_retained="7 d"

@@ -10,7 +10,7 @@ from airflow.sdk.exceptions import AirflowException, TaskDeferred
 from airflow.sdk.module_loading import import_string
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError
+from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError, TableNotFoundError
 from airflow_snaptable.sensors import NewSnapshotSensor
 from airflow_snaptable.triggers import NewSnapshotTrigger, SnapshotEventTrigger
 from airflow_snaptable.triggers.snaptable import POSITION_KEY
@@ -162,6 +162,7 @@ def test_deferrable_sensor_defers_then_completes(root):
         "snaptable_conn_id": "snaptable_default",
         "commit_kinds": ["APPEND", "DELETE", "OVERWRITE"],
         "poke_interval": 7.0,
+        "wait_for_table": True,
     }
     # Something new: execute returns without deferring.
     table.append(make_rows(range(50, 55)))
@@ -227,10 +228,47 @@ def test_trigger_fires_when_a_snapshot_lands_polling_off_the_event_loop(root, mo
 
 
 def test_trigger_reports_errors_as_events(root):
-    event = first_event(NewSnapshotTrigger(table="missing_table", after_snapshot_id=0, poke_interval=0.01))
+    event = first_event(NewSnapshotTrigger(table="missing_table", after_snapshot_id=0, poke_interval=0.01, wait_for_table=False))
     assert event.payload["status"] == "error" and "TableNotFoundError" in event.payload["message"]
     event = first_event(NewSnapshotTrigger(table="orders", after_snapshot_id=0, snaptable_conn_id="no_such_conn"))
     assert event.payload["status"] == "error" and "no_such_conn" in event.payload["message"]
+
+
+def test_triggers_and_the_sensor_wait_for_a_table_created_later(root):
+    """A downstream DAG may start before the upstream one created the table: it waits, then fires."""
+    trigger = NewSnapshotTrigger(table="later", after_snapshot_id=0, poke_interval=0.02)
+    watcher = Watcher(DummyStateStore(), table="later")
+    sensor = NewSnapshotSensor(task_id="s", table="later", consumer_id="reader", poke_interval=1)
+    assert sensor.poke({}).is_done is False
+
+    async def go():
+        events = trigger.run()
+        pending = asyncio.ensure_future(anext(events))
+        await watcher.start()
+        await asyncio.sleep(0.3)
+        assert not pending.done() and watcher.events == []
+        await asyncio.to_thread(new_table, root, "later", 2)
+        event = await asyncio.wait_for(pending, 10)
+        await watcher.wait_for(1)
+        await watcher.stop()
+        return event
+
+    event = asyncio.run(go())
+    assert event.payload["status"] == "success" and event.payload["snapshot_ids"] == [1, 2]
+    # The watcher saw the table appear: its whole history is new, not only what came after.
+    assert ranges(watcher.events) == [(0, 2)]
+    sensor._baseline = None
+    assert sensor.poke({}).xcom_value["snapshot_ids"] == [1, 2]
+    strict = NewSnapshotSensor(task_id="s", table="missing", after_snapshot_id=0, wait_for_table=False)
+    with pytest.raises(TableNotFoundError):
+        strict.poke({})
+
+
+def test_trigger_and_sensor_count_the_same_commit_kinds_by_default():
+    sensor = NewSnapshotSensor(task_id="s", table="/t", after_snapshot_id=0)
+    trigger = NewSnapshotTrigger(table="/t", after_snapshot_id=0)
+    assert sensor.commit_kinds == trigger.commit_kinds == SnapshotEventTrigger(table="/t").commit_kinds
+    assert "COMPACT" not in trigger.commit_kinds
 
 
 # -- SnapshotEventTrigger ---------------------------------------------------------------------------
@@ -377,23 +415,36 @@ def test_event_trigger_without_a_state_store_keeps_the_position_in_memory(root):
     assert watcher.trigger._memory_state == {"table": table.uri, "last_snapshot_id": 4}
 
 
-def test_event_trigger_watching_several_assets_keeps_every_position(root):
-    """One trigger can serve several assets (same classpath and kwargs): the lowest position wins."""
+def test_event_trigger_watching_several_assets_keeps_its_position_in_the_named_one(root, monkeypatch):
+    """The triggerer's real accessors of several assets: the position lives in ``position_asset``'s state;
+    without it the watcher fails with an error that says what to set."""
+    from airflow.sdk import Asset
+    from airflow.sdk.execution_time.context import AssetStateStoreAccessor, AssetStateStoreAccessors
+
     table = new_table(root)
+    states: dict[str, dict] = {"a": {POSITION_KEY: {"table": table.uri, "last_snapshot_id": 2}}, "b": {}}
 
-    class Accessors:
-        def __init__(self):
-            self._by_name = {"a": DummyStateStore({POSITION_KEY: {"table": table.uri, "last_snapshot_id": 2}}), "b": DummyStateStore()}
-            self._by_uri = {}
+    async def aget(self, key, default=None):  # the supervisor's side of the accessor, as a dict
+        return states[self._name].get(key, default)
 
-    accessors = Accessors()
+    async def aset(self, key, value):
+        states[self._name][key] = value
 
-    async def scenario():
-        watcher = Watcher(accessors, table="orders")
+    monkeypatch.setattr(AssetStateStoreAccessor, "aget", aget)
+    monkeypatch.setattr(AssetStateStoreAccessor, "aset", aset)
+    accessors = AssetStateStoreAccessors(inlets=[Asset(name="a", uri="snaptable://a"), Asset(name="b", uri="snaptable://b")])
+
+    async def scenario(**kwargs):
+        watcher = Watcher(accessors, table="orders", **kwargs)
         await watcher.start()
-        await watcher.wait_for(1)
+        if kwargs:
+            await watcher.wait_for(1)
         await watcher.stop()
-        return watcher.events
+        return watcher
 
-    assert ranges(asyncio.run(scenario())) == [(2, 3)]
-    assert all(s.data[POSITION_KEY]["last_snapshot_id"] == 3 for s in accessors._by_name.values())
+    with pytest.raises(InvalidArgumentError, match="position_asset"):
+        asyncio.run(scenario())  # the watcher fails; stopping it re-raises its error
+    assert ranges(asyncio.run(scenario(position_asset="a")).events) == [(2, 3)]
+    assert states["a"][POSITION_KEY]["last_snapshot_id"] == 3 and states["b"] == {}
+
+
