@@ -199,10 +199,20 @@ class RemoveOrphanFiles(Action):
         help="Only files older than this: a time, or a duration back from now such as '2 d' (default: 1 day).",
     )
     dry_run: bool = arg(True, help="List the orphan files only, delete nothing.")
+    list_files: bool = arg(
+        False,
+        help="Return every deleted path too (a dry run always lists them); by default a deleting run returns "
+        "counts and bytes only, so a clean of a million files does not push a million paths to XCom.",
+    )
     now: str | int | None = arg(None, check=check_time, internal=True, help=_NOW)
 
     def run(self, table: Table) -> dict[str, Any]:
-        return self.result_document(table.remove_orphan_files(**self.arguments()))
+        arguments = self.arguments()
+        listed = arguments.pop("list_files") or self.dry_run
+        result = table.remove_orphan_files(**arguments)
+        if not listed:
+            result.orphan_files = []
+        return self.result_document(result)
 
 
 @dataclass(frozen=True, kw_only=True)

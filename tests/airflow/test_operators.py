@@ -216,7 +216,15 @@ def test_remove_orphan_files_is_a_dry_run_unless_told(orders, root):
     listed = run(ops.RemoveOrphanFilesOperator(task_id="o", table="orders", older_than="1 d"))
     assert listed["result"]["orphan_files"] == ["data/stray.parquet"] and os.path.exists(stray)
     deleted = run(ops.RemoveOrphanFilesOperator(task_id="o", table="orders", older_than="1 d", dry_run=False))
-    assert deleted["result"]["orphan_count"] == 1 and not os.path.exists(stray)
+    # XCom stays small: a deleting run returns counts and bytes, the paths only when asked (list_files).
+    assert deleted["result"]["orphan_count"] == 1 and deleted["result"]["orphan_files"] == [] and not os.path.exists(stray)
+    assert deleted["result"]["bytes"] == 1
+    for _ in range(2):
+        with open(stray, "wb") as handle:
+            handle.write(b"x")
+        os.utime(stray, (old, old))
+    listed = run(ops.RemoveOrphanFilesOperator(task_id="o", table="orders", older_than="1 d", dry_run=False, list_files=True))
+    assert listed["result"]["orphan_files"] == ["data/stray.parquet"] and not os.path.exists(stray)
 
 
 def test_compact(root):

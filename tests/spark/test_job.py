@@ -161,7 +161,7 @@ def _families_table(tmp_path: Path):
         {"action": "delete-tag", "table": uri, "tag_name": "keep"},
         {"action": "compact", "table": uri, "min_file_num": 2},
         {"action": "expire-consumers", "table": uri, "now": far_future},
-        {"action": "remove-orphan-files", "table": uri, "older_than": "1 d", "dry_run": False},
+        {"action": "remove-orphan-files", "table": uri, "older_than": "1 d", "dry_run": False, "list_files": True},
     ]
     return table, actions, stray
 
