@@ -7,8 +7,8 @@ a real ``airflow dags test`` run of an example DAG:
 
 1. ``snaptable_spark_ingest``: a Spark job writes three days of orders through the
    ``snaptable`` data source (one snapshot per day).
-2. ``snaptable_incremental``: ``NewSnapshotSensor`` finds what the consumer has not read, a
-   Spark job reads exactly that range incrementally, ``AdvanceConsumerOperator`` commits it.
+2. ``snaptable_incremental``: ``SnapTableNewSnapshotSensor`` finds what the consumer has not read, a
+   Spark job reads exactly that range incrementally, ``SnapTableAdvanceConsumerOperator`` commits it.
 3. ``snaptable_daily_maintenance``: tag the day (``{{ ds }}``), expire old snapshots, expire
    tags, remove orphan files.
 4. ``snaptable_spark_ingest`` again: today's extract arrives broken (too few rows).
@@ -234,7 +234,7 @@ class Story:
         self.step(f"2. incremental downstream: sensor -> Spark incremental read -> advance consumer {CONSUMER!r} (snaptable_incremental)")
         output = self.dag_run("incremental", "snaptable_incremental")
         found = self.airflow.return_values("snaptable_incremental").get("wait_for_snapshots") or {}
-        self.say(f"  NewSnapshotSensor: snapshots {found.get('snapshot_ids')} are new "
+        self.say(f"  SnapTableNewSnapshotSensor: snapshots {found.get('snapshot_ids')} are new "
                  f"(range ({found.get('from_snapshot_id')}, {found.get('to_snapshot_id')}], +{found.get('added_records')} records)")
         for line in _lines_with(output, "order changes: "):
             self.say("  Spark: " + line)

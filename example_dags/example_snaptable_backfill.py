@@ -18,7 +18,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param
 
-from airflow_snaptable.operators import CreateTagOperator, RollbackOperator
+from airflow_snaptable.operators import SnapTableCreateTagOperator, SnapTableRollbackOperator
 from snaptable_example_data import EXAMPLE_TABLE, MACROS, spark_ingest
 
 with DAG(
@@ -36,7 +36,7 @@ with DAG(
     tags=["snaptable", "example", "spark"],
     doc_md=__doc__,
 ) as dag:
-    rollback_to_tag = RollbackOperator(
+    rollback_to_tag = SnapTableRollbackOperator(
         task_id="rollback_to_tag",
         table="{{ params.table }}",
         tag="{{ params.tag }}",
@@ -49,7 +49,7 @@ with DAG(
         days="{{ params.days | join(',') }}",
     )
 
-    tag_backfill = CreateTagOperator(
+    tag_backfill = SnapTableCreateTagOperator(
         task_id="tag_backfill",
         table="{{ params.table }}",
         tag_name="backfill-{{ ts_nodash }}",

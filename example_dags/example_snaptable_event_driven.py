@@ -1,7 +1,7 @@
 """
 Event-driven processing: an AssetWatcher runs the DAG when new snapshots land.
 
-``SnapshotEventTrigger`` polls the table in the triggerer (O(1) storage reads per poll when
+``SnapTableSnapshotEventTrigger`` polls the table in the triggerer (O(1) storage reads per poll when
 nothing is new) and emits one asset event per new snapshot range; its position lives in the
 asset's state store, so a triggerer restart continues where it stopped. Each event's
 ``extra["payload"]`` is the range ``{from_snapshot_id, to_snapshot_id, snapshot_ids,
@@ -20,9 +20,9 @@ import os
 import pendulum
 from airflow.sdk import DAG, Asset, AssetWatcher, task
 
-from airflow_snaptable.operators import AdvanceConsumerOperator
-from airflow_snaptable.sensors import NewSnapshotSensor
-from airflow_snaptable.triggers import SnapshotEventTrigger
+from airflow_snaptable.operators import SnapTableAdvanceConsumerOperator
+from airflow_snaptable.sensors import SnapTableNewSnapshotSensor
+from airflow_snaptable.triggers import SnapTableSnapshotEventTrigger
 from snaptable_example_data import EXAMPLE_TABLE
 
 POKE_INTERVAL = float(os.environ.get("SNAPTABLE_EXAMPLE_POKE_INTERVAL", "30"))
@@ -33,7 +33,7 @@ orders_snapshots = Asset(
     watchers=[
         AssetWatcher(
             name="snaptable_orders_watcher",
-            trigger=SnapshotEventTrigger(
+            trigger=SnapTableSnapshotEventTrigger(
                 table=EXAMPLE_TABLE,
                 commit_kinds=["APPEND", "OVERWRITE", "DELETE"],
                 poke_interval=POKE_INTERVAL,
@@ -62,7 +62,7 @@ with DAG(
         print(f"snapshot ranges reported: {ranges}")
         return ranges
 
-    new_snapshots = NewSnapshotSensor(
+    new_snapshots = SnapTableNewSnapshotSensor(
         task_id="new_snapshots",
         table=EXAMPLE_TABLE,
         consumer_id=CONSUMER,
@@ -80,7 +80,7 @@ with DAG(
         print(f"snapshots {new['snapshot_ids']}: {rows.num_rows} new rows")
         return {"to_snapshot_id": new["to_snapshot_id"], "rows": rows.num_rows}
 
-    advance = AdvanceConsumerOperator(
+    advance = SnapTableAdvanceConsumerOperator(
         task_id="advance_consumer",
         table=EXAMPLE_TABLE,
         consumer_id=CONSUMER,

@@ -22,8 +22,8 @@ import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Param
 
-from airflow_snaptable.operators import AdvanceConsumerOperator
-from airflow_snaptable.sensors import NewSnapshotSensor
+from airflow_snaptable.operators import SnapTableAdvanceConsumerOperator
+from airflow_snaptable.sensors import SnapTableNewSnapshotSensor
 from snaptable_example_data import EXAMPLE_TABLE, READ_CHANGES_JOB, SPARK_CONF
 
 POKE_INTERVAL = float(os.environ.get("SNAPTABLE_EXAMPLE_POKE_INTERVAL", "60"))
@@ -41,7 +41,7 @@ with DAG(
     tags=["snaptable", "example", "spark"],
     doc_md=__doc__,
 ) as dag:
-    wait_for_snapshots = NewSnapshotSensor(
+    wait_for_snapshots = SnapTableNewSnapshotSensor(
         task_id="wait_for_snapshots",
         table="{{ params.table }}",
         consumer_id="{{ params.consumer }}",
@@ -66,7 +66,7 @@ with DAG(
         ],
     )
 
-    advance_consumer = AdvanceConsumerOperator(
+    advance_consumer = SnapTableAdvanceConsumerOperator(
         task_id="advance_consumer",
         table="{{ params.table }}",
         consumer_id="{{ params.consumer }}",

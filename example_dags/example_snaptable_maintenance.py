@@ -22,10 +22,10 @@ import pendulum
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param
 
 from airflow_snaptable.operators import (
-    CreateTagOperator,
-    ExpireTagsOperator,
-    RemoveOrphanFilesOperator,
-    SnapshotExpireOperator,
+    SnapTableCreateTagOperator,
+    SnapTableExpireTagsOperator,
+    SnapTableRemoveOrphanFilesOperator,
+    SnapTableExpireSnapshotsOperator,
 )
 from snaptable_example_data import EXAMPLE_TABLE
 
@@ -45,7 +45,7 @@ with DAG(
     tags=["snaptable", "example"],
     doc_md=__doc__,
 ) as dag:
-    tag_day = CreateTagOperator(
+    tag_day = SnapTableCreateTagOperator(
         task_id="tag_day",
         table="{{ params.table }}",
         # The day whose end state is tagged (equals {{ ds }} in scheduled runs, also right in manual ones).
@@ -54,15 +54,15 @@ with DAG(
         time_retained="{{ params.tag_ttl }}",
         if_exists="skip",  # a re-run or retry keeps the tag made the first time
     )
-    expire_snapshots = SnapshotExpireOperator(
+    expire_snapshots = SnapTableExpireSnapshotsOperator(
         task_id="expire_snapshots",
         table="{{ params.table }}",
         retain_min=1,
         retain_max="{{ params.retain_max }}",
         time_retained="{{ params.time_retained }}",
     )
-    expire_tags = ExpireTagsOperator(task_id="expire_tags", table="{{ params.table }}")
-    remove_orphan_files = RemoveOrphanFilesOperator(
+    expire_tags = SnapTableExpireTagsOperator(task_id="expire_tags", table="{{ params.table }}")
+    remove_orphan_files = SnapTableRemoveOrphanFilesOperator(
         task_id="remove_orphan_files",
         table="{{ params.table }}",
         older_than="1 d",  # never touch files a running writer may still commit

@@ -21,7 +21,7 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Param
 
-from airflow_snaptable.operators import RemoveOrphanFilesOperator, SnapshotExpireOperator
+from airflow_snaptable.operators import SnapTableRemoveOrphanFilesOperator, SnapTableExpireSnapshotsOperator
 from snaptable_example_data import EXAMPLE_TABLE
 
 SPARK = {
@@ -47,7 +47,7 @@ with DAG(
     tags=["snaptable", "example", "spark"],
     doc_md=__doc__,
 ) as dag:
-    expire_snapshots = SnapshotExpireOperator(
+    expire_snapshots = SnapTableExpireSnapshotsOperator(
         task_id="expire_snapshots",
         table="{{ params.table }}",
         retain_min=1,
@@ -55,7 +55,7 @@ with DAG(
         time_retained="1 d",
         **SPARK,
     )
-    remove_orphan_files = RemoveOrphanFilesOperator(
+    remove_orphan_files = SnapTableRemoveOrphanFilesOperator(
         task_id="remove_orphan_files",
         table="{{ params.table }}",
         older_than="1 d",

@@ -190,7 +190,7 @@ def test_demo_runs_the_airflow_and_spark_story_end_to_end(tmp_path, capsys):
     assert latest.commit_user == "ingest"
 
     # The steps report what the DAG runs did (read back from the runs' XComs and Spark output).
-    assert f"NewSnapshotSensor: snapshots [1, 2, {tags[today]}] are new (range (0, {tags[today]}], +30 records)" in out
+    assert f"SnapTableNewSnapshotSensor: snapshots [1, 2, {tags[today]}] are new (range (0, {tags[today]}], +30 records)" in out
     assert f'Spark: order changes: {{"between": "0,{tags[today]}", "added_rows": 30,' in out
     assert f"tag_day: tag '{today}' -> snapshot {tags[today]}" in out
     assert f"expired {list(range(1, snapshots[0].id))} of [1, 2, 3]" in out

@@ -1,4 +1,8 @@
-"""Airflow operators for snapshot table maintenance (each one runs one core action)."""
+"""Airflow operators for snapshot table maintenance (each one runs one core action).
+
+Names carry the integration prefix (``SnapTableExpireSnapshotsOperator``); the names without
+it (``SnapshotExpireOperator``) are the same classes, kept for existing DAGs.
+"""
 
 from airflow_snaptable.operators.snaptable import (
     AdvanceConsumerOperator,
@@ -10,8 +14,18 @@ from airflow_snaptable.operators.snaptable import (
     PeriodicTagOperator,
     RemoveOrphanFilesOperator,
     RollbackOperator,
-    SnapshotExpireOperator,
+    SnapTableAdvanceConsumerOperator,
     SnapTableBaseOperator,
+    SnapTableCompactOperator,
+    SnapTableCreateTagOperator,
+    SnapTableDeleteTagOperator,
+    SnapTableExpireConsumersOperator,
+    SnapTableExpireSnapshotsOperator,
+    SnapTableExpireTagsOperator,
+    SnapTablePeriodicTagOperator,
+    SnapTableRemoveOrphanFilesOperator,
+    SnapTableRollbackOperator,
+    SnapshotExpireOperator,
 )
 
 __all__ = [
@@ -24,6 +38,16 @@ __all__ = [
     "PeriodicTagOperator",
     "RemoveOrphanFilesOperator",
     "RollbackOperator",
+    "SnapTableAdvanceConsumerOperator",
     "SnapTableBaseOperator",
+    "SnapTableCompactOperator",
+    "SnapTableCreateTagOperator",
+    "SnapTableDeleteTagOperator",
+    "SnapTableExpireConsumersOperator",
+    "SnapTableExpireSnapshotsOperator",
+    "SnapTableExpireTagsOperator",
+    "SnapTablePeriodicTagOperator",
+    "SnapTableRemoveOrphanFilesOperator",
+    "SnapTableRollbackOperator",
     "SnapshotExpireOperator",
 ]

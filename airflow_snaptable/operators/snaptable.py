@@ -163,48 +163,61 @@ def _derive_from_action(cls: type[SnapTableBaseOperator]) -> None:
     cls.__doc__ = "\n\n".join(part for part in (inspect.getdoc(cls.action), own, "\n".join(params)) if part)
 
 
-class SnapshotExpireOperator(SnapTableBaseOperator):
+class SnapTableExpireSnapshotsOperator(SnapTableBaseOperator):
     action = core_actions.ExpireSnapshots
 
 
-class CreateTagOperator(SnapTableBaseOperator):
+class SnapTableCreateTagOperator(SnapTableBaseOperator):
     """A daily tag of the state at the period's end: ``tag_name="{{ data_interval_start | ds }}"``,
     ``as_of="{{ data_interval_end }}"``, ``if_exists="skip"`` (a retry keeps the tag of the first try)."""
 
     action = core_actions.CreateTag
 
 
-class DeleteTagOperator(SnapTableBaseOperator):
+class SnapTableDeleteTagOperator(SnapTableBaseOperator):
     action = core_actions.DeleteTag
 
 
-class PeriodicTagOperator(SnapTableBaseOperator):
+class SnapTablePeriodicTagOperator(SnapTableBaseOperator):
     action = core_actions.CreatePeriodicTags
 
 
-class ExpireTagsOperator(SnapTableBaseOperator):
+class SnapTableExpireTagsOperator(SnapTableBaseOperator):
     action = core_actions.ExpireTags
 
 
-class ExpireConsumersOperator(SnapTableBaseOperator):
+class SnapTableExpireConsumersOperator(SnapTableBaseOperator):
     action = core_actions.ExpireConsumers
 
 
-class RollbackOperator(SnapTableBaseOperator):
+class SnapTableRollbackOperator(SnapTableBaseOperator):
     action = core_actions.Rollback
 
 
-class RemoveOrphanFilesOperator(SnapTableBaseOperator):
+class SnapTableRemoveOrphanFilesOperator(SnapTableBaseOperator):
     action = core_actions.RemoveOrphanFiles
 
 
-class CompactOperator(SnapTableBaseOperator):
+class SnapTableCompactOperator(SnapTableBaseOperator):
     action = core_actions.Compact
 
 
-class AdvanceConsumerOperator(SnapTableBaseOperator):
+class SnapTableAdvanceConsumerOperator(SnapTableBaseOperator):
     """Run it after downstream work succeeded. With
-    :class:`~airflow_snaptable.sensors.snaptable.NewSnapshotSensor`, pass
+    :class:`~airflow_snaptable.sensors.snaptable.SnapTableNewSnapshotSensor`, pass
     ``next_snapshot="{{ ti.xcom_pull(task_ids='wait')['to_snapshot_id'] + 1 }}"``."""
 
     action = core_actions.UpdateConsumer
+
+
+# The names before the integration prefix, kept so that existing DAGs keep working.
+SnapshotExpireOperator = SnapTableExpireSnapshotsOperator
+CreateTagOperator = SnapTableCreateTagOperator
+DeleteTagOperator = SnapTableDeleteTagOperator
+PeriodicTagOperator = SnapTablePeriodicTagOperator
+ExpireTagsOperator = SnapTableExpireTagsOperator
+ExpireConsumersOperator = SnapTableExpireConsumersOperator
+RollbackOperator = SnapTableRollbackOperator
+RemoveOrphanFilesOperator = SnapTableRemoveOrphanFilesOperator
+CompactOperator = SnapTableCompactOperator
+AdvanceConsumerOperator = SnapTableAdvanceConsumerOperator

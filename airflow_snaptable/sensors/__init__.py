@@ -1,5 +1,5 @@
 """Airflow sensors for snapshot tables."""
 
-from airflow_snaptable.sensors.snaptable import NewSnapshotSensor
+from airflow_snaptable.sensors.snaptable import NewSnapshotSensor, SnapTableNewSnapshotSensor
 
-__all__ = ["NewSnapshotSensor"]
+__all__ = ["NewSnapshotSensor", "SnapTableNewSnapshotSensor"]

@@ -18,7 +18,7 @@ from airflow_snaptable.core.incremental import (
     normalize_commit_kinds,
 )
 from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, SnapTableHook
-from airflow_snaptable.triggers.snaptable import NewSnapshotTrigger
+from airflow_snaptable.triggers.snaptable import SnapTableNewSnapshotTrigger
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from airflow_snaptable.core.table import Table
 
 
-class NewSnapshotSensor(BaseSensorOperator):
+class SnapTableNewSnapshotSensor(BaseSensorOperator):
     """
     Wait until a table has snapshots newer than a baseline, and return the new range.
 
@@ -140,7 +140,7 @@ class NewSnapshotSensor(BaseSensorOperator):
         if found is not None:
             return found
         self.defer(
-            trigger=NewSnapshotTrigger(
+            trigger=SnapTableNewSnapshotTrigger(
                 table=self.hook.table_uri(self.table),
                 after_snapshot_id=self.baseline(),
                 snaptable_conn_id=self.snaptable_conn_id,
@@ -167,3 +167,7 @@ def _as_snapshot_id(value: Any) -> int:
     if isinstance(value, str):
         value = value_from_text(value, ("int",), "after_snapshot_id")
     return check_int(value, "after_snapshot_id", minimum=0)
+
+
+#: The name before the integration prefix, kept so that existing DAGs keep working.
+NewSnapshotSensor = SnapTableNewSnapshotSensor

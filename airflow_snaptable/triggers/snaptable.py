@@ -83,7 +83,7 @@ async def _open_table_or_wait(trigger: BaseTrigger, table: str, snaptable_conn_i
         return None
 
 
-class NewSnapshotTrigger(BaseTrigger):
+class SnapTableNewSnapshotTrigger(BaseTrigger):
     """
     Fire once ``table`` has snapshots newer than ``after_snapshot_id`` with a kind in ``commit_kinds``.
 
@@ -161,7 +161,7 @@ class NewSnapshotTrigger(BaseTrigger):
             await asyncio.sleep(self.poke_interval)
 
 
-class SnapshotEventTrigger(BaseEventTrigger):
+class SnapTableSnapshotEventTrigger(BaseEventTrigger):
     """
     Emit one event per new snapshot range of ``table``, for ``AssetWatcher``.
 
@@ -337,3 +337,8 @@ class SnapshotEventTrigger(BaseEventTrigger):
             if found is not None:
                 found["expired_after_snapshot_id"] = position
             return found, new.latest_snapshot_id
+
+
+# The names before the integration prefix: serialized triggers and existing DAGs still import them.
+NewSnapshotTrigger = SnapTableNewSnapshotTrigger
+SnapshotEventTrigger = SnapTableSnapshotEventTrigger

@@ -4,7 +4,7 @@
 
 Reads ``spark.read.format("snaptable").option("incremental-between", "FROM,TO")``: the rows
 added after snapshot FROM up to and including TO (compactions excluded), the range a
-``NewSnapshotSensor`` returns. A real job would write them downstream; this one sums them up
+``SnapTableNewSnapshotSensor`` returns. A real job would write them downstream; this one sums them up
 and prints one line ``order changes: {...}``.
 """
 

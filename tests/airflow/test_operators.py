@@ -74,6 +74,22 @@ def test_docstrings_name_every_parameter_and_templated_field(cls):
     assert issubclass(cls, ops.SnapTableBaseOperator)
 
 
+def test_class_names_carry_the_integration_prefix_and_the_old_names_stay_importable():
+    from airflow_snaptable import sensors, triggers
+    from airflow_snaptable.triggers.snaptable import SnapTableNewSnapshotTrigger
+
+    for cls in ALL_OPERATORS:
+        assert cls.__name__.startswith("SnapTable") and cls.__name__.endswith("Operator")
+    assert ops.SnapshotExpireOperator is ops.SnapTableExpireSnapshotsOperator
+    assert sensors.NewSnapshotSensor is sensors.SnapTableNewSnapshotSensor
+    assert triggers.NewSnapshotTrigger is SnapTableNewSnapshotTrigger
+    assert triggers.SnapshotEventTrigger is triggers.SnapTableSnapshotEventTrigger
+    # A trigger serialized before the rename (old classpath) still deserializes.
+    from airflow.sdk.module_loading import import_string
+
+    assert import_string("airflow_snaptable.triggers.snaptable.NewSnapshotTrigger") is SnapTableNewSnapshotTrigger
+
+
 def test_sensor_docstring_names_every_templated_field():
     from airflow_snaptable.sensors import NewSnapshotSensor
 

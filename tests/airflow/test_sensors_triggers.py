@@ -155,7 +155,7 @@ def test_deferrable_sensor_defers_then_completes(root):
     assert deferred.method_name == "execute_complete"
     assert deferred.timeout.total_seconds() == 60
     classpath, kwargs = deferred.trigger.serialize()
-    assert classpath == "airflow_snaptable.triggers.snaptable.NewSnapshotTrigger"
+    assert classpath == "airflow_snaptable.triggers.snaptable.SnapTableNewSnapshotTrigger"
     assert kwargs == {
         "table": table.uri,
         "after_snapshot_id": 3,
