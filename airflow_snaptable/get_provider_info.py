@@ -23,7 +23,8 @@ def get_provider_info() -> dict:
         "integrations": [
             {
                 "integration-name": INTEGRATION,
-                "external-doc-url": "https://github.com/airflow-snaptable/airflow-snaptable",
+                # The model this provider runs: Apache Paimon's snapshots, tags and consumers.
+                "external-doc-url": "https://paimon.apache.org/docs/master/concepts/basic-concepts/",
                 "tags": ["software"],
             }
         ],
@@ -31,6 +32,13 @@ def get_provider_info() -> dict:
         "sensors": [{"integration-name": INTEGRATION, "python-modules": ["airflow_snaptable.sensors.snaptable"]}],
         "hooks": [{"integration-name": INTEGRATION, "python-modules": ["airflow_snaptable.hooks.snaptable"]}],
         "triggers": [{"integration-name": INTEGRATION, "python-modules": ["airflow_snaptable.triggers.snaptable"]}],
+        "asset-uris": [
+            {
+                "schemes": ["snaptable"],
+                "handler": "airflow_snaptable.assets.snaptable.sanitize_uri",
+                "factory": "airflow_snaptable.assets.snaptable.create_asset",
+            }
+        ],
         "connection-types": [
             {
                 "connection-type": "snaptable",
@@ -47,9 +55,10 @@ def get_provider_info() -> dict:
                         "description": 'fsspec storage options, e.g. {"client_kwargs": {"verify": false}}',
                         "schema": {"type": ["string", "null"]},
                     },
-                    "endpoint_url": {
-                        "label": "S3 endpoint URL",
-                        "description": "S3-compatible endpoint (alternative to Host), e.g. http://minio:9000",
+                    "catalog": {
+                        "label": "Iceberg catalog properties (JSON)",
+                        "description": "For iceberg://<namespace>.<table> tables: pyiceberg load_catalog properties, "
+                        'e.g. {"type": "rest", "uri": "https://catalog:8181", "credential": "..."}',
                         "schema": {"type": ["string", "null"]},
                     },
                     "region_name": {
@@ -70,6 +79,7 @@ def get_provider_info() -> dict:
                         "login": "AKIA...",
                         "root": "s3://bucket/warehouse",
                         "storage_options": "{}",
+                        "catalog": '{"type": "sql", "uri": "sqlite:////data/catalog.db", "warehouse": "file:///data/wh"}',
                     },
                 },
             }

@@ -1,7 +1,7 @@
 """The package's import graph: no cycle, no import from a lower layer to a higher one.
 
 Layers, lowest first: ``core`` (the table format and its lifecycle: pyarrow, fsspec and
-pendulum only), ``spark``, ``hooks``, then ``operators``, ``sensors`` and ``triggers``, then
+pendulum only), ``spark``, ``hooks`` and ``assets``, then ``operators``, ``sensors`` and ``triggers``, then
 the entry points ``cli`` and ``get_provider_info``. A module may import its own layer and any
 layer below it (the root package, ``airflow_snaptable/__init__.py``, is below everything).
 
@@ -29,6 +29,7 @@ LAYERS = {
     "core": 1,
     "spark": 2,
     "hooks": 3,
+    "assets": 3,
     "operators": 4,
     "sensors": 4,
     "triggers": 4,

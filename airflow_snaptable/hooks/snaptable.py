@@ -6,7 +6,8 @@ Connection type ``snaptable`` (all fields optional; a table given as a full URI 
   a table given by name (``orders``, ``sales/orders``) lives at ``<root>/<name>``.
 - extra ``storage_options``: fsspec storage options as a JSON object (or a nested object).
 - login / password: S3 access key id / secret access key (s3fs ``key`` / ``secret``).
-- host (+ port), or extra ``endpoint_url``: an S3-compatible endpoint (``http://minio:9000``).
+- host (+ port): an S3-compatible endpoint (``http://minio:9000``), the one place for it in the form
+  (an extra ``endpoint_url`` that older connections set is still read).
 - extra ``region_name``: the S3 region.
 - extra ``catalog``: for ``iceberg://<namespace>.<table>`` tables, the catalog's properties as
   pyiceberg's ``load_catalog`` takes them (a JSON object: ``{"type": "sql", "uri": ...,

@@ -18,8 +18,9 @@ import textwrap
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import Asset, BaseOperator
 
+from airflow_snaptable.assets.snaptable import table_asset_uri
 from airflow_snaptable.core import actions as core_actions
 from airflow_snaptable.core.action_base import ActionField
 from airflow_snaptable.core.errors import InvalidArgumentError
@@ -109,13 +110,29 @@ class SnapTableBaseOperator(BaseOperator):
         return self.action.from_python(self.hook.table_uri(self.table), values, text=templated)
 
     def execute(self, context: Context) -> dict[str, Any]:
-        return self.hook.run_action(
+        result = self.hook.run_action(
             self.build_action(),
             runner=self.runner,
             spark_conn_id=self.spark_conn_id,
             spark_conf=self.spark_conf,
             spark_submit_kwargs=self.spark_submit_kwargs,
         )
+        self._describe_asset_event(context, result)
+        return result
+
+    def _describe_asset_event(self, context: Context, result: dict[str, Any]) -> None:
+        """When the table's asset (assets/snaptable.py) is an outlet, its event says what the task did:
+        the action and the result's scalars (counts, ids, bytes; never file lists)."""
+        asset_uri = table_asset_uri(result["table"])
+        events = context.get("outlet_events") if hasattr(context, "get") else None
+        if events is None:
+            return
+        outcome = result.get("result")
+        scalars = (int, float, str, bool, type(None))
+        summary = {k: v for k, v in outcome.items() if isinstance(v, scalars)} if isinstance(outcome, dict) else {}
+        for outlet in self.outlets or []:
+            if isinstance(outlet, Asset) and outlet.uri == asset_uri:
+                events[outlet].extra = {"action": result["action"], "table": result["table"], **summary}
 
     def on_kill(self) -> None:
         if "hook" in self.__dict__:

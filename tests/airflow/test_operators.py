@@ -149,6 +149,35 @@ def test_retain_max_below_the_default_retain_min_says_where_the_minimum_comes_fr
     ] == [1, 2, 3, 4, 5]  # beyond the 2 newest regardless of age; 5 as well, being older than the default hour
 
 
+def test_the_tables_asset_uri_and_the_event_a_maintenance_task_emits(orders):
+    from airflow.sdk import Asset
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    from airflow_snaptable.assets import create_asset, table_asset_uri, table_uri_of_asset
+
+    assert table_asset_uri("s3a://bucket/orders/") == "snaptable://s3/bucket/orders"
+    assert table_asset_uri("/data/orders") == "snaptable://file/data/orders"
+    assert table_asset_uri("iceberg://db.orders") == "snaptable://iceberg/db.orders"
+    for uri in ("s3://bucket/orders", "/data/orders", "iceberg://db.orders", "gs://b/w/t"):
+        assert table_uri_of_asset(table_asset_uri(uri)) == uri
+    with pytest.raises(InvalidArgumentError):
+        table_asset_uri("orders")  # a name: the hook resolves it to a URI first
+    # Airflow normalizes the scheme through the provider's handler.
+    assert Asset(uri="snaptable://S3A/bucket/orders").uri == "snaptable://s3/bucket/orders"
+    with pytest.raises(ValueError):
+        Asset(uri="snaptable://s3")
+    asset = create_asset(orders.uri)
+    op = ops.SnapTableExpireSnapshotsOperator(
+        task_id="expire", table="orders", retain_min=2, time_retained="0 s", outlets=[asset, Asset(uri="s3://other/x")]
+    )
+    events = OutletEventAccessors()
+    run(op, outlet_events=events)
+    extra = events[asset].extra
+    assert extra["action"] == "expire-snapshots" and extra["table"] == orders.uri
+    assert extra["earliest_after"] == 5 and extra["deleted_snapshot_files"] == 4
+    assert not any(isinstance(v, (list, dict)) for v in extra.values())
+
+
 def test_create_tag_as_of_the_period_boundary_and_if_exists(orders):
     op = ops.CreateTagOperator(
         task_id="tag", table="orders", tag_name="{{ data_interval_start | ds }}", as_of="{{ data_interval_end }}", time_retained="7 d"

@@ -26,6 +26,14 @@ def test_entry_point_and_schema():
     assert info == get_provider_info()
     jsonschema.validate(info, _airflow_schema("provider_info.schema.json"))
     assert info["package-name"] == "airflow-snaptable"  # the canonical distribution name
+    assert info["asset-uris"][0]["schemes"] == ["snaptable"]
+    from importlib.metadata import distribution
+
+    meta = distribution("airflow-snaptable").metadata
+    assert "Framework :: Apache Airflow :: Provider" in meta.get_all("Classifier")
+    import airflow_snaptable
+
+    assert (Path(airflow_snaptable.__file__).parent / "py.typed").exists()
     (conn,) = info["connection-types"]
     behaviour = conn["ui-field-behaviour"]
     jsonschema.validate(
@@ -51,7 +59,8 @@ def test_providers_manager_sees_the_hook_form_fields_and_triggers():
     assert hook.hook_class_name == "airflow_snaptable.hooks.snaptable.SnapTableHook"
     assert hook.connection_id_attribute_name == "snaptable_conn_id"
     widgets = manager.connection_form_widgets
-    assert {"extra__snaptable__root", "extra__snaptable__storage_options", "extra__snaptable__endpoint_url"} <= set(widgets)
+    assert {"extra__snaptable__root", "extra__snaptable__storage_options", "extra__snaptable__catalog"} <= set(widgets)
+    assert "extra__snaptable__endpoint_url" not in widgets  # the S3 endpoint has one place: Host
     assert manager.field_behaviours["snaptable"]["hidden_fields"] == ["schema"]
     assert any(t.package_name == "airflow-snaptable" for t in manager.trigger)
 
