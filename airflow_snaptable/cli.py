@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from airflow_snaptable.core import SnapTableError, Table
-from airflow_snaptable.core import actions
+from airflow_snaptable.core import actions, progress
 from airflow_snaptable.core.action_base import ActionField
 from airflow_snaptable.core.storage_options import parse_storage_options
 
@@ -296,11 +296,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class TerminalBar:
+    """Draws deletion progress as a bar on a terminal (core/progress.py events), one line per phase."""
+
+    WIDTH = 30
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __call__(self, event) -> None:
+        filled = self.WIDTH * event.done // event.total if event.total else self.WIDTH
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        end = "\n" if event.done >= event.total else ""
+        self.stream.write(f"\r[{bar}] {event}{end}")
+        self.stream.flush()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.exit_code = 0
     try:
-        result = args.handler(args)
+        if sys.stderr.isatty():
+            with progress.reporting(TerminalBar(sys.stderr)):
+                result = args.handler(args)
+        else:
+            result = args.handler(args)
     except SnapTableError as exc:
         print(f"snaptable: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2

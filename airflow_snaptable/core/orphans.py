@@ -22,6 +22,7 @@ from typing import Callable
 from airflow_snaptable.core.checks import check_bool
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
 from airflow_snaptable.core.options import parse_duration
+from airflow_snaptable.core.progress import delete_with_progress
 from airflow_snaptable.core.store import InUse, TableStore
 from airflow_snaptable.core.timeutil import to_millis
 
@@ -80,7 +81,7 @@ class OrphanFilesClean:
             result.orphan_files.append(rel)
             result.bytes += size
         if not dry_run:
-            files.delete(result.orphan_files)
+            delete_with_progress("deleting orphan files", result.orphan_files, files.delete)
         result.orphan_count = len(result.orphan_files)
         return result
 

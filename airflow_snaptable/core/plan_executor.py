@@ -20,6 +20,7 @@ from typing import Callable
 
 from airflow_snaptable.core.intents import IntentManager
 from airflow_snaptable.core.plans import EXPIRE, ROLLBACK, DeletionPlan, PlanEffect, PlanManager, PlanOutcome
+from airflow_snaptable.core.progress import delete_with_progress
 from airflow_snaptable.core.protection import Protection, ProtectionReader
 from airflow_snaptable.core.readds import ReaddRegistry
 from airflow_snaptable.core.snapshot import Snapshot
@@ -98,9 +99,9 @@ class PlanExecutor:
                 snapshots.write_earliest_hint(plan.ceiling)
 
         effect = self.effect(plan, protection)
-        files.delete([files.metadata_path(name) for name, _size in effect.manifest_files])
+        delete_with_progress("deleting manifest files", [files.metadata_path(name) for name, _size in effect.manifest_files], files.delete)
         outcome.deleted_manifest_files = [name for name, _size in effect.manifest_files]
-        files.delete([c.path for c in effect.data_files])
+        delete_with_progress("deleting data files", [c.path for c in effect.data_files], files.delete)
         outcome.deleted_data_files = [c.path for c in effect.data_files]
         outcome.bytes_freed = effect.bytes
         outcome.protected_data_files = effect.protected_data_files

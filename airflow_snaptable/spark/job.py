@@ -23,6 +23,9 @@ options (a JSON object) from the Spark conf ``spark.snaptable.storage-options``
 variable ``SNAPTABLE_STORAGE_OPTIONS``; without either, fsspec's defaults apply
 (for S3: AWS_* variables, instance profiles ...). They are never printed.
 
+Deletion progress is printed as ``snaptable-progress: <phase>: done/total (percent), rate``
+lines (core/progress.py).
+
 Exit status: 0 done; 1 the action failed (the last line the job prints on
 stderr is ``snaptable-job: <ErrorType>: <message>``; spark-submit merges the
 Python driver's stderr into its own stdout); 2 bad command line.
@@ -97,8 +100,21 @@ def _storage_options(spark) -> dict | None:
     return storage_options_from_environment()
 
 
+def _log_progress_to_stderr() -> None:
+    """Deletion progress (core/progress.py) as ``snaptable-progress: ...`` lines in the driver's output."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("snaptable-progress: %(message)s"))
+    logger = logging.getLogger("airflow_snaptable.progress")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    _log_progress_to_stderr()
     action = None
     storage_options = None
     spark = None

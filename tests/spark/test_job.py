@@ -103,6 +103,8 @@ def test_spark_submit_expire_rollback_and_a_failing_action(tmp_path):
     summary = [line for line in lines if line.startswith("snaptable-job:")]
     deleted = result["result"]["deleted_data_files"] + result["result"]["deleted_manifest_files"]
     assert summary == [f"snaptable-job: expire-snapshots on {expire_table.uri} done ({deleted} files deleted on executors in 2 Spark job(s))"]  # manifests, then data files
+    # Deletion progress reaches the driver's output, which the Spark runner puts in the task log.
+    assert "snaptable-progress: deleting data files: 9/9 (100%)" in "\n".join(lines) + stderr, "\n".join(lines[-30:])
     assert [s.id for s in expire_table.snapshots()] == [4, 5]
     assert_clean(expire_table)
 
