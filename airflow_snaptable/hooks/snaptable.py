@@ -308,7 +308,18 @@ class SnapTableHook(BaseHook):
         else:
             result = self._run_spark(action, options, settings)
         self.log.info("%s on %s: %s", action.name, action.table, _summary(result.get("result")))
+        self._report_lineage(action.table)
         return result
+
+    def _report_lineage(self, table_uri: str) -> None:
+        """The table read and written, for Airflow's hook lineage collector (OpenLineage reads it)."""
+        from airflow_snaptable.assets.snaptable import table_asset_uri
+        from airflow.sdk.lineage import get_hook_lineage_collector
+
+        asset_uri = table_asset_uri(table_uri)
+        collector = get_hook_lineage_collector()
+        collector.add_input_asset(context=self, uri=asset_uri)
+        collector.add_output_asset(context=self, uri=asset_uri)
 
     def _run_spark(self, action: core_actions.Action, storage_options: dict[str, Any], settings: RunnerSettings) -> dict[str, Any]:
         self._spark = SparkSubmitRunner(settings)

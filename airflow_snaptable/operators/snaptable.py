@@ -18,7 +18,7 @@ import textwrap
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
-from airflow.sdk import Asset, BaseOperator
+from airflow.sdk import Asset, BaseOperator, conf
 
 from airflow_snaptable.assets.snaptable import table_asset_uri
 from airflow_snaptable.core import actions as core_actions
@@ -52,6 +52,9 @@ class SnapTableBaseOperator(BaseOperator):
     :param spark_submit_kwargs: More ``SparkSubmitHook`` arguments (``driver_memory``,
         ``executor_memory``, ``num_executors``, ``jars``, ``packages``, ``properties_file``,
         ``env_vars``, ``name`` ...), checked when the DAG is parsed.
+    :param openlineage_inject_parent_job_info: With ``runner="spark"``, pass this task's OpenLineage
+        parent job information to the Spark job's conf (default: the ``[openlineage]
+        spark_inject_parent_job_info`` setting, as for the Spark provider).
     """
 
     action: ClassVar[type[core_actions.Action]]
@@ -68,6 +71,9 @@ class SnapTableBaseOperator(BaseOperator):
         spark_conn_id: str = "spark_default",
         spark_conf: dict[str, Any] | None = None,
         spark_submit_kwargs: dict[str, Any] | None = None,
+        openlineage_inject_parent_job_info: bool = conf.getboolean(
+            "openlineage", "spark_inject_parent_job_info", fallback=False
+        ),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -80,6 +86,7 @@ class SnapTableBaseOperator(BaseOperator):
         self.spark_conn_id = spark_conn_id
         self.spark_conf = spark_conf
         self.spark_submit_kwargs = spark_submit_kwargs
+        self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -110,15 +117,39 @@ class SnapTableBaseOperator(BaseOperator):
         return self.action.from_python(self.hook.table_uri(self.table), values, text=templated)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        action = self.build_action()
+        spark_conf = self.spark_conf
+        if self.runner == "spark" and self.openlineage_inject_parent_job_info:
+            # As the Spark provider does: the Spark job's OpenLineage events name this task as their parent.
+            from airflow.providers.openlineage.utils.spark import inject_parent_job_information_into_spark_properties
+
+            spark_conf = inject_parent_job_information_into_spark_properties(dict(spark_conf or {}), context)
         result = self.hook.run_action(
-            self.build_action(),
+            action,
             runner=self.runner,
             spark_conn_id=self.spark_conn_id,
-            spark_conf=self.spark_conf,
+            spark_conf=spark_conf,
             spark_submit_kwargs=self.spark_submit_kwargs,
         )
+        self._lineage = (result["action"], result["table"], self._latest_snapshot_id(result["table"]))
         self._describe_asset_event(context, result)
         return result
+
+    def _latest_snapshot_id(self, table_uri: str) -> int | None:
+        """The table's latest snapshot after the action (the lineage's dataset version); lineage never fails a task."""
+        try:
+            return self.hook.get_table(table_uri, refresh=True).snapshot_manager.latest_id()
+        except Exception as exc:  # noqa: BLE001
+            self.log.debug("No dataset version for lineage: %s", exc)
+            return None
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The table as input and output dataset, its latest snapshot id as the dataset version, and
+        the lifecycle state change of expiry, orphan removal, compaction (ALTER) or rollback (OVERWRITE)."""
+        from airflow_snaptable.operators.lineage import operator_lineage
+
+        action, table_uri, latest = getattr(self, "_lineage", (self.action.name, self.hook.table_uri(self.table), None))
+        return operator_lineage(action, table_uri, latest)
 
     def _describe_asset_event(self, context: Context, result: dict[str, Any]) -> None:
         """When the table's asset (assets/snaptable.py) is an outlet, its event says what the task did:
