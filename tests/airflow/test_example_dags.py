@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import os
 import signal
 import sqlite3
@@ -78,6 +79,28 @@ def dags_test(dag_id: str, env: dict, *args: str, timeout: float = 240) -> subpr
     output = proc.stdout + proc.stderr
     assert "state=success" in output, output[-4000:]
     return proc
+
+
+def test_the_system_test_style_lifecycle_dag_sets_up_runs_every_operator_and_tears_down(warehouse, airflow_db):
+    """Self-contained: its setup creates the table, every operator runs on it, its teardown removes it."""
+    dags_test("snaptable_lifecycle", dag_env(warehouse))
+    with sqlite3.connect(os.path.join(airflow_db, "airflow.db")) as conn:
+        (run_id,) = conn.execute(
+            "select run_id from dag_run where dag_id = 'snaptable_lifecycle' order by id desc limit 1"
+        ).fetchone()
+        states = dict(conn.execute(
+            "select task_id, state from task_instance where dag_id = 'snaptable_lifecycle' and run_id = ?", (run_id,)
+        ).fetchall())
+    assert states == dict.fromkeys(
+        ["create_table", "wait_for_new_snapshots", "advance_consumer", "create_tag", "periodic_tags", "compact",
+         "expire_snapshots", "rollback_to_tag", "delete_tag", "expire_tags", "expire_consumers", "remove_orphan_files",
+         "delete_table"],
+        "success",
+    )
+    assert list(warehouse.iterdir()) == [], "the teardown left the table behind"
+    source = (Path(__file__).resolve().parents[2] / "example_dags" / "example_snaptable_lifecycle.py").read_text()
+    for name in ("expire_snapshots", "rollback", "create_tag", "remove_orphan_files"):
+        assert f"# [START howto_operator_snaptable_{name}]" in source and f"# [END howto_operator_snaptable_{name}]" in source
 
 
 def test_daily_maintenance(warehouse):
