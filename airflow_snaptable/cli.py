@@ -263,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     tag_commands = tag.add_subparsers(dest="tag_command", required=True)
     add_action_command(tag_commands, "create", actions.CreateTag)
     add_action_command(tag_commands, "delete", actions.DeleteTag)
+    add_action_command(tag_commands, "rename", actions.RenameTag)
     add_action_command(tag_commands, "periodic", actions.CreatePeriodicTags)
     add_action_command(tag_commands, "expire", actions.ExpireTags)
     add_action_command(commands, "expire", actions.ExpireSnapshots)

@@ -123,6 +123,19 @@ class DeleteTag(Action):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RenameTag(Action):
+    """Rename a tag (it keeps its snapshot, create time, time to live and source)."""
+
+    name: ClassVar[str] = "rename-tag"
+
+    tag_name: str = arg(check=valid_name("tag"), positional=True, help="The tag to rename.")
+    new_name: str = arg(check=valid_name("tag"), positional=True, help="Its new name.")
+
+    def run(self, table: Table) -> dict[str, Any]:
+        return self.result_document(table.rename_tag(self.tag_name, self.new_name))
+
+
+@dataclass(frozen=True, kw_only=True)
 class CreatePeriodicTags(Action):
     """Tag the state at the end of each elapsed period (Paimon's automatic tag creation).
 
@@ -274,6 +287,7 @@ ACTIONS: dict[str, type[Action]] = {
         ExpireSnapshots,
         CreateTag,
         DeleteTag,
+        RenameTag,
         CreatePeriodicTags,
         ExpireTags,
         Rollback,

@@ -246,6 +246,10 @@ class Table(TableWrites):
         """Point an existing tag at another snapshot (the old target's freed files are cleaned up)."""
         return self.tag_lifecycle().replace(name, snapshot_id, time_retained)
 
+    def rename_tag(self, name: str, new_name: str) -> Tag:
+        """Rename a tag; it keeps its snapshot, create time, time to live and source."""
+        return self.tag_lifecycle().rename(name, new_name)
+
     @property
     def create_periodic_tags(self) -> Callable[..., PeriodicTagResult]:
         """``create_periodic_tags(period=None, *, delay, formatter, num_retained_max, catch_up, time_retained, now)
@@ -337,6 +341,9 @@ class Table(TableWrites):
     def verify(self) -> VerifyResult:
         """What is wrong with the table, reported, never raised (see core/verify.py): missing and
         unreferenced files, files of the wrong size, unparsable metadata, gaps in the ids, snapshots from the future."""
+        # Another format's consumer files are its own JSON: its consumer store says how to read one.
+        parse_consumer = getattr(self.consumer_manager, "parse_consumer_file", Consumer.from_json)
         return verify(
-            self.storage, self.snapshot_manager, self.native_files, self.tag_manager, self.options.get("commit.max-clock-skew")
+            self.storage, self.snapshot_manager, self.store.files, self.tag_manager, self.options.get("commit.max-clock-skew"),
+            lifecycle=self.store.lifecycle, parse_consumer=parse_consumer,
         )

@@ -191,6 +191,38 @@ class TagLifecycle:
             self.executor.execute(plan)
         return new
 
+    def rename(self, name: str, new_name: str) -> Tag:
+        """Give a tag another name (Paimon's renameTag): same snapshot, create time, time to live and source.
+
+        The new tag is published (announced and checked like a new one) before the old file
+        goes, so the snapshot is held throughout; a rerun after a crash in between finds both
+        on the same snapshot and removes the old one.
+        """
+        validate_name(name, "tag")
+        validate_name(new_name, "tag")
+        if name == new_name:
+            raise InvalidArgumentError(f"tag {name!r} already has that name")
+        old = self.store.tags.tag(name)
+        renamed = Tag(new_name, old.snapshot, old.create_time_millis, old.time_retained_millis, old.source)
+        snapshots = self.store.snapshots
+        if self.store.tags.exists(new_name):
+            existing = self.store.tags.tag(new_name)
+            if snapshots.identity(existing.snapshot) != snapshots.identity(old.snapshot):
+                raise TagAlreadyExistsError(f"tag {new_name!r} exists already")
+            self.store.tags.delete(name)  # a crashed rename of this same tag: finish it
+            return existing
+        intents = IntentManager(self.store.lifecycle)
+        intent = intents.announce(Intent(TAG_INTENT, tag=renamed))
+        try:
+            if not self._still_held(renamed):
+                raise TagNotFoundError(f"tag {name!r} was deleted while it was being renamed")
+            if not self.store.tags.create(renamed):
+                raise TagAlreadyExistsError(f"tag {new_name!r} exists already")
+        finally:
+            intents.withdraw(intent)
+        self.store.tags.delete(name)
+        return renamed
+
     def expire(self, now_millis: int) -> list[str]:
         """Delete the tags whose time to live has passed at ``now_millis``; returns their names."""
         self.executor.finish_all()  # an interrupted run's deletions first

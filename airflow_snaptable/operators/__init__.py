@@ -24,6 +24,7 @@ from airflow_snaptable.operators.snaptable import (
     SnapTableExpireTagsOperator,
     SnapTablePeriodicTagOperator,
     SnapTableRemoveOrphanFilesOperator,
+    SnapTableRenameTagOperator,
     SnapTableRollbackOperator,
     SnapshotExpireOperator,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "SnapTableExpireTagsOperator",
     "SnapTablePeriodicTagOperator",
     "SnapTableRemoveOrphanFilesOperator",
+    "SnapTableRenameTagOperator",
     "SnapTableRollbackOperator",
     "SnapshotExpireOperator",
 ]

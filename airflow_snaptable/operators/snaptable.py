@@ -226,6 +226,10 @@ class SnapTableDeleteTagOperator(SnapTableBaseOperator):
     action = core_actions.DeleteTag
 
 
+class SnapTableRenameTagOperator(SnapTableBaseOperator):
+    action = core_actions.RenameTag
+
+
 class SnapTablePeriodicTagOperator(SnapTableBaseOperator):
     action = core_actions.CreatePeriodicTags
 

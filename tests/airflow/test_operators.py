@@ -58,6 +58,7 @@ ALL_OPERATORS = [
     ops.RemoveOrphanFilesOperator,
     ops.CompactOperator,
     ops.AdvanceConsumerOperator,
+    ops.SnapTableRenameTagOperator,
 ]
 
 
