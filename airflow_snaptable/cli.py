@@ -183,6 +183,7 @@ def add_action_command(commands, word: str, action_cls: type[actions.Action]) ->
     (``retain_min`` -> ``--retain-min``; internal fields are left out). A flag turns a bool
     field on: without it the command passes False, so a command does what it says unless
     told ``--dry-run`` (``clean-orphans`` deletes, where the action's default is a dry run).
+    A bool field that is on by default otherwise (``delete_files``) gets ``--no-...``.
     Fields of a required choice (rollback's target) form a required group of exclusive flags.
     """
     fields = [field for field in action_cls.parameters() if not field.param.internal]
@@ -201,7 +202,10 @@ def add_action_command(commands, word: str, action_cls: type[actions.Action]) ->
     for field in fields:
         if not field.param.positional:
             flag = "--" + field.name.replace("_", "-")
-            groups.get(field.name, sub).add_argument(flag, dest=field.name, help=_help(field), **_argparse_kind(field))
+            kind = _argparse_kind(field)
+            if kind.get("action") == "store_true" and field.default is True and field.name != "dry_run":
+                flag, kind = "--no-" + field.name.replace("_", "-"), {"action": "store_false", "default": None}
+            groups.get(field.name, sub).add_argument(flag, dest=field.name, help=_help(field), **kind)
     # What argparse leaves as text although the field is not a string (a JSON list) is read by its kind.
     text = [field.name for field in fields if field.kinds - {"None"} == {"list"}]
 

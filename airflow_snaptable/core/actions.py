@@ -68,6 +68,11 @@ class ExpireSnapshots(Action):
         help="Repair path: skip metadata of the snapshots being expired that is already missing (what it named "
         "is left for orphan cleaning); what protects must still read.",
     )
+    delete_files: bool = arg(
+        True,
+        help="Delete the files only the expired snapshots used (default). Off: remove the snapshots only, "
+        "like Iceberg's cleanExpiredFiles(false); orphan cleaning removes their files later.",
+    )
 
     def run(self, table: Table) -> dict[str, Any]:
         return self.result_document(table.expire_snapshots(**self.arguments()))

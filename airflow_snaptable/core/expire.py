@@ -8,6 +8,8 @@ reports what that real run would delete, reading instead of deleting.
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -78,6 +80,7 @@ class SnapshotExpiry:
         dry_run: bool = False,
         now=None,
         skip_missing: bool = False,
+        delete_files: bool = True,
     ) -> ExpireResult:
         """Expire old snapshots and delete the files nothing retained still uses (``Table.expire_snapshots``).
 
@@ -85,11 +88,14 @@ class SnapshotExpiry:
         and ``snapshot.expire.limit``. ``older_than`` (a time) and ``retain_last`` are Iceberg's names for
         the time bound and ``retain_min``. Tags and consumers always protect what they hold. ``now``: the
         time expiry runs at (default: the table's clock). ``skip_missing=True`` is the repair path when
-        metadata of the snapshots being expired is already gone (``expire_plan.plan_expiry``). The action
+        metadata of the snapshots being expired is already gone (``expire_plan.plan_expiry``).
+        ``delete_files=False`` (Iceberg's ``cleanExpiredFiles(false)``) only removes the snapshots: the
+        files they alone used stay, unreferenced, for orphan cleaning to remove later. The action
         ``ExpireSnapshots`` (core/actions.py) documents each argument for the CLI and the operators.
         """
         check_bool(dry_run, "dry_run")
         check_bool(skip_missing, "skip_missing")
+        check_bool(delete_files, "delete_files")
         now_millis = None if now is None else to_millis(now)
         settings = resolve_settings(
             self.options, self.clock, retain_min=retain_min, retain_max=retain_max, time_retained=time_retained,
@@ -98,7 +104,7 @@ class SnapshotExpiry:
         result = ExpireResult(dry_run=dry_run)
         missing = result.missing_metadata if skip_missing else None
         if dry_run:
-            return self._dry_run(settings, result, missing)
+            return self._dry_run(settings, result, missing, delete_files)
         snapshots = self.store.snapshots
         result.recovered_data_files = len(self.executor.finish_all().deleted_data_files)
         result.earliest_before = snapshots.earliest_id()
@@ -112,7 +118,7 @@ class SnapshotExpiry:
                     result.earliest_after = snapshots.earliest_id()
                     return result
                 del result.missing_metadata[:]
-                plan = self._planned(bounds, read, missing)
+                plan = self._planned(bounds, read, missing, delete_files)
             except (MissingMetadataError, SnapshotNotFoundError):
                 if not self._expired_meanwhile(start):
                     raise
@@ -146,10 +152,13 @@ class SnapshotExpiry:
             return False
         return not self.store.snapshots.exists(start) or self.executor.plans.fence() > start
 
-    def _planned(self, bounds: tuple[int, int], read: SnapshotCache, missing: list[str] | None) -> DeletionPlan:
-        """plan_expiry, with the way out named when metadata of the expired range is missing."""
+    def _planned(
+        self, bounds: tuple[int, int], read: SnapshotCache, missing: list[str] | None, delete_files: bool
+    ) -> DeletionPlan:
+        """plan_expiry (without its files when ``delete_files`` is off), naming the way out when metadata is missing."""
         try:
-            return plan_expiry(self.store, *bounds, read=read, missing=missing)
+            plan = plan_expiry(self.store, *bounds, read=read, missing=missing)
+            return plan if delete_files else dataclasses.replace(plan, data_files=[], manifest_files=[])
         except MissingMetadataError as exc:
             raise MissingMetadataError(
                 f"{exc}. Expiry deletes nothing it cannot plan from. If this file belongs to a snapshot being "
@@ -157,7 +166,9 @@ class SnapshotExpiry:
                 "missing metadata of the expired snapshots is skipped, what it named is left for orphan cleaning"
             ) from exc
 
-    def _dry_run(self, settings: ExpireSettings, result: ExpireResult, missing: list[str] | None) -> ExpireResult:
+    def _dry_run(
+        self, settings: ExpireSettings, result: ExpireResult, missing: list[str] | None, delete_files: bool
+    ) -> ExpireResult:
         """What the real run with the same arguments deletes, deleting nothing.
 
         The real run first finishes the plans an interrupted run left behind, then
@@ -184,7 +195,7 @@ class SnapshotExpiry:
         read = SnapshotCache(snapshots)
         bounds = expire_range(self.store, settings, read, earliest=earliest)
         if bounds is not None:
-            plan = self._planned(bounds, read, missing)
+            plan = self._planned(bounds, read, missing, delete_files)
             effect = executor.effect(plan, executor.protection.read(plan))
             result.expired_snapshot_ids = plan.snapshot_ids
             snapshot_ids.update(plan.snapshot_ids)
