@@ -5,6 +5,7 @@ operators are front ends over these calls.
 """
 
 from airflow_snaptable.core.errors import (
+    ProtectedSnapshotError,
     UnsupportedOperationError,
     ClockSkewError,
     CommitConflictError,
@@ -41,6 +42,7 @@ from airflow_snaptable.core.tags import Tag
 from airflow_snaptable.core.verify import VerifyResult
 
 __all__ = [
+    "ProtectedSnapshotError",
     "UnsupportedOperationError",
     "ChangeSet",
     "Consumer",

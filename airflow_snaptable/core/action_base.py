@@ -31,7 +31,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Collection, Mapping
 
-from airflow_snaptable.core.checks import check_exclusive, check_int, check_kinds, value_from_text
+from airflow_snaptable.core.checks import check_exclusive, check_int, check_kinds, is_int, value_from_text
 from airflow_snaptable.core.errors import InvalidArgumentError, InvalidOptionError
 from airflow_snaptable.core.names import validate_name
 from airflow_snaptable.core.options import parse_duration, parse_size
@@ -302,6 +302,11 @@ def check_partitions(value: list, name: str) -> None:
     for spec in value:
         if not isinstance(spec, dict) or not spec or not all(isinstance(key, str) for key in spec):
             raise InvalidArgumentError(f"{name} must be a list of dicts like [{{\"day\": \"2026-01-01\"}}], got {value!r}")
+
+
+def check_snapshot_ids(value: list, name: str) -> None:
+    if not value or not all(is_int(i) and i >= 1 for i in value):
+        raise InvalidArgumentError(f"{name} must be a non-empty list of snapshot ids (integers >= 1), got {value!r}")
 
 
 def check_location_argument(value: str, name: str) -> None:

@@ -24,6 +24,7 @@ from airflow_snaptable.core.action_base import (
     arg,
     check_duration,
     check_partitions,
+    check_snapshot_ids,
     check_size,
     check_time,
     check_time_or_duration,
@@ -67,6 +68,11 @@ class ExpireSnapshots(Action):
         False,
         help="Repair path: skip metadata of the snapshots being expired that is already missing (what it named "
         "is left for orphan cleaning); what protects must still read.",
+    )
+    snapshot_ids: list | None = arg(
+        None, check=check_snapshot_ids,
+        help="Or: expire exactly these snapshots, e.g. [3, 4] (the oldest retained ones; never the latest or one "
+        "a consumer holds), instead of the retain rules.",
     )
     delete_files: bool = arg(
         True,

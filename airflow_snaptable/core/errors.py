@@ -105,3 +105,7 @@ class StreamPositionLostError(SnapTableError):
 class UnsupportedOperationError(SnapTableError):
     """An operation this table's format does not support here (e.g. writing rows into a table another
     engine writes). Raised before anything changes."""
+
+
+class ProtectedSnapshotError(InvalidArgumentError):
+    """A snapshot that must not expire was named for expiry: the latest, or one a consumer holds."""

@@ -81,6 +81,7 @@ class SnapshotExpiry:
         now=None,
         skip_missing: bool = False,
         delete_files: bool = True,
+        snapshot_ids: list[int] | None = None,
     ) -> ExpireResult:
         """Expire old snapshots and delete the files nothing retained still uses (``Table.expire_snapshots``).
 
@@ -89,7 +90,8 @@ class SnapshotExpiry:
         the time bound and ``retain_min``. Tags and consumers always protect what they hold. ``now``: the
         time expiry runs at (default: the table's clock). ``skip_missing=True`` is the repair path when
         metadata of the snapshots being expired is already gone (``expire_plan.plan_expiry``).
-        ``delete_files=False`` (Iceberg's ``cleanExpiredFiles(false)``) only removes the snapshots: the
+        ``snapshot_ids`` (Iceberg's ``expireSnapshotId``) expires exactly those, which must be the oldest
+        retained snapshots (``expire_plan.given_range``). ``delete_files=False`` (Iceberg's ``cleanExpiredFiles(false)``) only removes the snapshots: the
         files they alone used stay, unreferenced, for orphan cleaning to remove later. The action
         ``ExpireSnapshots`` (core/actions.py) documents each argument for the CLI and the operators.
         """
@@ -99,7 +101,7 @@ class SnapshotExpiry:
         now_millis = None if now is None else to_millis(now)
         settings = resolve_settings(
             self.options, self.clock, retain_min=retain_min, retain_max=retain_max, time_retained=time_retained,
-            older_than=older_than, retain_last=retain_last, limit=limit, now_millis=now_millis,
+            older_than=older_than, retain_last=retain_last, limit=limit, now_millis=now_millis, snapshot_ids=snapshot_ids,
         )
         result = ExpireResult(dry_run=dry_run)
         missing = result.missing_metadata if skip_missing else None

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from airflow_snaptable.core.checks import check_exclusive, check_int
-from airflow_snaptable.core.errors import InvalidArgumentError
+from airflow_snaptable.core.errors import InvalidArgumentError, ProtectedSnapshotError, SnapshotNotFoundError
 from airflow_snaptable.core.intents import IntentManager
 from airflow_snaptable.core.manifest import FileKind
 from airflow_snaptable.core.options import TableOptions
@@ -41,14 +41,18 @@ class ExpireSettings:
     retain_max: int | None
     threshold_millis: int
     limit: int
+    #: Given ids (Iceberg's expireSnapshotId) instead of the retain rules: the oldest retained ones.
+    snapshot_ids: tuple[int, ...] | None = None
 
 
 def resolve_settings(
     options: TableOptions, clock: Callable[[], int], *, retain_min=None, retain_max=None, time_retained=None,
-    older_than=None, retain_last=None, limit=None, now_millis: int | None = None,
+    older_than=None, retain_last=None, limit=None, now_millis: int | None = None, snapshot_ids=None,
 ) -> ExpireSettings:
     """Explicit arguments over table options; Iceberg's names as aliases; every bound validated."""
     now = clock() if now_millis is None else now_millis
+    if snapshot_ids is not None:
+        return _given_ids(snapshot_ids, retain_min, retain_max, time_retained, older_than, retain_last, limit)
     if retain_last is not None:
         if retain_min is not None and retain_min != retain_last:
             raise InvalidArgumentError("retain_last is another name for retain_min; give one of them")
@@ -68,6 +72,50 @@ def resolve_settings(
         retained = options.get("snapshot.time-retained") if time_retained is None else duration_argument(time_retained, "time_retained")
         threshold = now - millis(retained)
     return ExpireSettings(retain_min, retain_max, threshold, limit)
+
+
+def _given_ids(snapshot_ids, *bounds) -> ExpireSettings:
+    if any(bound is not None for bound in bounds):
+        raise InvalidArgumentError(
+            "snapshot_ids names the snapshots to expire: give it without retain_min, retain_max, time_retained, "
+            "older_than, retain_last and limit"
+        )
+    if not isinstance(snapshot_ids, (list, tuple)) or not snapshot_ids:
+        raise InvalidArgumentError(f"snapshot_ids must be a non-empty list of snapshot ids, got {snapshot_ids!r}")
+    ids = tuple(sorted({check_int(i, "snapshot id", 1) for i in snapshot_ids}))
+    return ExpireSettings(retain_min=1, retain_max=None, threshold_millis=0, limit=len(ids), snapshot_ids=ids)
+
+
+def given_range(store: TableStore, ids: tuple[int, ...], earliest: int | None) -> tuple[int, int] | None:
+    """``(earliest, end)`` expiring exactly ``ids``, or a typed error naming why they cannot expire.
+
+    The history stays contiguous (readers and time travel rely on it), so the ids must be the
+    oldest retained snapshots, ``earliest .. k``; ids expired already count as done. The latest
+    never expires, nor what a consumer holds (its next snapshot and the one before).
+    """
+    latest = store.snapshots.latest_id()
+    if latest is None or earliest is None:
+        raise SnapshotNotFoundError(f"snapshots {list(ids)} do not exist: the table has no snapshot")
+    pending = [i for i in ids if i >= earliest]
+    if not pending:
+        return None  # all expired already: nothing to do, as a rerun expects
+    if pending[-1] > latest:
+        raise SnapshotNotFoundError(f"snapshot {pending[-1]} does not exist (latest is {latest})")
+    if latest in pending:
+        raise ProtectedSnapshotError(f"snapshot {latest} is the latest: it never expires")
+    if pending != list(range(earliest, pending[-1] + 1)):
+        gaps = sorted(set(range(earliest, pending[-1] + 1)) - set(pending))
+        raise InvalidArgumentError(
+            f"snapshots {gaps} are older than {pending[-1]} and not in snapshot_ids: a table's history stays "
+            f"contiguous, so expire the oldest ones first (from {earliest} on)"
+        )
+    consumer_next = lowest_consumer_position(store, earliest)
+    if consumer_next is not None and pending[-1] >= consumer_next - 1:
+        raise ProtectedSnapshotError(
+            f"snapshot {max(earliest, consumer_next - 1)} is held by a consumer (it reads from snapshot {consumer_next} "
+            "on): move or delete the consumer first"
+        )
+    return earliest, pending[-1] + 1
 
 
 def _retain_min_source(options: TableOptions, explicit: bool, retain_min: int) -> str:
@@ -126,6 +174,8 @@ def expire_range(
     latest = store.snapshots.latest_id()
     if earliest is None:
         earliest = store.snapshots.earliest_id()
+    if settings.snapshot_ids is not None:
+        return given_range(store, settings.snapshot_ids, earliest)
     if latest is None or earliest is None:
         return None
     lowest = earliest if settings.retain_max is None else max(latest - settings.retain_max + 1, earliest)

@@ -52,6 +52,7 @@ def history_with_consumer(table: Table) -> History:
 REQUIRED = {
     "create-tag": {"tag_name": "t"},
     "delete-tag": {"tag_name": "t"},
+    "rename-tag": {"tag_name": "t", "new_name": "u"},
     "rollback": {"snapshot_id": 1},
     "update-consumer": {"consumer_id": "c", "next_snapshot": 1},
 }
