@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 from datetime import timedelta
 
 from airflow_snaptable.core.consumers import CONSUMER_DIR, CONSUMER_PREFIX, Consumer
@@ -57,7 +58,14 @@ class VerifyResult:
 
 
 def verify(
-    storage: Storage, snapshots: SnapshotManager, files: NativeFiles, tags: TagManager, max_clock_skew: timedelta
+    storage: Storage,
+    snapshots: SnapshotManager,
+    files: NativeFiles,
+    tags: TagManager,
+    max_clock_skew: timedelta,
+    *,
+    lifecycle: Storage | None = None,
+    parse_consumer: Callable[[bytes, str], object] = Consumer.from_json,
 ) -> VerifyResult:
     """Everything wrong with the table's files that a reader or the maintenance calls would trip on.
 
@@ -65,13 +73,17 @@ def verify(
     recorded one, unparsable metadata, gaps in the snapshot ids and snapshots stamped in the
     future. Cost: one listing per directory (sizes come from the listings), the reads of an
     orphan clean's in-use pass, and one small read per lifecycle file.
+
+    Another format's store (core/store.py) passes its pieces: ``snapshots`` with
+    ``parse(id, path, data)`` for ``snapshot/snapshot-<id>``, ``lifecycle`` where the engine's
+    plans and intents are, ``parse_consumer(data, where)`` for its ``consumer/`` files.
     """
     result = VerifyResult()
     present = {found.path: found.size for found in files.listed_files()}
     leftovers = [found.path for found in files.leftover_files()]
     history = _read_history(storage, snapshots, result)
     readable_tags = _read_tags(tags, result)
-    result.corrupt_metadata += _corrupt_lifecycle_files(storage)
+    result.corrupt_metadata += _corrupt_lifecycle_files(storage, lifecycle or storage, parse_consumer)
     # Commit times never go backwards, so a snapshot from the future makes later commits fail
     # (ClockSkewError) or carry its time, and time travel and time-based expiry go wrong until
     # the real clock catches up. The tolerance is the one commits apply; the clock is the real
@@ -142,29 +154,29 @@ def _read_tags(manager: TagManager, result: VerifyResult) -> list[Tag]:
     return tags
 
 
-def _corrupt_lifecycle_files(storage: Storage) -> list[dict]:
+def _corrupt_lifecycle_files(storage: Storage, lifecycle: Storage, parse_consumer: Callable[[bytes, str], object]) -> list[dict]:
     """Consumer, plan, intent and re-add files that cannot be parsed, each with its parser's error.
 
     The same files (and names) the managers read: any of them failing makes expiry, tag
     deletion and rollback fail closed, so verify names them instead.
     """
 
-    def parse_consumer(rel: str, data: bytes) -> None:
+    def check_consumer(rel: str, data: bytes) -> None:
         # ConsumerManager.consumers() validates each id from its file name before parsing.
         validate_name(rel.rsplit("/", 1)[-1][len(CONSUMER_PREFIX):], "consumer")
-        Consumer.from_json(data, storage.full_uri(rel))
+        parse_consumer(data, storage.full_uri(rel))
 
     checks = [
-        (CONSUMER_DIR, lambda n: n.startswith(CONSUMER_PREFIX), parse_consumer),
-        (PLAN_DIR, lambda n: n.endswith(".json"), lambda rel, data: DeletionPlan.from_json(data, storage.full_uri(rel))),
-        (INTENT_DIR, lambda n: n.startswith(INTENT_PREFIX) and n.endswith(".json"),
-         lambda rel, data: Intent.from_json(data, storage.full_uri(rel))),
-        (READD_DIR, is_entry_name, lambda rel, data: parse_entry(data, storage.full_uri(rel))),
+        (storage, CONSUMER_DIR, lambda n: n.startswith(CONSUMER_PREFIX), check_consumer),
+        (lifecycle, PLAN_DIR, lambda n: n.endswith(".json"), lambda rel, data: DeletionPlan.from_json(data, lifecycle.full_uri(rel))),
+        (lifecycle, INTENT_DIR, lambda n: n.startswith(INTENT_PREFIX) and n.endswith(".json"),
+         lambda rel, data: Intent.from_json(data, lifecycle.full_uri(rel))),
+        (lifecycle, READD_DIR, is_entry_name, lambda rel, data: parse_entry(data, lifecycle.full_uri(rel))),
     ]
     corrupt: list[dict] = []
-    for directory, wanted, parse in checks:
-        rels = [f"{directory}/{name}" for name in storage.list_names(directory) if wanted(name)]
-        contents = _read_files(storage, rels, corrupt)
+    for root, directory, wanted, parse in checks:
+        rels = [f"{directory}/{name}" for name in root.list_names(directory) if wanted(name)]
+        contents = _read_files(root, rels, corrupt)
         for rel in rels:
             if contents.get(rel) is None:
                 continue  # finished or withdrawn since the listing
