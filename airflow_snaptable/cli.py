@@ -111,6 +111,14 @@ def cmd_tags(args) -> Any:
     return render_table(["tag", "snapshot", "snapshot committed (UTC)", "records", "source", "expires (UTC)"], rows)
 
 
+def cmd_savepoints(args) -> Any:
+    savepoints = _open(args).savepoints()
+    if args.json:
+        return [t.to_dict() for t in savepoints]
+    rows = [(t.snapshot_id, t.name, format_time(t.snapshot.time_millis), t.snapshot.total_record_count) for t in savepoints]
+    return render_table(["snapshot", "savepoint", "snapshot committed (UTC)", "records"], rows)
+
+
 def cmd_consumers(args) -> Any:
     consumers = _open(args).consumers()
     if args.json:
@@ -261,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("show", cmd_show, "show the table's schema, options and snapshot range")
     add("tags", cmd_tags, "list the table's tags")
     add("consumers", cmd_consumers, "list the table's consumers")
+    add("savepoints", cmd_savepoints, "list the table's savepoints")
     add("verify", cmd_verify, "report missing and unreferenced files (exit 1 if any)")
 
     tag = commands.add_parser("tag", help="create or delete tags")
@@ -274,6 +283,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_action_command(commands, "rollback", actions.Rollback)
     add_action_command(commands, "clean-orphans", actions.RemoveOrphanFiles)
     add_action_command(commands, "compact", actions.Compact)
+    add_action_command(commands, "clean", actions.Clean)
+
+    savepoint = commands.add_parser("savepoint", help="create, delete or restore savepoints (Hudi)")
+    savepoint_commands = savepoint.add_subparsers(dest="savepoint_command", required=True)
+    add_action_command(savepoint_commands, "create", actions.CreateSavepoint)
+    add_action_command(savepoint_commands, "delete", actions.DeleteSavepoint)
+    add_action_command(savepoint_commands, "restore", actions.RestoreSavepoint)
 
     consumer = commands.add_parser("consumer", help="move or delete a consumer")
     consumer_commands = consumer.add_subparsers(dest="consumer_command", required=True)

@@ -103,6 +103,11 @@ class SnapshotExpiry:
             self.options, self.clock, retain_min=retain_min, retain_max=retain_max, time_retained=time_retained,
             older_than=older_than, retain_last=retain_last, limit=limit, now_millis=now_millis, snapshot_ids=snapshot_ids,
         )
+        return self.run(settings, dry_run=dry_run, skip_missing=skip_missing, delete_files=delete_files)
+
+    def run(self, settings: ExpireSettings, *, dry_run: bool = False, skip_missing: bool = False, delete_files: bool = True) -> ExpireResult:
+        """Expire by resolved settings (``expire`` resolves them from arguments and options; a Hudi clean
+        policy resolves its own, core/clean.py)."""
         result = ExpireResult(dry_run=dry_run)
         missing = result.missing_metadata if skip_missing else None
         if dry_run:

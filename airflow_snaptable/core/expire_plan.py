@@ -43,6 +43,8 @@ class ExpireSettings:
     limit: int
     #: Given ids (Iceberg's expireSnapshotId) instead of the retain rules: the oldest retained ones.
     snapshot_ids: tuple[int, ...] | None = None
+    #: Keep this snapshot and everything after it (a clean policy's earliest commit to retain).
+    keep_from: int | None = None
 
 
 def resolve_settings(
@@ -185,6 +187,8 @@ def expire_range(
         # Keep the consumer's last read snapshot too: its changes since then are read as changes(next - 1, ...).
         end_bound = min(end_bound, consumer_next - 1)
     end_bound = min(end_bound, earliest + settings.limit)
+    if settings.keep_from is not None:
+        end_bound = min(end_bound, settings.keep_from)
     end = end_bound
     for snapshot_id in range(lowest, end_bound):
         if read.get(snapshot_id + 1).time_millis > settings.threshold_millis:

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from airflow_snaptable.core.changes import ChangeSet, StreamScan, compute_changes
 from airflow_snaptable.core.checks import check_bool, check_int
+from airflow_snaptable.core.clean import SAVEPOINT, Clean, CleanResult, savepoint_name
 from airflow_snaptable.core.consumer_lifecycle import ConsumerLifecycle
 from airflow_snaptable.core.consumers import Consumer, ConsumerManager
 from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError, UnsupportedOperationError
@@ -310,6 +311,42 @@ class Table(TableWrites):
         now, skip_missing) -> ExpireResult``: core/expire.py's ``SnapshotExpiry.expire`` on this table, so its
         keyword arguments are written once (an argument is added there and in the ExpireSnapshots action)."""
         return SnapshotExpiry(self.store, self._plans(), self.options, self.clock).expire
+
+    # -- Hudi-style cleaning and savepoints (core/clean.py) ---------------------------
+
+    def clean(self, policy: str, *, commits_retained=None, hours_retained=None, file_versions_retained=None,
+              dry_run: bool = False) -> CleanResult:
+        """Run a Hudi cleaning policy: KEEP_LATEST_COMMITS, KEEP_LATEST_BY_HOURS or KEEP_LATEST_FILE_VERSIONS."""
+        return self._clean().clean(
+            policy, commits_retained=commits_retained, hours_retained=hours_retained,
+            file_versions_retained=file_versions_retained, dry_run=dry_run,
+        )
+
+    def cleans(self) -> list[dict]:
+        """The completed cleans (policy, earliest commit retained), oldest first."""
+        return self._clean().cleans()
+
+    def _clean(self) -> Clean:
+        return Clean(self.store, SnapshotExpiry(self.store, self._plans(), self.options, self.clock), self.clock)
+
+    def create_savepoint(self, snapshot_id: int | None = None) -> Tag:
+        """Savepoint a snapshot (default: the latest): no clean or expiry removes its files."""
+        snapshot = self.latest_snapshot() if snapshot_id is None else self.snapshot(snapshot_id)
+        if snapshot is None:
+            raise SnapshotNotFoundError("the table has no snapshot to savepoint")
+        return self.tag_lifecycle().create(savepoint_name(snapshot.id), snapshot.id, source=SAVEPOINT)
+
+    def savepoints(self) -> list[Tag]:
+        return [tag for tag in self.tags() if tag.source == SAVEPOINT]
+
+    def delete_savepoint(self, snapshot_id: int) -> list[str]:
+        """Delete a savepoint, and the files only it still held (returned)."""
+        return self.delete_tag(savepoint_name(snapshot_id))
+
+    def restore_savepoint(self, snapshot_id: int, *, force: bool = False) -> RollbackResult:
+        """Hudi's restore: roll the table back to a savepoint (later snapshots and tags are discarded)."""
+        self.tag(savepoint_name(snapshot_id))  # TagNotFoundError when there is no such savepoint
+        return self.rollback_to(tag=savepoint_name(snapshot_id), force=force)
 
     # -- rollback --------------------------------------------------------------------
 

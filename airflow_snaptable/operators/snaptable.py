@@ -230,6 +230,26 @@ class SnapTableRenameTagOperator(SnapTableBaseOperator):
     action = core_actions.RenameTag
 
 
+class SnapTableCleanOperator(SnapTableBaseOperator):
+    """Hudi's cleaning policies: ``policy="KEEP_LATEST_COMMITS", commits_retained=10`` and so on."""
+
+    action = core_actions.Clean
+
+
+class SnapTableCreateSavepointOperator(SnapTableBaseOperator):
+    action = core_actions.CreateSavepoint
+
+
+class SnapTableDeleteSavepointOperator(SnapTableBaseOperator):
+    action = core_actions.DeleteSavepoint
+
+
+class SnapTableRestoreSavepointOperator(SnapTableBaseOperator):
+    """A backfill: restore the savepoint, then re-run the work after it."""
+
+    action = core_actions.RestoreSavepoint
+
+
 class SnapTablePeriodicTagOperator(SnapTableBaseOperator):
     action = core_actions.CreatePeriodicTags
 

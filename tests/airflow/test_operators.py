@@ -59,6 +59,10 @@ ALL_OPERATORS = [
     ops.CompactOperator,
     ops.AdvanceConsumerOperator,
     ops.SnapTableRenameTagOperator,
+    ops.SnapTableCleanOperator,
+    ops.SnapTableCreateSavepointOperator,
+    ops.SnapTableDeleteSavepointOperator,
+    ops.SnapTableRestoreSavepointOperator,
 ]
 
 

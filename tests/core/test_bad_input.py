@@ -53,6 +53,9 @@ REQUIRED = {
     "create-tag": {"tag_name": "t"},
     "delete-tag": {"tag_name": "t"},
     "rename-tag": {"tag_name": "t", "new_name": "u"},
+    "clean": {"policy": "KEEP_LATEST_COMMITS"},
+    "delete-savepoint": {"snapshot_id": 1},
+    "restore-savepoint": {"snapshot_id": 1},
     "rollback": {"snapshot_id": 1},
     "update-consumer": {"consumer_id": "c", "next_snapshot": 1},
 }
