@@ -46,7 +46,10 @@ class NativeFiles:
         return self.storage.exists(path)
 
     def delete(self, paths: Sequence[str]) -> None:
+        """Delete the files, then the partition directories under ``data/`` they leave empty (as
+        Paimon's expiry and orphan clean do)."""
         self.storage.delete_files(list(paths))
+        self.storage.remove_empty_dirs([p for p in paths if p.startswith(DATA_DIR + "/")], stop_at=DATA_DIR)
 
     # -- expiry -------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import posixpath
 import threading
 import uuid
 from collections import Counter
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
@@ -280,6 +280,29 @@ class Storage:
         except FileNotFoundError:
             pass
 
+    def remove_empty_dirs(self, rels: Sequence[str], stop_at: str) -> int:
+        """Remove the directories of ``rels`` (and their parents, up to ``stop_at``, which stays) that are
+        empty now; returns how many went. Only local filesystems have directories to remove (object stores
+        have prefixes). Removal is ``rmdir``, which fails on a directory holding anything, and a writer
+        that finds its directory removed between creating it and opening its file creates it again
+        (``_open_new``): never a lost write."""
+        if not self._is_local:
+            return 0
+        removed = 0
+        candidates = {posixpath.dirname(rel) for rel in rels}
+        while candidates:
+            rel_dir = max(candidates, key=lambda d: d.count("/"))  # deepest first: children before parents
+            candidates.discard(rel_dir)
+            if not rel_dir or rel_dir == stop_at or not rel_dir.startswith(stop_at.rstrip("/") + "/"):
+                continue
+            try:
+                os.rmdir(self.full_path(rel_dir))
+            except OSError:
+                continue  # not empty (or gone already): keep it and its parents
+            removed += 1
+            candidates.add(posixpath.dirname(rel_dir))
+        return removed
+
     def delete_files(self, rels: list[str]) -> None:
         """Delete many files whose relative order does not matter; all are gone on return.
 
@@ -314,10 +337,9 @@ class Storage:
 
     def _local_write_replace(self, path: str, data: bytes, durable: bool) -> None:
         directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
         try:
-            with open(tmp, "wb") as f:
+            with _open_new(tmp) as f:
                 f.write(data)
                 f.flush()
                 if durable:
@@ -329,10 +351,9 @@ class Storage:
 
     def _local_create_exclusive(self, path: str, data: bytes) -> bool:
         directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
         tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
         try:
-            with open(tmp, "wb") as f:
+            with _open_new(tmp) as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
@@ -396,3 +417,16 @@ def _fsync_dir(directory: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _open_new(path: str, attempts: int = 5):
+    """Open a new local file for writing, creating its directory; an empty-directory removal racing
+    in between (``Storage.remove_empty_dirs``) makes the open fail, and the directory is made again."""
+    for attempt in range(attempts):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            return open(path, "wb")
+        except FileNotFoundError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
