@@ -106,6 +106,10 @@ _SPECS = [
     OptionSpec("snapshot.time-retained", parse_duration, timedelta(hours=1), "Snapshots younger than this are kept."),
     OptionSpec("snapshot.expire.limit", _positive_int, 50, "Most snapshots one expiry run removes."),
     OptionSpec("consumer.expiration-time", parse_duration, None, "Consumers not updated for this long are removed."),
+    OptionSpec(
+        "tag.automatic-creation", _choice("none", "process-time", "watermark", "batch"), "process-time",
+        "What periodic tags judge periods by: commit time (process-time) or the snapshots' watermark.",
+    ),
     OptionSpec("tag.creation-period", _choice("daily", "hourly", "two-hours"), None, "Period of automatic tags."),
     OptionSpec("tag.creation-delay", parse_duration, timedelta(0), "Wait after a period ends before tagging it."),
     OptionSpec(

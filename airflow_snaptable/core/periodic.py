@@ -1,4 +1,4 @@
-"""Periodic tags (Paimon's tag.automatic-creation by snapshot time).
+"""Periodic tags (Paimon's tag.automatic-creation, by commit time or by watermark).
 
 Rules:
 - Periods are aligned to the Unix epoch in UTC: days start at 00:00 UTC.
@@ -12,6 +12,11 @@ Rules:
   back to its period start (Paimon's TagAutoCreation does the same), whatever
   period and formatter made it; its snapshot's time says nothing, as an idle
   table's tags hold snapshots from earlier periods.
+- ``time_source="watermark"`` (option ``tag.automatic-creation = watermark``) judges periods by
+  the snapshots' watermarks (event time) instead: "now" is the latest snapshot's watermark, a
+  period is complete once it passed the period's end plus the delay, and its tag holds the
+  last snapshot whose watermark is below the end. Watermarks never go backwards, so this is a
+  search like the time one. Snapshots without a watermark are before any period.
 - A period whose end state is no longer retained (its snapshots expired) is
   skipped and reported, never tagged with a later state.
 - Only periodic tags count toward ``num_retained_max``, oldest period deleted
@@ -26,7 +31,7 @@ from datetime import timedelta
 from typing import Callable
 
 from airflow_snaptable.core.checks import check_bool, check_int
-from airflow_snaptable.core.errors import InvalidArgumentError, TagAlreadyExistsError
+from airflow_snaptable.core.errors import InvalidArgumentError, TagAlreadyExistsError, UnsupportedOperationError
 from airflow_snaptable.core.options import TableOptions
 from airflow_snaptable.core.store import TableStore
 from airflow_snaptable.core.tag_lifecycle import TagLifecycle
@@ -34,6 +39,9 @@ from airflow_snaptable.core.tags import PERIODIC
 from airflow_snaptable.core.timeutil import duration_argument, millis, to_millis
 
 PERIODS = {"daily": timedelta(days=1), "hourly": timedelta(hours=1), "two-hours": timedelta(hours=2)}
+PROCESS_TIME = "process-time"
+WATERMARK = "watermark"
+TIME_SOURCES = (PROCESS_TIME, WATERMARK)
 FORMATTERS = ("with_dashes", "without_dashes", "without_dashes_and_spaces")
 
 
@@ -118,6 +126,7 @@ class PeriodicTagging:
         catch_up: bool = False,
         time_retained=None,
         now=None,
+        time_source: str | None = None,
     ) -> PeriodicTagResult:
         """Tag the state at the end of each elapsed period (see the module rules); unset arguments come from the options.
 
@@ -141,13 +150,26 @@ class PeriodicTagging:
         else:
             check_int(num_retained_max, "num_retained_max", minimum=1)
         now_millis = self.clock() if now is None else to_millis(now)
+        source = time_source if time_source is not None else options.get("tag.automatic-creation")
+        source = PROCESS_TIME if source in ("none", "batch") else source  # Paimon's other modes: ours is a call
+        if source not in TIME_SOURCES:
+            raise InvalidArgumentError(f"time_source must be one of {', '.join(TIME_SOURCES)}, got {source!r}")
 
         step_ms = millis(step)
-        last_end = (now_millis - millis(wait)) // step_ms * step_ms  # end of the newest complete period
         result = PeriodicTagResult()
         earliest = self.store.snapshots.earliest_snapshot()
         if earliest is None:
             return result
+        by_watermark = source == WATERMARK
+        if by_watermark:
+            latest = self.store.snapshots.latest_snapshot()
+            first_marked = self._first_with_watermark()
+            if latest is None or latest.watermark is None or first_marked is None:
+                return result  # no watermark yet: no period of event time has ended
+            clock_millis, first_millis = latest.watermark, first_marked.watermark
+        else:
+            clock_millis, first_millis = now_millis, earliest.time_millis
+        last_end = (clock_millis - millis(wait)) // step_ms * step_ms  # end of the newest complete period
 
         existing = {t.name: t for t in self.store.tags.tags()}
         periodic = [t for t in existing.values() if t.source == PERIODIC]
@@ -159,7 +181,7 @@ class PeriodicTagging:
             # older than it (and ones num_retained_max had pruned).
             newest = max((_period_key(t)[0] for t in periodic), default=None)
             if newest is None:
-                first_end = (earliest.time_millis // step_ms + 1) * step_ms
+                first_end = (first_millis // step_ms + 1) * step_ms
             else:
                 first_end = (newest // step_ms + 1) * step_ms + step_ms  # the first period starting after the newest's start
             ends = range(first_end, last_end + 1, step_ms)
@@ -170,7 +192,7 @@ class PeriodicTagging:
             name = tag_name(end - step_ms, step, formatter)
             if name in existing:
                 continue
-            snapshot = self.store.snapshots.snapshot_at(end - 1)
+            snapshot = self._state_at(end, earliest.id) if by_watermark else self.store.snapshots.snapshot_at(end - 1)
             if snapshot is None:
                 # Every retained snapshot came after this boundary. If earlier ones expired,
                 # the state at the boundary is gone; if none ever existed, there is nothing to tag.
@@ -191,3 +213,19 @@ class PeriodicTagging:
                 self.tagging.delete(tag.name)
                 result.deleted.append(tag.name)
         return result
+
+    def _first_with_watermark(self):
+        return self._snapshot_at_watermark(-(2**62))
+
+    def _state_at(self, end_watermark: int, earliest_id: int):
+        """The last snapshot whose watermark is below ``end_watermark`` (None if it expired or never was)."""
+        first_past = self._snapshot_at_watermark(end_watermark)
+        if first_past is None or first_past.id - 1 < earliest_id:
+            return None
+        return self.store.snapshots.snapshot(first_past.id - 1)
+
+    def _snapshot_at_watermark(self, watermark: int):
+        search = getattr(self.store.snapshots, "snapshot_at_watermark", None)
+        if search is None:
+            raise UnsupportedOperationError("periodic tags by watermark need snapshots that record watermarks")
+        return search(watermark)

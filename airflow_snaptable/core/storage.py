@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import posixpath
 import threading
-import uuid
 from collections import Counter
 from typing import Any, Callable, Mapping, Sequence
 
@@ -19,6 +18,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
+import airflow_snaptable.core.local_files as local_files
 from airflow_snaptable.core.errors import (
     CorruptMetadataError,
     InvalidArgumentError,
@@ -200,7 +200,7 @@ class Storage:
         self._op("write", rel)
         path = self.full_path(rel)
         if self._is_local:
-            self._local_write_replace(path, data, durable)
+            local_files.write_replace(path, data, durable)
         else:
             self.fs.pipe_file(path, data)
 
@@ -214,7 +214,7 @@ class Storage:
         self._op("write", rel)
         path = self.full_path(rel)
         if self._is_local:
-            return self._local_create_exclusive(path, data)
+            return local_files.create_exclusive(path, data)
         if self._is_s3:
             try:
                 self.fs.pipe_file(path, data, mode="create")
@@ -285,7 +285,7 @@ class Storage:
         empty now; returns how many went. Only local filesystems have directories to remove (object stores
         have prefixes). Removal is ``rmdir``, which fails on a directory holding anything, and a writer
         that finds its directory removed between creating it and opening its file creates it again
-        (``_open_new``): never a lost write."""
+        (core/local_files.py): never a lost write."""
         if not self._is_local:
             return 0
         removed = 0
@@ -333,43 +333,6 @@ class Storage:
         except FileNotFoundError:
             pass
 
-    # -- local helpers -----------------------------------------------------
-
-    def _local_write_replace(self, path: str, data: bytes, durable: bool) -> None:
-        directory = os.path.dirname(path)
-        tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-        try:
-            with _open_new(tmp) as f:
-                f.write(data)
-                f.flush()
-                if durable:
-                    os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            _unlink_quietly(tmp)
-            raise
-
-    def _local_create_exclusive(self, path: str, data: bytes) -> bool:
-        directory = os.path.dirname(path)
-        tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-        try:
-            with _open_new(tmp) as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            try:
-                # link() fails if the target exists, and the target appears whole.
-                os.link(tmp, path)
-            except FileExistsError:
-                return False
-            except OSError as exc:
-                raise StorageError(f"atomic create of {path} failed: {exc}") from exc
-            _fsync_dir(directory)
-            return True
-        finally:
-            _unlink_quietly(tmp)
-
-
 def check_location(uri: object) -> str:
     """A table location as text: a non-blank string (or path object) naming more than a protocol."""
     if isinstance(uri, os.PathLike):
@@ -397,36 +360,3 @@ def _modified_seconds(info: dict) -> float | None:
         except (TypeError, ValueError):
             continue
     return None
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-def _fsync_dir(directory: str) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _open_new(path: str, attempts: int = 5):
-    """Open a new local file for writing, creating its directory; an empty-directory removal racing
-    in between (``Storage.remove_empty_dirs``) makes the open fail, and the directory is made again."""
-    for attempt in range(attempts):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        try:
-            return open(path, "wb")
-        except FileNotFoundError:
-            if attempt == attempts - 1:
-                raise
-    raise AssertionError("unreachable")

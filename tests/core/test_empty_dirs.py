@@ -6,7 +6,7 @@ import os
 import time
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core import storage as storage_module
+from airflow_snaptable.core import local_files
 from tests.conftest import SCHEMA, make_rows, sorted_ids
 
 
@@ -45,7 +45,7 @@ def test_a_directory_removed_between_a_writers_mkdir_and_its_open_is_made_again(
         if "/data/p=" in path and not removed:
             removed.append(table.storage.remove_empty_dirs([os.path.relpath(path, table.uri) + "/f"], stop_at="data"))
 
-    monkeypatch.setattr(storage_module.os, "makedirs", makedirs_then_cleaner_runs)
+    monkeypatch.setattr(local_files.os, "makedirs", makedirs_then_cleaner_runs)
     table.append(make_rows([1]))
     monkeypatch.undo()
     assert removed == [1]  # the cleaner did remove the empty directory once
