@@ -37,8 +37,10 @@ def open_foreign(
         return open_iceberg_table(uri, catalog, clock)
     if catalog is not None:
         raise InvalidArgumentError(f"catalog properties are for iceberg:// table URIs, not for {uri!r}")
+    if storage is None:
+        return None
     from airflow_snaptable.core.paimon import is_paimon_table, open_paimon_table
 
-    if storage is not None and is_paimon_table(storage):
+    if is_paimon_table(storage):
         return open_paimon_table(storage, clock)
     return None

@@ -15,7 +15,12 @@ from airflow_snaptable.core.checks import check_bool, check_int
 from airflow_snaptable.core.clean import SAVEPOINT, Clean, CleanResult, savepoint_name
 from airflow_snaptable.core.consumer_lifecycle import ConsumerLifecycle
 from airflow_snaptable.core.consumers import Consumer, ConsumerManager
-from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError, UnsupportedOperationError
+from airflow_snaptable.core.errors import (
+    CorruptMetadataError,
+    InvalidArgumentError,
+    SnapshotNotFoundError,
+    UnsupportedOperationError,
+)
 from airflow_snaptable.core.expire import ExpireResult, SnapshotExpiry
 from airflow_snaptable.core.manifest import DataFile, ManifestIO
 from airflow_snaptable.core.native_files import NativeFiles
@@ -106,12 +111,19 @@ class Table(TableWrites):
         detected by their files), or ``iceberg://<namespace>.<table>`` in the pyiceberg catalog
         whose properties ``catalog`` gives (core/formats.py).
         """
-        if not is_iceberg_uri(uri):
-            storage = storage or Storage.from_uri(uri, storage_options)
-        foreign = open_foreign(uri, storage, catalog, now_millis)
-        if foreign is not None:
+        if is_iceberg_uri(uri) or catalog is not None:
+            foreign = open_foreign(uri, None, catalog, now_millis)
             return cls(foreign.storage, foreign.schema, foreign=foreign)
-        return cls(storage, SchemaManager(storage).latest())
+        storage = storage or Storage.from_uri(uri, storage_options)
+        try:
+            schema = SchemaManager(storage).latest()
+        except CorruptMetadataError:
+            # Not this package's schema: another engine's table (one read more, only for those).
+            foreign = open_foreign(uri, storage, None, now_millis)
+            if foreign is None:
+                raise
+            return cls(foreign.storage, foreign.schema, foreign=foreign)
+        return cls(storage, schema)
 
     @classmethod
     def exists(cls, uri: str, storage_options: dict[str, Any] | None = None) -> bool:

@@ -1,0 +1,132 @@
+"""The independent Apache Paimon client of tests/paimon: pypaimon, run in its own venv.
+
+Run as ``.venv-pypaimon/bin/python tests/paimon/pypaimon_client.py`` with a JSON request on
+stdin; the JSON answer goes to stdout. One request runs a whole list of steps in one process
+(each start of the interpreter costs a second or two):
+
+- ``{"create": "db.t", "columns": [[name, type], ...], "partition": [...], "pk": [...], "options": {...}}``
+  (types: "int64", "int32", "string", "bool");
+- ``{"write": "db.t", "rows": [[...], ...], "overwrite": null | {} | {"col": value}}``: one commit;
+- ``{"tag": "db.t", "name": "t1", "snapshot": null | id, "time_retained": null | "1d"}``;
+- ``{"read": "db.t"}``: every snapshot from EARLIEST to LATEST that exists and every tag, each
+  as its rows sorted (a list of lists), answered as ``{"snapshots": {id: rows}, "tags": {name: rows}}``;
+  a snapshot or tag that pypaimon cannot read is answered as ``{"error": "..."}``.
+
+Nothing here imports airflow_snaptable: this is the other side of the comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pyarrow as pa
+from pypaimon import CatalogFactory, Schema
+
+TYPES = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "bool": pa.bool_()}
+
+
+def _catalog(warehouse: str):
+    os.makedirs(warehouse, exist_ok=True)
+    return CatalogFactory.create({"warehouse": warehouse})
+
+
+def _rows(table) -> list:
+    columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
+    return sorted([list(r) for r in zip(*columns)], key=lambda r: json.dumps(r, sort_keys=True, default=str))
+
+
+def _read(table, options: dict, snapshot) -> dict:
+    """Its rows, and the files pypaimon reads for it: data files (with their extra files) and
+    the manifest lists and manifests (paths relative to the table)."""
+    from pypaimon.manifest.manifest_list_manager import ManifestListManager
+
+    copied = table.copy(options) if options else table
+    builder = copied.new_read_builder()
+    splits = builder.new_scan().plan().splits()
+    rows = _rows(builder.new_read().to_arrow(splits))
+    root = table.table_path.rstrip("/") + "/"
+    files = set()
+    for split in splits:
+        for meta in split.files:
+            path = str(meta.file_path)
+            path = path[len("file:"):] if path.startswith("file:") else path
+            directory = path.rsplit("/", 1)[0] + "/"
+            files.add(path)
+            files.update(directory + extra for extra in meta.extra_files)
+    lists = ManifestListManager(table)
+    files.update(f"{root}manifest/{name}" for name in (snapshot.base_manifest_list, snapshot.delta_manifest_list))
+    files.update(f"{root}manifest/{m.file_name}" for m in lists.read_all(snapshot))
+    return {"rows": rows, "files": sorted(f[len(root):] if f.startswith(root) else f for f in files)}
+
+
+def run(request: dict) -> dict:
+    catalog = _catalog(request["warehouse"])
+    answer: dict = {}
+    schemas: dict = {}
+    for step in request["steps"]:
+        if "create" in step:
+            name = step["create"]
+            catalog.create_database(name.split(".")[0], True)
+            arrow = pa.schema([(c, TYPES[t]) for c, t in step["columns"]])
+            schema = Schema.from_pyarrow_schema(
+                arrow, partition_keys=step.get("partition") or None, primary_keys=step.get("pk") or None,
+                options=step.get("options") or {},
+            )
+            catalog.create_table(name, schema, False)
+        elif "write" in step:
+            table = catalog.get_table(step["write"])
+            arrow = pa.schema([(f.name, f.type) for f in schemas.setdefault(step["write"], _arrow_schema(table))])
+            data = pa.Table.from_pylist([dict(zip(arrow.names, r)) for r in step["rows"]], schema=arrow)
+            builder = table.new_batch_write_builder()
+            if step.get("overwrite") is not None:
+                builder = builder.overwrite(step["overwrite"] or None)
+            write = builder.new_write()
+            write.write_arrow(data)
+            commit = builder.new_commit()
+            commit.commit(write.prepare_commit())
+            write.close()
+            commit.close()
+        elif "tag" in step:
+            table = catalog.get_table(step["tag"])
+            table.create_tag(step["name"], snapshot_id=step.get("snapshot"), time_retained=step.get("time_retained"))
+        elif "read" in step:
+            answer[step["read"]] = _read_all(catalog.get_table(step["read"]))
+        else:
+            raise ValueError(f"unknown step {step}")
+    return answer
+
+
+def _arrow_schema(table) -> list:
+    from pypaimon.schema.data_types import PyarrowFieldParser
+
+    return list(PyarrowFieldParser.from_paimon_schema(table.fields))
+
+
+def _read_all(table) -> dict:
+    snapshots, tags = {}, {}
+    manager = table.snapshot_manager()
+    latest = manager.get_latest_snapshot()
+    names = sorted(os.listdir(os.path.join(table.table_path, "snapshot"))) if latest else []
+    ids = sorted(int(n[len("snapshot-"):]) for n in names if n.startswith("snapshot-"))
+    for snapshot_id in ids:
+        try:
+            snapshot = manager.get_snapshot_by_id(snapshot_id)
+            snapshots[str(snapshot_id)] = _read(table, {"scan.snapshot-id": str(snapshot_id)}, snapshot)
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            snapshots[str(snapshot_id)] = {"error": f"{type(exc).__name__}: {exc}"}
+    tag_dir = os.path.join(table.table_path, "tag")
+    for name in sorted(os.listdir(tag_dir)) if os.path.isdir(tag_dir) else []:
+        if not name.startswith("tag-"):
+            continue
+        tag = name[len("tag-"):]
+        try:
+            tags[tag] = _read(table, {"scan.tag-name": tag}, table.tag_manager().get_or_throw(tag))
+        except Exception as exc:  # noqa: BLE001
+            tags[tag] = {"error": f"{type(exc).__name__}: {exc}"}
+    return {"snapshots": snapshots, "tags": tags}
+
+
+if __name__ == "__main__":
+    json.dump(run(json.load(sys.stdin)), sys.stdout)
