@@ -32,6 +32,7 @@ from tests.airflow.conftest import (
     snaptable_conn,
     spark_local_env,
 )
+from tests.paimon.conftest import paimon, pypaimon_python  # noqa: F401 - fixtures of the Paimon example
 
 sys.path.insert(0, str(EXAMPLE_DAGS))
 from snaptable_example_data import SCHEMA, demo_rows, ingest_day  # noqa: E402
@@ -101,6 +102,33 @@ def test_the_system_test_style_lifecycle_dag_sets_up_runs_every_operator_and_tea
     source = (Path(__file__).resolve().parents[2] / "example_dags" / "example_snaptable_lifecycle.py").read_text()
     for name in ("expire_snapshots", "rollback", "create_tag", "remove_orphan_files"):
         assert f"# [START howto_operator_snaptable_{name}]" in source and f"# [END howto_operator_snaptable_{name}]" in source
+
+
+def test_a_dag_maintains_a_paimon_table_that_pypaimon_reads_back(paimon, tmp_path):
+    """The Paimon example DAG on a table pypaimon wrote: the operators and the sensor take its directory;
+    pypaimon then reads the retained snapshots, the day's tag and the older tags with the rows from before."""
+    warehouse = paimon.copy(tmp_path / "paimon")
+    table_dir = os.path.join(warehouse, "db.db", "app")
+    dags_test(
+        "snaptable_paimon_maintenance", dag_env(tmp_path, SNAPTABLE_PAIMON_TABLE=table_dir), "2026-01-13",
+        "-c", json.dumps({"retain_max": 2, "time_retained": "1000 d"}),  # beyond the 2 newest, age does not matter
+    )
+    after = paimon.read(warehouse, "app")["app"]
+    before = paimon.before["app"]
+    assert sorted(map(int, after["snapshots"])) == [5, 6]
+    assert {k: v["rows"] for k, v in after["snapshots"].items()} == {k: before["snapshots"][k]["rows"] for k in ("5", "6")}
+    assert after["tags"]["2026-01-12"]["rows"] == before["snapshots"]["6"]["rows"]  # the day's tag: the latest state
+    assert after["tags"]["t2"]["rows"] == before["tags"]["t2"]["rows"]  # an older tag kept its expired snapshot's files
+    assert Table.open(table_dir).verify().ok
+    # The CLI contract on a Paimon table directory.
+    proc = subprocess.run(
+        [sys.executable, "-m", "airflow_snaptable.cli", "expire", table_dir, "--retain-max", "1", "--retain-min", "1",
+         "--time-retained", "0 s", "--json"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["result"]["expired_snapshot_ids"] == [5]
+    assert sorted(map(int, paimon.read(warehouse, "app")["app"]["snapshots"])) == [6]
 
 
 def test_daily_maintenance(warehouse):
