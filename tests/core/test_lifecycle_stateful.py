@@ -144,6 +144,48 @@ class TableLifecycle(RuleBasedStateMachine):
         result = self.table.rollback_to(tag=name, keep_history=True)
         self.rows[result.latest_snapshot_id] = self.rows[self.tags[name]]
 
+    # -- Hudi: clean policies and savepoints (core/clean.py) ---------------------------
+
+    @rule(policy=st.sampled_from(["KEEP_LATEST_COMMITS", "KEEP_LATEST_BY_HOURS", "KEEP_LATEST_FILE_VERSIONS"]),
+          value=st.integers(1, 4))
+    def clean(self, policy, value):
+        parameter = {"KEEP_LATEST_COMMITS": "commits_retained", "KEEP_LATEST_BY_HOURS": "hours_retained",
+                     "KEEP_LATEST_FILE_VERSIONS": "file_versions_retained"}[policy]
+        result = self.table.clean(policy, **{parameter: value})
+        live = self.live_ids()
+        if live:
+            assert result.earliest_commit_retained == live[0]
+            if policy == "KEEP_LATEST_COMMITS":
+                assert len(live) >= min(value, live[-1] - live[0] + 1)
+            if self.consumer is not None:
+                assert live[0] <= self.consumer, "a consumer's snapshot was cleaned"
+
+    @precondition(lambda self: self.table.snapshot_manager.latest_id() is not None)
+    @rule(data=st.data())
+    def create_savepoint(self, data):
+        snapshot_id = data.draw(st.sampled_from(self.live_ids()))
+        if f"savepoint-{snapshot_id}" in self.tags:
+            return
+        self.tags[self.table.create_savepoint(snapshot_id).name] = snapshot_id
+
+    @precondition(lambda self: any(n.startswith("savepoint-") for n in self.tags))
+    @rule(data=st.data(), restore=st.booleans())
+    def delete_or_restore_savepoint(self, data, restore):
+        name = data.draw(st.sampled_from(sorted(n for n in self.tags if n.startswith("savepoint-"))))
+        target = self.tags[name]
+        if not restore:
+            self.table.delete_savepoint(target)
+            del self.tags[name]
+            return
+        try:
+            self.table.restore_savepoint(target)
+        except InvalidArgumentError:
+            assert self.consumer is not None and self.consumer > target + 1
+            return
+        for other in [n for n, s in self.tags.items() if s > target]:
+            del self.tags[other]
+        assert self.table.snapshot_manager.latest_id() == target
+
     # -- invariants -----------------------------------------------------------------
 
     @invariant()
