@@ -370,6 +370,8 @@ def test_every_example_dag_parses_and_spark_jobs_are_not_dag_files():
         "snaptable_daily_maintenance",
         "snaptable_event_driven",
         "snaptable_incremental",
+        "snaptable_lifecycle",
+        "snaptable_paimon_maintenance",
         "snaptable_spark_ingest",
         "snaptable_spark_maintenance",
     ]

@@ -93,7 +93,7 @@ def test_remove_orphan_files_deletes_on_executors(spark, tmp_path):
         old = time.time() - 3 * 86400
         os.utime(path, (old, old))
         orphans.append(rel)
-    run = run_action_distributed(spark, RemoveOrphanFiles(table=table.uri, dry_run=False), threshold=1)
+    run = run_action_distributed(spark, RemoveOrphanFiles(table=table.uri, dry_run=False, list_files=True), threshold=1)
     assert sorted(run.result["result"]["orphan_files"]) == sorted(orphans)
     assert run.deleted_on_executors == len(orphans)
     assert data_files_on_disk(table.uri) == live
