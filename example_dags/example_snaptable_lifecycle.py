@@ -18,14 +18,18 @@ from airflow.sdk import DAG, task
 
 from airflow_snaptable.operators import (
     SnapTableAdvanceConsumerOperator,
+    SnapTableCleanOperator,
     SnapTableCompactOperator,
+    SnapTableCreateSavepointOperator,
     SnapTableCreateTagOperator,
     SnapTableDeleteTagOperator,
     SnapTableExpireConsumersOperator,
     SnapTableExpireSnapshotsOperator,
     SnapTableExpireTagsOperator,
     SnapTablePeriodicTagOperator,
+    SnapTableDeleteSavepointOperator,
     SnapTableRemoveOrphanFilesOperator,
+    SnapTableRenameTagOperator,
     SnapTableRollbackOperator,
 )
 from airflow_snaptable.sensors import SnapTableNewSnapshotSensor
@@ -106,12 +110,28 @@ with DAG(
     )
     # [END howto_operator_snaptable_expire_snapshots]
 
+    # [START howto_operator_snaptable_create_savepoint]
+    create_savepoint = SnapTableCreateSavepointOperator(task_id="create_savepoint", table=TABLE, snapshot_id=2)
+    # [END howto_operator_snaptable_create_savepoint]
+
+    # [START howto_operator_snaptable_clean]
+    clean = SnapTableCleanOperator(task_id="clean", table=TABLE, policy="KEEP_LATEST_COMMITS", commits_retained=2)
+    # [END howto_operator_snaptable_clean]
+
+    # [START howto_operator_snaptable_delete_savepoint]
+    delete_savepoint = SnapTableDeleteSavepointOperator(task_id="delete_savepoint", table=TABLE, snapshot_id=2)
+    # [END howto_operator_snaptable_delete_savepoint]
+
+    # [START howto_operator_snaptable_rename_tag]
+    rename_tag = SnapTableRenameTagOperator(task_id="rename_tag", table=TABLE, tag_name="first_day", new_name="day_one")
+    # [END howto_operator_snaptable_rename_tag]
+
     # [START howto_operator_snaptable_rollback]
-    rollback = SnapTableRollbackOperator(task_id="rollback_to_tag", table=TABLE, tag="first_day", force=True)
+    rollback = SnapTableRollbackOperator(task_id="rollback_to_tag", table=TABLE, tag="day_one", force=True)
     # [END howto_operator_snaptable_rollback]
 
     # [START howto_operator_snaptable_delete_tag]
-    delete_tag = SnapTableDeleteTagOperator(task_id="delete_tag", table=TABLE, tag_name="first_day")
+    delete_tag = SnapTableDeleteTagOperator(task_id="delete_tag", table=TABLE, tag_name="day_one")
     # [END howto_operator_snaptable_delete_tag]
 
     # [START howto_operator_snaptable_expire_tags]
@@ -135,9 +155,13 @@ with DAG(
         >> wait_for_new_snapshots
         >> advance_consumer
         >> create_tag
+        >> create_savepoint
         >> periodic_tags
         >> compact
         >> expire_snapshots
+        >> clean
+        >> delete_savepoint
+        >> rename_tag
         >> rollback
         >> delete_tag
         >> expire_tags

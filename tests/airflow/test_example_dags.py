@@ -94,7 +94,7 @@ def test_the_system_test_style_lifecycle_dag_sets_up_runs_every_operator_and_tea
         ).fetchall())
     assert states == dict.fromkeys(
         ["create_table", "wait_for_new_snapshots", "advance_consumer", "create_tag", "periodic_tags", "compact",
-         "expire_snapshots", "rollback_to_tag", "delete_tag", "expire_tags", "expire_consumers", "remove_orphan_files",
+         "expire_snapshots", "create_savepoint", "clean", "delete_savepoint", "rename_tag", "rollback_to_tag", "delete_tag", "expire_tags", "expire_consumers", "remove_orphan_files",
          "delete_table"],
         "success",
     )

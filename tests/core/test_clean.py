@@ -159,9 +159,8 @@ def test_a_clean_killed_at_any_storage_operation_is_finished_by_the_next_one(tmp
     table = Table.open(str(probe))
     table.storage.on_operation = lambda kind, path: operations.append((kind, path))
     table.clean("KEEP_LATEST_COMMITS", commits_retained=2)
-    changes = [i for i, (kind, _) in enumerate(operations) if kind in ("write", "delete")]
-    assert len(changes) > 5
-    for crash_at in changes:
+    assert len(operations) > 10
+    for crash_at in range(len(operations)):  # every storage operation: reads and listings too
         copy = tmp_path / f"crash-{crash_at}"
         shutil.copytree(template.table.uri, copy)
         crashing = Table.open(str(copy))

@@ -122,7 +122,10 @@ def test_spark_submit_expire_rollback_and_a_failing_action(tmp_path):
     assert [r["action"] for r in results] == [a["action"] for a in batch_actions]
     by_action = {r["action"]: r["result"] for r in results}
     table = Table.open(batch_table.uri)
-    assert [(t.name, t.snapshot_id) for t in table.tags()] == [("2026-01-01", 1), ("2026-01-02", 2), ("2026-01-03", 3)]
+    assert [(t.name, t.snapshot_id) for t in table.tags()] == [
+        ("2026-01-01", 1), ("2026-01-02", 2), ("2026-01-03", 3), ("savepoint-4", 4)
+    ]
+    assert by_action["clean"]["earliest_commit_retained"] == 4 and [s.id for s in table.snapshots()] == [4, 5]
     assert table.consumers() == []  # updated to 3, then expired
     assert table.latest_snapshot().commit_kind.value == "COMPACT"
     assert sorted(table.scan().to_arrow().column("id").to_pylist()) == list(range(40))
@@ -163,6 +166,8 @@ def _families_table(tmp_path: Path):
         {"action": "delete-tag", "table": uri, "tag_name": "keep"},
         {"action": "compact", "table": uri, "min_file_num": 2},
         {"action": "expire-consumers", "table": uri, "now": far_future},
+        {"action": "create-savepoint", "table": uri, "snapshot_id": 4},
+        {"action": "clean", "table": uri, "policy": "KEEP_LATEST_COMMITS", "commits_retained": 2},
         {"action": "remove-orphan-files", "table": uri, "older_than": "1 d", "dry_run": False, "list_files": True},
     ]
     return table, actions, stray
