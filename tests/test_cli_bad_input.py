@@ -81,3 +81,17 @@ def test_console_script_reports_a_bad_location_without_a_traceback(tmp_path):
         assert result.returncode == 2, result.stderr
         assert result.stderr.startswith("snaptable: InvalidArgumentError:") and "Traceback" not in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["orders.parquet"]
+
+
+def test_catalog_properties_are_for_iceberg_uris_only_and_must_be_a_json_object(table, table_uri, capsys):
+    _six_snapshots_and_a_consumer(table)
+    before = tree(table_uri)
+    assert main(["expire", table_uri, "--retain-min", "1", "--catalog", '{"type": "sql"}']) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("snaptable: InvalidArgumentError: ") and "iceberg://" in err
+    assert main(["snapshots", table_uri, "--catalog", "[1, 2]"]) == 2
+    assert "--catalog must be a JSON object" in capsys.readouterr().err
+    assert main(["snapshots", table_uri, "--catalog", '{"credential": "' + SECRET + '"'] ) == 2
+    err = capsys.readouterr().err
+    assert "--catalog is not valid JSON" in err and SECRET not in err  # the text may hold secrets: never echoed
+    assert tree(table_uri) == before
