@@ -147,6 +147,25 @@ def cmd_new_snapshots(args) -> Any:
     return header + "\n" + render_table(["snapshot", "kind", "matches"], rows)
 
 
+def cmd_timeline(args) -> Any:
+    """Draw the table's life to ``--out`` (.svg: the picture; .html: a page around it)."""
+    from pathlib import Path
+
+    from airflow_snaptable.core.errors import InvalidArgumentError
+    from airflow_snaptable.core.timeline import build_timeline
+    from airflow_snaptable.core.timeline_render import render_html, render_svg
+
+    out = Path(args.out)
+    if out.suffix.lower() not in (".svg", ".html", ".htm"):
+        raise InvalidArgumentError(f"--out must end in .svg or .html, got {args.out!r}")
+    timeline = build_timeline(_open(args))
+    out.write_text(render_svg(timeline) if out.suffix.lower() == ".svg" else render_html(timeline), encoding="utf-8")
+    if args.json:
+        return {"out": str(out), **timeline.to_dict()}
+    return (f"wrote {out}: {len(timeline.snapshots)} snapshot(s), {len(timeline.tags)} tag(s), "
+            f"{len(timeline.consumers)} consumer(s); next expiry removes {timeline.expiry_window or 'nothing'}")
+
+
 def cmd_verify(args) -> Any:
     result = _open(args).verify()
     args.exit_code = 0 if result.ok else 1
@@ -271,6 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("consumers", cmd_consumers, "list the table's consumers")
     add("savepoints", cmd_savepoints, "list the table's savepoints")
     add("verify", cmd_verify, "report missing and unreferenced files (exit 1 if any)")
+    timeline = add("timeline", cmd_timeline, "draw the table's snapshots, tags, consumers and next expiry as SVG or HTML")
+    timeline.add_argument("--out", required=True, help="the picture to write: FILE.svg, or FILE.html for a page around it")
 
     tag = commands.add_parser("tag", help="create or delete tags")
     tag_commands = tag.add_subparsers(dest="tag_command", required=True)

@@ -15,7 +15,8 @@ a real ``airflow dags test`` run of an example DAG:
 5. ``snaptable_backfill_from_tag``: roll back to the day's tag, re-ingest today with Spark,
    tag the repaired state.
 
-It ends with the table's timeline: snapshots, the tags on them, where the consumer sits.
+It ends with the table's timeline: snapshots, the tags on them, where the consumer sits; and the
+same as a picture, timeline.html / timeline.svg in the work directory (``snaptable timeline``).
 (The demo squeezes days into minutes: every commit happens now, so the daily tag is today's.)
 
 ``--core-only`` runs the earlier, faster story of the core API alone (no Airflow, no Spark).
@@ -270,7 +271,19 @@ class Story:
         table = self.table()
         self.step(f"6. timeline of {self.uri}")
         self.say(render_timeline(table))
+        self.say("\n" + write_timeline_picture(table, self.workdir))  # after a blank line: the printed timeline ends there
         return table
+
+
+def write_timeline_picture(table: Table, workdir: Path) -> str:
+    """The same timeline as a picture: ``timeline.svg`` and ``timeline.html`` (``snaptable timeline``'s)."""
+    from airflow_snaptable.core.timeline import build_timeline
+    from airflow_snaptable.core.timeline_render import render_html, render_svg
+
+    timeline = build_timeline(table)
+    (workdir / "timeline.svg").write_text(render_svg(timeline), encoding="utf-8")
+    (workdir / "timeline.html").write_text(render_html(timeline), encoding="utf-8")
+    return f"picture: {workdir / 'timeline.html'} (and timeline.svg; snaptable timeline URI --out FILE.svg|.html draws it)"
 
 
 def _short(result: Any) -> str:

@@ -35,6 +35,7 @@ LAYERS = {
     "triggers": 4,
     "cli": 5,
     "get_provider_info": 5,
+    "plugins": 5,  # the Airflow UI plugin (an entry point, like the CLI)
 }
 
 #: Third-party packages a layer must never import (the core runs where Airflow and Spark do not).
