@@ -129,6 +129,17 @@ def test_a_dag_maintains_a_paimon_table_that_pypaimon_reads_back(paimon, tmp_pat
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["result"]["expired_snapshot_ids"] == [5]
     assert sorted(map(int, paimon.read(warehouse, "app")["app"]["snapshots"])) == [6]
+    # The hook: a connection naming the Paimon warehouse, the table by name under it.
+    from airflow_snaptable.hooks import SnapTableHook
+
+    os.environ["AIRFLOW_CONN_PAIMON_WAREHOUSE"] = snaptable_conn(warehouse)
+    try:
+        hook = SnapTableHook("paimon_warehouse")
+        assert hook.get_table("db.db/app").format == "paimon"
+        assert hook.run_action(hook.build_action("create-tag", "db.db/app", tag_name="via-hook"))["result"]["snapshot_id"] == 6
+    finally:
+        del os.environ["AIRFLOW_CONN_PAIMON_WAREHOUSE"]
+    assert paimon.read(warehouse, "app")["app"]["tags"]["via-hook"]["rows"] == before["snapshots"]["6"]["rows"]
 
 
 def test_daily_maintenance(warehouse):
