@@ -17,8 +17,9 @@ CLIENT = Path(__file__).resolve().parent / "pypaimon_client.py"
 FAR_FUTURE = 4_102_444_800_000  # 2100-01-01
 
 COLUMNS = [["p", "string"], ["id", "int64"], ["v", "string"]]
-#: The append table (bucket -1, partitioned, a file index per data file) and the primary-key table
-#: (2 fixed buckets): several commits each, overwrites among them, tags. Snapshot ids in comments.
+#: The append table (bucket -1, partitioned, a file index per data file), the primary-key table
+#: (2 fixed buckets) and a primary-key table with compactions (files at levels 0 and 5): several
+#: commits each, overwrites among them, tags. Snapshot ids in comments.
 SCENARIO = [
     {"create": "db.app", "columns": COLUMNS, "partition": ["p"],
      "options": {"bucket": "-1", "file-index.bloom-filter.columns": "id"}},
@@ -37,8 +38,18 @@ SCENARIO = [
     {"write": "db.pk", "rows": [["b", 9, "z"], ["a", 7, "q2"]]},  # 4
     {"write": "db.pk", "rows": [["a", 10, "r"]]},  # 5
     {"tag": "db.pk", "name": "t1", "snapshot": 1},
+    # An LSM history: a rewrite compaction, an upgrade compaction (the same file deleted at level 0
+    # and added at level 5), then level-0 files over the compacted ones.
+    {"create": "db.lsm", "columns": COLUMNS, "partition": ["p"], "pk": ["p", "id"], "options": {"bucket": "2"}},
+    {"write": "db.lsm", "rows": [["a", 1, "x"], ["a", 2, "x"], ["b", 3, "y"], ["b", 4, "y"]]},  # 1
+    {"write": "db.lsm", "rows": [["a", 1, "x2"], ["a", 5, "z"]]},  # 2
+    {"compact": "db.lsm", "partition": "a"},  # 3: COMPACT, p=a rewritten into one level-5 file
+    {"compact": "db.lsm", "partition": "b", "upgrade": True},  # 4: COMPACT, p=b's files moved to level 5
+    {"write": "db.lsm", "rows": [["a", 2, "x3"], ["b", 3, "y3"]]},  # 5
+    {"tag": "db.lsm", "name": "compacted", "snapshot": 3},
     {"read": "db.app"},
     {"read": "db.pk"},
+    {"read": "db.lsm"},
 ]
 
 

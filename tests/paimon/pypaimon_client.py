@@ -8,6 +8,12 @@ stdin; the JSON answer goes to stdout. One request runs a whole list of steps in
   (types: "int64", "int32", "string", "bool");
 - ``{"write": "db.t", "rows": [[...], ...], "overwrite": null | {} | {"col": value}}``: one commit;
 - ``{"tag": "db.t", "name": "t1", "snapshot": null | id, "time_retained": null | "1d"}``;
+- ``{"compact": "db.t", "partition": "a", "level": 5, "upgrade": false}``: one COMPACT snapshot, as
+  Java Paimon's LSM compaction commits it (pypaimon 2.1 has no compaction of its own). Each bucket
+  of the primary-key table's partition ``p=<partition>`` is compacted into ``level``: rewritten
+  (its merged rows written as a new file, the old files deleted) or, with ``upgrade`` and one
+  file in the bucket, that file moved to ``level`` unchanged (a DELETE and an ADD of the same
+  file at two levels, Paimon's upgrade);
 - ``{"read": "db.t"}``: every snapshot from EARLIEST to LATEST that exists and every tag, each
   as its rows sorted (a list of lists), answered as ``{"snapshots": {id: rows}, "tags": {name: rows}}``;
   a snapshot or tag that pypaimon cannot read is answered as ``{"error": "..."}``.
@@ -91,11 +97,55 @@ def run(request: dict) -> dict:
         elif "tag" in step:
             table = catalog.get_table(step["tag"])
             table.create_tag(step["name"], snapshot_id=step.get("snapshot"), time_retained=step.get("time_retained"))
+        elif "compact" in step:
+            _compact(catalog.get_table(step["compact"]), step["partition"], step.get("level", 5), step.get("upgrade", False))
         elif "read" in step:
             answer[step["read"]] = _read_all(catalog.get_table(step["read"]))
         else:
             raise ValueError(f"unknown step {step}")
     return answer
+
+
+def _compact(table, partition: str, level: int, upgrade: bool) -> None:
+    import dataclasses
+
+    from pypaimon.manifest.schema.manifest_entry import ManifestEntry
+
+    builder = table.new_read_builder()
+    buckets: dict = {}
+    for split in builder.new_scan().plan().splits():
+        if list(split.partition.values)[0] == partition:
+            buckets.setdefault(split.bucket, (split.partition, []))[1].append(split)
+    entries = []
+    for bucket, (row, splits) in sorted(buckets.items()):
+        files = {f.file_name: f for split in splits for f in split.files}
+        total = table.total_buckets
+        if upgrade:
+            assert len(files) == 1, f"an upgrade moves one file; bucket {bucket} has {sorted(files)}"
+            (old,) = files.values()
+            entries.append(ManifestEntry(kind=1, partition=row, bucket=bucket, total_buckets=total, file=old))
+            entries.append(ManifestEntry(kind=0, partition=row, bucket=bucket, total_buckets=total,
+                                         file=dataclasses.replace(old, level=level)))
+            continue
+        merged = builder.new_read().to_arrow(splits)
+        write_builder = table.new_batch_write_builder()
+        write = write_builder.new_write()
+        write.write_arrow(merged)
+        messages = write.prepare_commit()
+        write.close()
+        new_files = [f for m in messages for f in m.new_files]
+        assert all(m.bucket == bucket for m in messages), "rows of one bucket hash to it"
+        for old in files.values():
+            entries.append(ManifestEntry(kind=1, partition=row, bucket=bucket, total_buckets=total, file=old))
+        for new in new_files:
+            entries.append(ManifestEntry(kind=0, partition=row, bucket=bucket, total_buckets=total,
+                                         file=dataclasses.replace(new, level=level)))
+    commit = table.new_batch_write_builder().new_commit()
+    commit.file_store_commit._try_commit(
+        commit_kind="COMPACT", commit_identifier=2**62, commit_entries_plan=lambda snapshot: entries,
+        detect_conflicts=True, allow_rollback=False,
+    )
+    commit.close()
 
 
 def _arrow_schema(table) -> list:

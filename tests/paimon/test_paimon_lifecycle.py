@@ -29,7 +29,11 @@ def _open(warehouse: str, name: str) -> Table:
 
 
 def check(paimon, warehouse: str, name: str, snapshots: list[int], tags: list[str], renamed: dict | None = None) -> dict:
-    """pypaimon reads exactly ``snapshots`` and ``tags``, each with its rows from before; the files left are theirs."""
+    """pypaimon reads exactly ``snapshots`` and ``tags``, each with its rows from before; the files left are theirs.
+
+    Paimon's rule, written down from what pypaimon read *before* the operation: the data and
+    manifest files left are exactly those the retained snapshots and tags used then.
+    """
     after = paimon.read(warehouse, name)[name]
     before = paimon.before[name]
     assert sorted(map(int, after["snapshots"])) == snapshots
@@ -42,7 +46,13 @@ def check(paimon, warehouse: str, name: str, snapshots: list[int], tags: list[st
         expected = before["tags"][tag]["rows"] if tag in before["tags"] else before["snapshots"][str((renamed or {})[tag])]["rows"]
         assert read["rows"] == expected, f"tag {tag}"
     used = {f for read in list(after["snapshots"].values()) + list(after["tags"].values()) for f in read["files"]}
-    assert table_files(os.path.join(warehouse, "db.db", name)) == used
+    left = table_files(os.path.join(warehouse, "db.db", name))
+    assert left == used
+    expected = {f for s in snapshots for f in before["snapshots"][str(s)]["files"]}
+    for tag in tags:
+        source = before["tags"][tag] if tag in before["tags"] else before["snapshots"][str((renamed or {})[tag])]
+        expected.update(source["files"])
+    assert left == expected
     return after
 
 
@@ -100,6 +110,29 @@ def test_expire_retain_min_limit_and_time_window_on_a_primary_key_table(paimon, 
     check(paimon, warehouse, "pk", [5], ["t1"])
     table.delete_tag("t1")
     check(paimon, warehouse, "pk", [5], [])
+    assert table.verify().ok
+
+
+def test_expiry_across_compactions_keeps_what_the_levels_still_use(paimon, tmp_path):
+    """FileDeletionTest.testExpireWithUpgradedFile / compaction: a rewrite compaction frees the
+    files it replaced once the snapshots before it expire; an upgrade (the same file deleted at
+    level 0 and added at level 5 in one commit) frees nothing."""
+    warehouse = paimon.copy(tmp_path / "w")
+    table = _open(warehouse, "lsm")
+    assert [s.commit_kind.value for s in table.snapshots()] == ["APPEND", "APPEND", "COMPACT", "COMPACT", "APPEND"]
+    before = paimon.before["lsm"]["snapshots"]
+    data = lambda i: {f for f in before[str(i)]["files"] if not f.startswith("manifest/")}
+    upgraded = {f for f in data(1) if f.startswith("p=b/")}
+    assert upgraded <= data(5)  # the upgrade moved them, nothing rewrote them
+    compacted_away = (data(1) | data(2)) - data(3)
+    assert compacted_away and all(f.startswith("p=a/") for f in compacted_away)
+    result = table.expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+    assert result.expired_snapshot_ids == [1, 2, 3, 4]
+    check(paimon, warehouse, "lsm", [5], ["compacted"])
+    left = table_files(os.path.join(warehouse, "db.db", "lsm"))
+    assert not compacted_away & left and upgraded <= left
+    table.delete_tag("compacted")
+    check(paimon, warehouse, "lsm", [5], [])
     assert table.verify().ok
 
 
