@@ -65,6 +65,16 @@ def fail_at():
     return FailAt
 
 
+# -- Apache Paimon tables pypaimon wrote (tests/paimon/conftest.py), once per session ---------
+
+
+@pytest.fixture(scope="session")
+def paimon(tmp_path_factory):
+    from tests.paimon.conftest import make_paimon
+
+    return make_paimon(tmp_path_factory)
+
+
 # -- S3: real servers on 127.0.0.1, started once per session -------------------------
 
 

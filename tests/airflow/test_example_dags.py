@@ -32,7 +32,6 @@ from tests.airflow.conftest import (
     snaptable_conn,
     spark_local_env,
 )
-from tests.paimon.conftest import paimon, pypaimon_python  # noqa: F401 - fixtures of the Paimon example
 
 sys.path.insert(0, str(EXAMPLE_DAGS))
 from snaptable_example_data import SCHEMA, demo_rows, ingest_day  # noqa: E402

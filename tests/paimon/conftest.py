@@ -1,4 +1,4 @@
-"""Real Apache Paimon tables for tests/paimon: pypaimon (its own venv, scripts/pypaimon-venv) writes them
+"""Real Apache Paimon tables for the tests: pypaimon (its own venv, scripts/pypaimon-venv) writes them
 once per session; each test works on a copy and asks pypaimon to read every snapshot and tag back."""
 
 from __future__ import annotations
@@ -9,8 +9,6 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = Path(__file__).resolve().parent / "pypaimon_client.py"
@@ -53,7 +51,6 @@ SCENARIO = [
 ]
 
 
-@pytest.fixture(scope="session")
 def pypaimon_python() -> str:
     """The pypaimon venv's python (scripts/pypaimon-venv creates it once; it is idempotent)."""
     subprocess.run([str(ROOT / "scripts" / "pypaimon-venv")], check=True)
@@ -89,11 +86,12 @@ class Paimon:
         return {name.split(".", 1)[1]: read for name, read in answer.items()}
 
 
-@pytest.fixture(scope="session")
-def paimon(pypaimon_python, tmp_path_factory) -> Paimon:
+def make_paimon(tmp_path_factory) -> Paimon:
+    """The session's Paimon tables (the fixture ``paimon`` of tests/conftest.py, shared by tests/paimon and tests/spark)."""
+    python = pypaimon_python()
     template = str(tmp_path_factory.mktemp("paimon") / "warehouse")
-    before = run_client(pypaimon_python, template, SCENARIO)
-    return Paimon(pypaimon_python, template, before)
+    before = run_client(python, template, SCENARIO)
+    return Paimon(python, template, before)
 
 
 def table_files(table_dir: str) -> set[str]:
