@@ -15,16 +15,16 @@ CLIENT = Path(__file__).resolve().parent / "pypaimon_client.py"
 FAR_FUTURE = 4_102_444_800_000  # 2100-01-01
 
 COLUMNS = [["p", "string"], ["id", "int64"], ["v", "string"]]
-#: The append table (bucket -1, partitioned, a file index per data file), the primary-key table
+#: The append table (bucket -1, partitioned, a file index beside the data files of commits 1, 2 and 4), the primary-key table
 #: (2 fixed buckets) and a primary-key table with compactions (files at levels 0 and 5): several
 #: commits each, overwrites among them, tags. Snapshot ids in comments.
 SCENARIO = [
     {"create": "db.app", "columns": COLUMNS, "partition": ["p"],
      "options": {"bucket": "-1", "file-index.bloom-filter.columns": "id"}},
-    {"write": "db.app", "rows": [["a", 1, "x"], ["b", 2, "y"]]},  # 1
-    {"write": "db.app", "rows": [["a", 3, "x"], ["c d/e", 4, "y"]]},  # 2
+    {"write": "db.app", "rows": [["a", 1, "x"], ["b", 2, "y"]], "index": True},  # 1
+    {"write": "db.app", "rows": [["a", 3, "x"], ["c d/e", 4, "y"]], "index": True},  # 2
     {"write": "db.app", "rows": [["a", 5, "z"]], "overwrite": {"p": "a"}},  # 3: p=a files of 1 and 2 deleted
-    {"write": "db.app", "rows": [["b", 6, "w"]]},  # 4
+    {"write": "db.app", "rows": [["b", 6, "w"]], "index": True},  # 4
     {"write": "db.app", "rows": [["a", 7, "v"], ["b", 8, "v"]], "overwrite": {}},  # 5: everything deleted
     {"write": "db.app", "rows": [["c d/e", 9, "u"]]},  # 6
     {"tag": "db.app", "name": "t2", "snapshot": 2},

@@ -6,7 +6,10 @@ stdin; the JSON answer goes to stdout. One request runs a whole list of steps in
 
 - ``{"create": "db.t", "columns": [[name, type], ...], "partition": [...], "pk": [...], "options": {...}}``
   (types: "int64", "int32", "string", "bool");
-- ``{"write": "db.t", "rows": [[...], ...], "overwrite": null | {} | {"col": value}}``: one commit;
+- ``{"write": "db.t", "rows": [[...], ...], "overwrite": null | {} | {"col": value}, "index": false}``:
+  one commit; with ``index`` each data file gets a file index beside it (``<file>.index``, in its
+  ``_EXTRA_FILES``), as Java Paimon writes one above ``file-index.in-manifest-threshold``
+  (pypaimon 2.1 writes no file indexes);
 - ``{"tag": "db.t", "name": "t1", "snapshot": null | id, "time_retained": null | "1d"}``;
 - ``{"compact": "db.t", "partition": "a", "level": 5, "upgrade": false}``: one COMPACT snapshot, as
   Java Paimon's LSM compaction commits it (pypaimon 2.1 has no compaction of its own). Each bucket
@@ -90,8 +93,11 @@ def run(request: dict) -> dict:
                 builder = builder.overwrite(step["overwrite"] or None)
             write = builder.new_write()
             write.write_arrow(data)
+            messages = write.prepare_commit()
+            if step.get("index"):
+                messages = [_with_index_files(table, m) for m in messages]
             commit = builder.new_commit()
-            commit.commit(write.prepare_commit())
+            commit.commit(messages)
             write.close()
             commit.close()
         elif "tag" in step:
@@ -104,6 +110,20 @@ def run(request: dict) -> dict:
         else:
             raise ValueError(f"unknown step {step}")
     return answer
+
+
+def _with_index_files(table, message):
+    import dataclasses
+
+    files = []
+    for meta in message.new_files:
+        directory = str(meta.file_path).rsplit("/", 1)[0]
+        directory = directory[len("file:"):] if directory.startswith("file:") else directory
+        name = meta.file_name + ".index"
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(b"PAIMON-FILE-INDEX " + meta.file_name.encode())
+        files.append(dataclasses.replace(meta, extra_files=list(meta.extra_files or []) + [name]))
+    return dataclasses.replace(message, new_files=files)
 
 
 def _compact(table, partition: str, level: int, upgrade: bool) -> None:
