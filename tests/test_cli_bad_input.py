@@ -95,10 +95,3 @@ def test_catalog_properties_are_for_iceberg_uris_only_and_must_be_a_json_object(
     err = capsys.readouterr().err
     assert "--catalog is not valid JSON" in err and SECRET not in err  # the text may hold secrets: never echoed
     assert tree(table_uri) == before
-
-
-def test_iceberg_tables_are_refused_with_a_typed_error_until_their_store_lands(capsys):
-    """Issue 12 is open: an iceberg:// URI is recognised and refused clearly, never half-handled."""
-    assert main(["expire", "iceberg://db.orders", "--retain-min", "1", "--catalog", '{"type": "sql"}']) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("snaptable: UnsupportedOperationError: ") and "Apache Iceberg" in err

@@ -25,8 +25,10 @@ def is_iceberg_uri(uri: str) -> bool:
 
 def open_foreign(
     uri: str, storage: Storage | None, catalog: dict[str, Any] | None, clock: Callable[[], int]
-) -> FormatTable | None:
-    """The table at ``uri`` if another engine's format holds it, else None (this package's format).
+) -> Any:
+    """The table at ``uri`` if another engine's format holds it, else None (this package's format):
+    a FormatTable for a Paimon directory, an ``IcebergTable`` (core/iceberg/table.py) for an
+    ``iceberg://`` URI.
 
     ``storage`` is the directory's storage (None for a catalog URI); ``catalog`` the catalog
     properties of an ``iceberg://`` URI (an error for a directory: it has no catalog).

@@ -64,7 +64,7 @@ class OrphanFilesClean:
         """Delete (or, on a dry run, list) files under the table that nothing references and that are
         older than ``older_than`` (a time, or a duration back from now; default 1 day)."""
         check_bool(dry_run, "dry_run")
-        cutoff = _cutoff_millis(self.clock() if now is None else to_millis(now), older_than)
+        cutoff = cutoff_millis(self.clock() if now is None else to_millis(now), older_than)
 
         files = self.store.files
         # Candidates first, then the in-use set: a file committed in between is in the set.
@@ -86,7 +86,7 @@ class OrphanFilesClean:
         return result
 
 
-def _cutoff_millis(now_millis: int, older_than) -> int:
+def cutoff_millis(now_millis: int, older_than) -> int:
     """Files modified before this (epoch millis) may be deleted.
 
     A ``now`` later than the real clock never moves the cutoff later: file ages come from

@@ -112,8 +112,7 @@ class Table(TableWrites):
         whose properties ``catalog`` gives (core/formats.py).
         """
         if is_iceberg_uri(uri) or catalog is not None:
-            foreign = open_foreign(uri, None, catalog, now_millis)
-            return cls(foreign.storage, foreign.schema, foreign=foreign)
+            return open_foreign(uri, None, catalog, now_millis)  # an IcebergTable: core/iceberg/table.py
         storage = storage or Storage.from_uri(uri, storage_options)
         try:
             schema = SchemaManager(storage).latest()

@@ -1,12 +1,15 @@
-"""Apache Iceberg tables in a pyiceberg catalog through the store seam: see docs/format.md."""
+"""Apache Iceberg tables in a pyiceberg catalog: ``iceberg://<namespace>.<table>`` (docs/iceberg.md).
+
+Iceberg's history is a graph of random snapshot ids with per-ref retention, so its lifecycle
+(table.py) follows Iceberg's own rules behind the same actions as this package's tables.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from airflow_snaptable.core.errors import UnsupportedOperationError
-from airflow_snaptable.core.store import FormatTable
 
+def open_iceberg_table(uri: str, catalog: dict[str, Any] | None, clock: Callable[[], int]):
+    from airflow_snaptable.core.iceberg.table import IcebergTable
 
-def open_iceberg_table(uri: str, catalog: dict[str, Any] | None, clock: Callable[[], int]) -> FormatTable:
-    raise UnsupportedOperationError(f"{uri}: Apache Iceberg tables are not supported yet")
+    return IcebergTable(uri, catalog, clock)

@@ -1,0 +1,51 @@
+"""Orphan-file removal on an Iceberg table (Iceberg's ``DeleteOrphanFiles``).
+
+Everything under the table location that no metadata version references is an orphan once it
+is older than the safety window (default 3 days, Iceberg's): valid are every file any snapshot
+in the current metadata reaches (manifest lists, manifests, live data and delete files), the
+statistics files, every metadata file of the metadata log and the current one, and
+``version-hint.text``. Paths are compared under Iceberg's scheme and prefix equivalences
+(files.py). This package's own directory (``snaptable/``) is never a candidate.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from airflow_snaptable.core.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach
+from airflow_snaptable.core.orphans import OrphanResult, cutoff_millis
+from airflow_snaptable.core.storage import Storage
+
+DEFAULT_WINDOW = timedelta(days=3)
+
+
+def valid_files(table, storage: Storage) -> set[str]:
+    metadata = table.metadata
+    locator = Locator(table.location())
+    reached = reach(ManifestReader(table, storage, locator), metadata.snapshots, only_live=True)
+    valid = reached.all()
+    statistics = list(metadata.statistics or []) + list(getattr(metadata, "partition_statistics", None) or [])
+    named = [f.statistics_path for f in statistics] + [e.metadata_file for e in metadata.metadata_log] + [table.metadata_location]
+    valid.update(rel for rel in (locator.relative(p) for p in named) if rel is not None)
+    valid.add("metadata/version-hint.text")
+    return valid
+
+
+def remove_orphan_files(table_loader, storage: Storage, now_millis: int, older_than=None, dry_run: bool = True) -> OrphanResult:
+    cutoff = cutoff_millis(now_millis, DEFAULT_WINDOW if older_than is None else older_than)
+    # Candidates first, then what is valid: a file committed in between is valid.
+    candidates = [
+        f for f in storage.list_files("")
+        if not f[0].startswith(LIFECYCLE_DIR + "/") and f[2] is not None and f[2] * 1000 < cutoff
+    ]
+    valid = valid_files(table_loader(), storage)
+    orphans = sorted((rel, size) for rel, size, _mtime in candidates if rel not in valid)
+    if not dry_run:
+        storage.delete_files([rel for rel, _size in orphans])
+    return OrphanResult(
+        orphan_files=[rel for rel, _size in orphans],
+        orphan_count=len(orphans),
+        bytes=sum(size for _rel, size in orphans),
+        older_than_millis=cutoff,
+        dry_run=dry_run,
+    )

@@ -1,0 +1,201 @@
+"""The lifecycle on real Apache Iceberg tables (pyiceberg writes them; tests/iceberg/conftest.py).
+
+Expected snapshot sets are written from Iceberg's ``RemoveSnapshots`` rules; after each
+operation pyiceberg reads every snapshot and ref that is left with the rows they had before,
+and the files under the table location are exactly those pyiceberg's walk of the metadata
+reaches: nothing reachable is gone, nothing unreachable is left. Ported from Iceberg's
+``TestRemoveSnapshots`` / ``TestSnapshotManager`` where they map (method names in docstrings).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from airflow_snaptable.cli import main
+from airflow_snaptable.core import Table
+from airflow_snaptable.core.errors import InvalidArgumentError, ProtectedSnapshotError, TagNotFoundError
+from tests.iceberg.conftest import assert_exactly_reachable_left, files_on_disk, read_everything, rows
+
+FAR = 4_102_444_800_000  # 2100-01-01
+
+
+def _history(env, n: int = 5, properties: dict | None = None):
+    table = env.create(properties=properties)
+    for i in range(n):
+        table.append(rows(i))
+    table = table.refresh()
+    return table, [s.snapshot_id for s in table.metadata.snapshots]
+
+
+def _open(env) -> Table:
+    return Table.open("iceberg://db.orders", catalog=env.properties)
+
+
+def _same_reads(before: dict, after: dict, moved: dict | None = None) -> None:
+    """Every snapshot left reads its rows from before; every ref left points where it did (or was ``moved``)."""
+    for snapshot_id, read in after["snapshots"].items():
+        assert read == before["snapshots"][snapshot_id], snapshot_id
+    assert after["refs"] == {k: (moved or {}).get(k, v) for k, v in before["refs"].items() if k in after["refs"]}
+
+
+def test_retain_last_keeps_the_newest_ancestors_and_deletes_what_only_the_others_reach(iceberg_env):
+    """TestRemoveSnapshots.testRetainLastWithExpireOlderThan."""
+    table, ids = _history(iceberg_env)
+    table.overwrite(rows(99, "b"))  # pyiceberg commits it as a delete snapshot, then an append
+    before = read_everything(table)
+    ids = [s.snapshot_id for s in table.refresh().metadata.snapshots]
+    result = _open(iceberg_env).expire_snapshots(retain_min=2, older_than=FAR)
+    after = read_everything(table)
+    assert sorted(after["snapshots"]) == sorted(ids[-2:])
+    assert result.expired_snapshot_ids == ids[:-2]
+    assert result.deleted_data_files == 5  # the kept delete and append snapshots reach none of the appended files
+    _same_reads(before, after)
+    assert_exactly_reachable_left(table, iceberg_env.location())
+
+
+def test_older_than_keeps_the_minimum_and_the_default_age_keeps_everything_young(iceberg_env):
+    """TestRemoveSnapshots.testExpireOlderThan / testRetainLastKeepsExpiringSnapshot: default
+    history.expire.max-snapshot-age-ms (5 days) keeps fresh snapshots; min-snapshots-to-keep wins."""
+    table, ids = _history(iceberg_env)
+    table_files = files_on_disk(iceberg_env.location())
+    assert _open(iceberg_env).expire_snapshots().expired_snapshot_ids == []
+    assert files_on_disk(iceberg_env.location()) == table_files
+    times = {s.snapshot_id: s.timestamp_ms for s in table.metadata.snapshots}
+    # Older than the third snapshot's time: the first two go (an append reuses earlier manifests: no data file is freed).
+    result = _open(iceberg_env).expire_snapshots(older_than=times[ids[2]])
+    assert result.expired_snapshot_ids == ids[:2] and result.deleted_data_files == 0
+    # The table's min-snapshots-to-keep holds against any age.
+    table.transaction().set_properties({"history.expire.min-snapshots-to-keep": "2"}).commit_transaction()
+    assert _open(iceberg_env).expire_snapshots(older_than=FAR).expired_snapshot_ids == ids[2:3]
+    assert_exactly_reachable_left(table, iceberg_env.location())
+
+
+def test_tags_and_branches_keep_their_snapshots_and_files(iceberg_env):
+    """TestRemoveSnapshots.testRetainNAvailableSnapshotsWithTransaction / testBranchExpiration /
+    testTagExpiration: a tag keeps its snapshot; a branch keeps its own retention; an expired ref goes."""
+    table, ids = _history(iceberg_env)
+    table.manage_snapshots().create_tag(ids[1], "t1").create_branch(ids[2], "audit").commit()
+    table = table.refresh()
+    table.append(rows(50, "b"), branch="audit")
+    table.overwrite(rows(99, "c"))
+    before = read_everything(table)
+    ours = _open(iceberg_env)
+    assert ours.tag("t1").snapshot_id == ids[1]
+    result = ours.expire_snapshots(retain_min=1, older_than=FAR)
+    after = read_everything(table)
+    audit_head = before["refs"]["audit"]
+    # Kept: main's head, the tag's snapshot, the branch's head (min 1); the rest of both lineages goes.
+    assert set(after["snapshots"]) == {before["refs"]["main"], ids[1], audit_head}
+    assert set(result.expired_snapshot_ids) == set(before["snapshots"]) - set(after["snapshots"])
+    _same_reads(before, after)
+    assert_exactly_reachable_left(table, iceberg_env.location())
+    # The tag deleted, the next expiry frees its snapshot's files.
+    ours.delete_tag("t1")
+    with pytest.raises(TagNotFoundError):
+        ours.tag("t1")
+    ours.expire_snapshots(retain_min=1, older_than=FAR)
+    assert set(read_everything(table)["snapshots"]) == {before["refs"]["main"], audit_head}
+    assert_exactly_reachable_left(table, iceberg_env.location())
+
+
+def test_a_ref_older_than_its_max_ref_age_is_removed_with_its_snapshot(iceberg_env):
+    """TestRemoveSnapshots.testRetainFilesOnRetainedBranches / max-ref-age-ms: a tag with a time to live."""
+    table, ids = _history(iceberg_env, 3)
+    ours = _open(iceberg_env)
+    tag = ours.create_tag("week", ids[0], time_retained="7 d")
+    assert tag.time_retained_millis == 7 * 86_400_000
+    assert iceberg_env.table().metadata.refs["week"].max_ref_age_ms == 7 * 86_400_000
+    now = table.metadata.snapshot_by_id(ids[0]).timestamp_ms + 8 * 86_400_000
+    result = ours.expire_snapshots(retain_min=1, older_than=FAR, now=now)
+    assert ids[0] in result.expired_snapshot_ids
+    assert "week" not in iceberg_env.table().metadata.refs
+    assert_exactly_reachable_left(table, iceberg_env.location())
+
+
+def test_rollback_then_expiry_removes_the_abandoned_snapshots_and_their_files(iceberg_env):
+    """TestSnapshotManager.testRollbackTo + TestRemoveSnapshots.testWithExpiringDanglingStageCommit:
+    a rollback keeps the later snapshots (Iceberg's rule); expiry then removes them, unreferenced."""
+    table, ids = _history(iceberg_env, 4)
+    before = read_everything(table)
+    ours = _open(iceberg_env)
+    result = ours.rollback_to(ids[1])
+    assert result.target_snapshot_id == ids[1] and result.discarded_snapshot_ids == []
+    assert iceberg_env.table().metadata.current_snapshot_id == ids[1]
+    assert set(read_everything(table)["snapshots"]) == set(ids)  # nothing removed yet
+    with pytest.raises(InvalidArgumentError, match="ancestor"):
+        ours.rollback_to(ids[3])  # no longer an ancestor of main
+    ours.create_tag("later", ids[3])
+    ours.rollback_to(tag="later")  # a tag may point anywhere
+    ours.rollback_to(ids[1])
+    ours.delete_tag("later")
+    ours.expire_snapshots(retain_min=1, older_than=FAR)
+    after = read_everything(table)
+    assert set(after["snapshots"]) == {ids[1]}
+    _same_reads(before, after, moved={"main": ids[1]})
+    assert_exactly_reachable_left(table, iceberg_env.location())
+
+
+def test_expire_given_ids_and_the_protected_ones(iceberg_env):
+    """TestRemoveSnapshots.testExpireSnapshotsWithSnapshotId / testFailRemovingSnapshotWhenStillReferencedByBranch."""
+    table, ids = _history(iceberg_env, 4)
+    ours = _open(iceberg_env)
+    ours.create_tag("keep", ids[0])
+    before = {p: open(os.path.join(iceberg_env.location(), p), "rb").read() for p in files_on_disk(iceberg_env.location())}
+    with pytest.raises(ProtectedSnapshotError, match="keep"):
+        ours.expire_snapshots(snapshot_ids=[ids[0]])
+    with pytest.raises(ProtectedSnapshotError, match="main"):
+        ours.expire_snapshots(snapshot_ids=[ids[3]])
+    with pytest.raises(InvalidArgumentError, match="does not exist"):
+        ours.expire_snapshots(snapshot_ids=[12345])
+    assert {p: open(os.path.join(iceberg_env.location(), p), "rb").read() for p in files_on_disk(iceberg_env.location())} == before
+    assert ours.expire_snapshots(snapshot_ids=[ids[1]]).expired_snapshot_ids == [ids[1]]
+    assert set(read_everything(table)["snapshots"]) == {ids[0], ids[2], ids[3]}
+    assert_exactly_reachable_left(table, iceberg_env.location())
+
+
+def test_metadata_only_expiry_then_orphan_removal(iceberg_env):
+    """TestRemoveSnapshots.testNoCleanupWhenDeleteFilesFalse (cleanExpiredFiles(false)), then DeleteOrphanFiles."""
+    table, ids = _history(iceberg_env, 3)
+    table.overwrite(rows(9, "z"))
+    left_before = files_on_disk(iceberg_env.location())
+    ours = _open(iceberg_env)
+    result = ours.expire_snapshots(retain_min=1, older_than=FAR, delete_files=False)
+    assert len(result.expired_snapshot_ids) == 4 and result.deleted_data_files == 0  # 3 appends and the overwrite's delete
+    on_disk = files_on_disk(iceberg_env.location())
+    assert on_disk >= left_before - {p for p in left_before if p.endswith(".metadata.json")}
+    unreachable = on_disk - __import__("tests.iceberg.conftest", fromlist=["x"]).reachable_files(table)
+    assert any(p.startswith("data/") for p in unreachable)
+    young = ours.remove_orphan_files(dry_run=True)  # the 3-day window: everything is young
+    assert young.orphan_files == []
+    dry = ours.remove_orphan_files(older_than="0 s", dry_run=True)
+    assert set(dry.orphan_files) == unreachable
+    assert set(ours.remove_orphan_files(older_than="0 s", dry_run=False).orphan_files) == unreachable
+    assert_exactly_reachable_left(table, iceberg_env.location())
+    assert read_everything(table)["snapshots"]  # pyiceberg still reads what is left
+
+
+def test_previous_metadata_versions_beyond_the_maximum_are_deleted(iceberg_env):
+    """write.metadata.previous-versions-max: the commit drops the oldest metadata files from the log; expiry deletes them."""
+    table, ids = _history(iceberg_env, 6, properties={"write.metadata.previous-versions-max": "2"})
+    location = iceberg_env.location()
+    assert len([p for p in files_on_disk(location) if p.endswith(".metadata.json")]) == 7
+    _open(iceberg_env).expire_snapshots(retain_min=1, older_than=FAR)
+    table = table.refresh()
+    assert len(table.metadata.metadata_log) == 2
+    assert_exactly_reachable_left(table, location)
+
+
+def test_cli_contract_and_json(iceberg_env, capsys):
+    table, ids = _history(iceberg_env, 3)
+    argv = ["expire", "iceberg://db.orders", "--catalog", iceberg_env.catalog_json,
+            "--older-than", "2100-01-01T00:00:00Z", "--retain-min", "1", "--json"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["action"] == "expire-snapshots" and doc["result"]["expired_snapshot_ids"] == ids[:2]
+    assert main(["tag", "create", "iceberg://db.orders", "nightly", "--catalog", iceberg_env.catalog_json, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["result"]["snapshot_id"] == ids[2]
+    assert iceberg_env.table().metadata.refs["nightly"].snapshot_id == ids[2]
+    assert_exactly_reachable_left(table, iceberg_env.location())
