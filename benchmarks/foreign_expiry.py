@@ -1,0 +1,237 @@
+"""Expiry on tables other engines wrote: Apache Paimon (pypaimon) and Apache Iceberg (pyiceberg).
+
+``python -m benchmarks.foreign_expiry [--snapshots N] [--quick]``
+
+Paimon: pypaimon writes an append table of N snapshots (small appends over 10 partitions,
+every 20th commit an overwrite of one partition); ours expires everything but the newest
+snapshot. Printed: time, storage operations by kind, the lower bound and the ratio, and the
+same expiry on this package's own format, a table of the same shape, in the same run.
+Lower bound: read the k+1 snapshot files (expired ones and the first kept), each delta list
+of snapshots e+1..f and each manifest it names once (the data files to delete), the base and
+delta lists of every expired snapshot and of f (a Paimon snapshot does not record which
+manifests its commit wrote, so the freed manifests are found in those lists: Paimon's
+ExpireSnapshotsImpl reads them too); delete each freed file once (measured: files gone from
+the directory). Ours records what each commit wrote, so its bound (benchmarks/w2_expiry.py)
+needs only the 4 lists of e and f.
+
+Iceberg: pyiceberg writes a W1-shaped table (N appends, one overwrite) twice, the same rows in
+the same order. pyiceberg 0.12's ``expire_snapshots().older_than(now)`` runs on one copy
+(metadata only: it deletes nothing) and ours (``retain_min=1, older_than=now``, deleting every
+file no retained snapshot reaches) on the other. Printed: both times and their ratio, files
+deleted and left unreachable, ours' operations against the lower bound (each expired
+snapshot's manifest list read once, each manifest only expired snapshots use read once, each
+freed file deleted once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIMON_CLIENT = ROOT / "tests" / "paimon" / "pypaimon_client.py"
+PARTITIONS = 10
+FAR = 4_102_444_800_000
+
+
+def _files(root: str) -> set[str]:
+    return {os.path.relpath(os.path.join(d, n), root) for d, _s, names in os.walk(root) for n in names}
+
+
+# -- Paimon --------------------------------------------------------------------------------
+
+
+def build_paimon(directory: Path, snapshots: int) -> str:
+    subprocess.run([str(ROOT / "scripts" / "pypaimon-venv")], check=True)
+    steps = [{"create": "db.t", "columns": [["p", "string"], ["id", "int64"], ["v", "string"]], "partition": ["p"], "options": {"bucket": "-1"}}]
+    for i in range(snapshots):
+        step = {"write": "db.t", "rows": [[f"p{i % PARTITIONS}", i, "x" * 20], [f"p{(i + 1) % PARTITIONS}", i + 10**6, "y"]]}
+        if i % 20 == 19:
+            step = {"write": "db.t", "rows": [[f"p{i % PARTITIONS}", i, "o"]], "overwrite": {"p": f"p{i % PARTITIONS}"}}
+        steps.append(step)
+    warehouse = str(directory / "paimon")
+    done = subprocess.run(
+        [str(ROOT / ".venv-pypaimon" / "bin" / "python"), str(PAIMON_CLIENT)],
+        input=json.dumps({"warehouse": warehouse, "steps": steps}), capture_output=True, text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"pypaimon failed: {done.stderr[-2000:]}")
+    return os.path.join(warehouse, "db.db", "t")
+
+
+def paimon_lower_bound(table_dir: str) -> dict:
+    from airflow_snaptable.core import Table
+
+    table = Table.open(table_dir)
+    ids = [s.id for s in table.snapshots()]
+    first, fence = ids[0], ids[-1]
+    files = table.store.files
+    delta_manifests = 0
+    for snapshot_id in range(first + 1, fence + 1):
+        snapshot = table.snapshot(snapshot_id)
+        delta_manifests += len(files._entries(snapshot, files._lists([snapshot]), "delta"))
+    k = fence - first
+    reads = (k + 1) + 2 * k + 2 + delta_manifests  # snapshot files, both lists of e..f-1 and of f, the delta manifests of e+1..f
+    return {"k": k, "reads": reads}
+
+
+def run_expiry(uri: str) -> dict:
+    from airflow_snaptable.core import Table
+
+    before = _files(uri)
+    table = Table.open(uri)
+    table.storage.reset_counts()
+    started = time.perf_counter()
+    result = table.expire_snapshots(retain_min=1, retain_max=1, time_retained="0 s", limit=10**6, now=FAR)
+    elapsed = time.perf_counter() - started
+    counts = table.storage.snapshot_counts()
+    assert Table.open(uri).verify().ok, "verify after expiry"
+    return {"seconds": elapsed, "ops": counts, "deleted": len(before - _files(uri)), "expired": len(result.expired_snapshot_ids)}
+
+
+def build_ours(directory: Path, snapshots: int) -> str:
+    from airflow_snaptable.core import Table
+
+    schema = pa.schema([("p", pa.string()), ("id", pa.int64()), ("v", pa.string())])
+    uri = str(directory / "ours")
+    table = Table.create(uri, schema, partition_by=["p"])
+    for i in range(snapshots):
+        if i % 20 == 19:
+            table.overwrite(pa.table({"p": [f"p{i % PARTITIONS}"], "id": [i], "v": ["o"]}, schema=schema), partitions=[{"p": f"p{i % PARTITIONS}"}])
+        else:
+            table.append(pa.table({"p": [f"p{i % PARTITIONS}", f"p{(i + 1) % PARTITIONS}"], "id": [i, i + 10**6], "v": ["x" * 20, "y"]}, schema=schema))
+    return uri
+
+
+def ours_lower_bound(uri: str) -> dict:
+    from airflow_snaptable.core import Table
+    from benchmarks.w2_expiry import lower_bound
+
+    ids = [s.id for s in Table.open(uri).snapshots()]
+    return lower_bound(uri, ids[0], ids[-1])
+
+
+def paimon_section(directory: Path, snapshots: int) -> dict:
+    table_dir = build_paimon(directory, snapshots)
+    ours = build_ours(directory, snapshots)
+    out = {}
+    for label, uri, bound in (("paimon (pypaimon-written)", table_dir, paimon_lower_bound), ("ours", ours, ours_lower_bound)):
+        lb = bound(uri)
+        run = run_expiry(uri)
+        total = sum(run["ops"].values())
+        lower = lb["reads"] + run["deleted"]
+        out[label] = {**run, "lower_bound": lower, "ratio": total / lower, "total_ops": total}
+    return out
+
+
+# -- Iceberg -----------------------------------------------------------------------------------
+
+
+def build_iceberg(directory: Path, name: str, appends: int):
+    from pyiceberg.catalog import load_catalog
+
+    warehouse = directory / f"iceberg-{name}"
+    warehouse.mkdir()
+    props = {"type": "sql", "uri": f"sqlite:///{warehouse}/catalog.db", "warehouse": f"file://{warehouse}"}
+    catalog = load_catalog("default", **props)
+    catalog.create_namespace("db")
+    schema = pa.schema([("p", pa.string()), ("id", pa.int64())])
+    table = catalog.create_table("db.w1", schema=schema)
+    for i in range(appends):
+        table.append(pa.table({"p": [f"p{i % PARTITIONS}"] * 5, "id": list(range(i * 5, i * 5 + 5))}, schema=schema))
+    table.overwrite(pa.table({"p": ["p0"], "id": [-1]}, schema=schema))
+    return props, table.refresh()
+
+
+def iceberg_lower_bound(table) -> dict:
+    metadata = table.metadata
+    current = metadata.current_snapshot_id
+    kept = {m.manifest_path for m in metadata.snapshot_by_id(current).manifests(table.io)}
+    expired = [s for s in metadata.snapshots if s.snapshot_id != current]
+    exclusive = {m.manifest_path for s in expired for m in s.manifests(table.io)} - kept
+    return {"reads": len(expired) + len(exclusive)}
+
+
+def load_catalog_table(props: dict):
+    from pyiceberg.catalog import load_catalog
+
+    return load_catalog("default", **props).load_table("db.w1")
+
+
+def iceberg_section(directory: Path, appends: int) -> dict:
+    from airflow_snaptable.core import Table
+
+    props_peer, peer = build_iceberg(directory, "peer", appends)
+    props_ours, ours_table = build_iceberg(directory, "ours", appends)
+    location = ours_table.location()[len("file://"):]
+    before = _files(location)
+    lb = iceberg_lower_bound(ours_table)
+    import pyiceberg.io.fsspec  # noqa: F401 - module imports are not the expiry's cost
+
+    started = time.perf_counter()
+    peer = load_catalog_table(props_peer)
+    peer.maintenance.expire_snapshots().older_than(__import__("datetime").datetime.now(__import__("datetime").timezone.utc)).commit()
+    peer_seconds = time.perf_counter() - started
+    peer_location = peer.location()[len("file://"):]
+    started = time.perf_counter()
+    table = Table.open("iceberg://db.w1", catalog=props_ours)
+    table.storage.reset_counts()
+    result = table.expire_snapshots(retain_min=1, older_than=int(time.time() * 1000) + 1)
+    ours_seconds = time.perf_counter() - started
+    counts = table.storage.snapshot_counts()
+    deleted = len(before - _files(location))
+    lower = lb["reads"] + deleted
+    return {
+        "pyiceberg_seconds": peer_seconds,
+        "pyiceberg_files_deleted": 0,
+        "pyiceberg_files_left": len(_files(peer_location)),
+        "ours_seconds": ours_seconds,
+        "time_ratio": ours_seconds / peer_seconds,
+        "ours_deleted": deleted,
+        "ours_expired": len(result.expired_snapshot_ids),
+        "ours_files_left": len(_files(location)),
+        "ops": counts,
+        "total_ops": sum(counts.values()),
+        "lower_bound": lower,
+        "ops_ratio": sum(counts.values()) / lower,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.foreign_expiry", description=__doc__.splitlines()[0])
+    parser.add_argument("--snapshots", type=int, default=200, help="snapshots (Paimon) and appends (Iceberg); default 200")
+    parser.add_argument("--quick", action="store_true", help="60 snapshots")
+    parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
+    args = parser.parse_args(argv)
+    n = 60 if args.quick else args.snapshots
+    with tempfile.TemporaryDirectory(prefix="foreign-expiry-") as tmp:
+        figures = {"snapshots": n, "paimon": paimon_section(Path(tmp), n), "iceberg": iceberg_section(Path(tmp), n)}
+    print(f"Expiry of everything but the newest snapshot, {n} snapshots, local disk, one run\n")
+    print(f"  {'table':<28}{'time':>10}{'ops':>8}{'lower bound':>13}{'ratio':>8}{'files deleted':>15}   ops by kind")
+    for label, row in figures["paimon"].items():
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(row["ops"].items()) if v)
+        print(f"  {label:<28}{row['seconds'] * 1000:>8.0f}ms{row['total_ops']:>8}{row['lower_bound']:>13}{row['ratio']:>7.2f}x{row['deleted']:>15}   {kinds}")
+    ice = figures["iceberg"]
+    print(f"\n  Iceberg, W1 shape ({n} appends + an overwrite), two identical tables:")
+    print(f"    pyiceberg expire_snapshots().older_than(now): {ice['pyiceberg_seconds'] * 1000:.0f} ms, deletes 0 files, {ice['pyiceberg_files_left']} files left")
+    print(f"    ours (retain_min=1, files deleted):          {ice['ours_seconds'] * 1000:.0f} ms, {ice['ours_expired']} snapshots expired, "
+          f"{ice['ours_deleted']} files deleted, {ice['ours_files_left']} left")
+    print(f"    time ours / pyiceberg: {ice['time_ratio']:.2f}x (target <= 3x)")
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(ice["ops"].items()) if v)
+    print(f"    ours' storage operations: {ice['total_ops']} ({kinds}) vs lower bound {ice['lower_bound']}: {ice['ops_ratio']:.2f}x (target <= 1.2x)")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
