@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -81,11 +80,16 @@ def test_crash_at_every_storage_operation_then_rerun(tmp_path, operation):
 
 
 WRITER = """
-import json, sys
+import json, os, sys, time
 import pyarrow as pa
 from pyiceberg.catalog import load_catalog
 from pyiceberg.exceptions import CommitFailedException
-props, n = json.loads(sys.argv[1]), int(sys.argv[2])
+props, n, ticks = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+def expiries():
+    try:
+        return int(open(ticks).read() or 0)
+    except (OSError, ValueError):
+        return 0
 table = load_catalog("default", **props).load_table("db.orders")
 landed, failed = [], 0
 for i in range(n):
@@ -95,28 +99,34 @@ for i in range(n):
         landed.append(10_000 + i)
     except CommitFailedException:
         failed += 1
+    seen, deadline = expiries(), time.time() + 2
+    while expiries() == seen and time.time() < deadline:  # let an expiry run between two commits
+        time.sleep(0.005)
 print(json.dumps({"landed": landed, "failed": failed}))
 """
 
 
-def test_a_pyiceberg_writer_appending_while_we_expire(iceberg_env):
+def test_a_pyiceberg_writer_appending_while_we_expire(iceberg_env, tmp_path):
     table = iceberg_env.create()
     for i in range(3):
         table.append(rows(i))
     base_rows = sorted(read_everything(table)["snapshots"][table.refresh().metadata.current_snapshot_id])
+    ticks = tmp_path / "expiries"  # the writer waits for an expiry between two of its commits
     writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, json.dumps(iceberg_env.properties), "40"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", WRITER, json.dumps(iceberg_env.properties), "20", str(ticks)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    runs_that_expired = 0
+    runs, runs_that_expired = 0, 0
     while writer.poll() is None:
         result = Table.open("iceberg://db.orders", catalog=iceberg_env.properties).expire_snapshots(retain_min=1, older_than=FAR)
         runs_that_expired += bool(result.expired_snapshot_ids)
-        time.sleep(0.01)
+        runs += 1
+        ticks.write_text(str(runs))
     out, err = writer.communicate()
     assert writer.returncode == 0, err[-3000:]
     report = json.loads(out)
     assert report["landed"], report
-    assert runs_that_expired >= 3, "expiries must have interleaved with the writer's commits"
+    assert runs_that_expired >= 5, "expiries must have interleaved with the writer's commits"
     Table.open("iceberg://db.orders", catalog=iceberg_env.properties).expire_snapshots(retain_min=1, older_than=FAR)
     latest = iceberg_env.table()
     rows_now = read_everything(latest)["snapshots"][latest.metadata.current_snapshot_id]
