@@ -234,10 +234,24 @@ class TagLifecycle:
                 pass  # deleted concurrently: the outcome wanted
         return expired
 
+    def _published(self, tag: Tag) -> bool:
+        """Is the tag's own snapshot still published (not an expired id a stale commit re-created)?"""
+        snapshots = self.store.snapshots
+        try:
+            return snapshots.identity(snapshots.snapshot(tag.snapshot_id)) == snapshots.identity(tag.snapshot)
+        except SnapshotNotFoundError:
+            return False
+
     def _release_plan(self, tag: Tag, delete_tag_file: bool) -> DeletionPlan | None:
-        """The plan freeing the files only ``tag`` holds, or None while its snapshot is still retained."""
+        """The plan freeing the files only ``tag`` holds, or None while its snapshot is still published.
+
+        A published snapshot holds what the tag holds, and so do the snapshots after it, even when
+        an expiry in flight is about to remove it: until it has, that expiry (or a later one) frees
+        the files. Once it is gone, the snapshots after it start at the earliest snapshot, which is
+        then the tag's right neighbour (Paimon's TagManager: the earliest snapshot or the next tag).
+        """
         snapshots, files = self.store.snapshots, self.store.files
-        if tag.snapshot_id >= self.plans.fence() and snapshots.exists(tag.snapshot_id):
+        if self._published(tag):
             return None
         for attempt in range(3):
             try:
@@ -248,6 +262,10 @@ class TagLifecycle:
             except (SnapshotNotFoundError, CorruptMetadataError):
                 if attempt == 2:
                     raise  # not a moving EARLIEST: real damage
+        if earliest is not None and earliest.id <= tag.snapshot_id:
+            # Not the right neighbour: the files the snapshots after the tag's hold were not all read.
+            # Only a tagged id re-created and undone meanwhile gets here; keep everything (orphan cleaning frees it).
+            return None
         data = [
             DataCandidate(f.path, f.file_size, below=tag.snapshot_id + 1, from_id=tag.snapshot_id)
             for f in files.state(tag.snapshot).values()

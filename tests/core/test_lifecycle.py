@@ -1250,6 +1250,30 @@ def test_deleting_a_tag_while_expiry_protects_its_files_only_leaks(history):
     assert Table.open(uri).verify().missing_files == []
 
 
+@pytest.mark.parametrize("tagged", [2, 3])
+def test_deleting_a_tag_on_a_snapshot_an_expiry_is_removing_keeps_what_later_snapshots_use(history, tagged):
+    """The CI race (tests/core/test_lifecycle_races.py): the tag's snapshot is still published, an expiry's fence
+    is up above it. The files added after the earliest snapshot up to the tag are live in every later snapshot."""
+    history.appends(4)  # 1..4: appends, so every file is live in snapshot 4
+    history.table.create_tag("doomed", tagged)
+    uri = history.table.uri
+    expirer, tagger = Table.open(uri), Table.open(uri)
+    fence_up = {"seen": False}
+
+    def after_the_pending_plan(kind, path):
+        if kind == "write" and path.startswith("plan/pending-"):
+            fence_up["seen"] = True  # the next operation runs with the fence published
+            return False
+        return fence_up["seen"]
+
+    state = _run_inside(expirer, after_the_pending_plan, lambda: tagger.delete_tag("doomed"))
+    expirer.expire_snapshots(retain_min=1, time_retained="0 s", now=FAR_FUTURE)
+    assert state["done"] and state["error"] is None
+    assert remaining_ids(history.table) == [4]
+    assert Table.open(uri).tags() == []
+    check_clean(uri, history.model)
+
+
 def test_consumer_registered_right_after_an_expiry_finished_is_not_silently_behind(history):
     history.appends(6)
     uri = history.table.uri
