@@ -10,7 +10,13 @@ stdin; the JSON answer goes to stdout. One request runs a whole list of steps in
   one commit; with ``index`` each data file gets a file index beside it (``<file>.index``, in its
   ``_EXTRA_FILES``), as Java Paimon writes one above ``file-index.in-manifest-threshold``
   (pypaimon 2.1 writes no file indexes);
+  With ``"at": <epoch millis>`` the snapshot is stamped with that commit time instead of the
+  clock's (Paimon's tests commit at chosen times the same way, through a test clock);
 - ``{"tag": "db.t", "name": "t1", "snapshot": null | id, "time_retained": null | "1d"}``;
+- ``{"consumer": "db.t", "id": "c", "next_snapshot": n}``: pypaimon's ConsumerManager writes the
+  consumer, as a Flink or Spark streaming reader of the table does; ``next_snapshot: null`` deletes it;
+- ``{"consumers": "db.t"}``: every consumer as pypaimon's ConsumerManager reads it, and its
+  ``min_next_snapshot``, answered as ``{"consumers": {id: next}, "min": n | null}``;
 - ``{"compact": "db.t", "partition": "a", "level": 5, "upgrade": false}``: one COMPACT snapshot, as
   Java Paimon's LSM compaction commits it (pypaimon 2.1 has no compaction of its own). Each bucket
   of the primary-key table's partition ``p=<partition>`` is compacted into ``level``: rewritten
@@ -97,7 +103,13 @@ def run(request: dict) -> dict:
             if step.get("index"):
                 messages = [_with_index_files(table, m) for m in messages]
             commit = builder.new_commit()
-            commit.commit(messages)
+            if step.get("at") is not None:
+                from unittest import mock
+
+                with mock.patch("pypaimon.write.file_store_commit.time.time", return_value=step["at"] / 1000):
+                    commit.commit(messages)
+            else:
+                commit.commit(messages)
             write.close()
             commit.close()
         elif "tag" in step:
@@ -105,6 +117,20 @@ def run(request: dict) -> dict:
             table.create_tag(step["name"], snapshot_id=step.get("snapshot"), time_retained=step.get("time_retained"))
         elif "compact" in step:
             _compact(catalog.get_table(step["compact"]), step["partition"], step.get("level", 5), step.get("upgrade", False))
+        elif "consumer" in step:
+            from pypaimon.consumer.consumer import Consumer
+
+            consumers = catalog.get_table(step["consumer"]).consumer_manager()
+            if step["next_snapshot"] is None:
+                consumers.delete_consumer(step["id"])
+            else:
+                consumers.reset_consumer(step["id"], Consumer(next_snapshot=step["next_snapshot"]))
+        elif "consumers" in step:
+            consumers = catalog.get_table(step["consumers"]).consumer_manager()
+            answer[step["consumers"]] = {
+                "consumers": {i: consumers.consumer(i).next_snapshot for i in sorted(consumers.list_all_ids())},
+                "min": consumers.min_next_snapshot(),
+            }
         elif "read" in step:
             answer[step["read"]] = _read_all(catalog.get_table(step["read"]))
         else:
