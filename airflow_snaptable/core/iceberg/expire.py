@@ -88,7 +88,7 @@ class IcebergExpiry:
         expired = set(retention.expired_ids)
         retained = [s for s in metadata.snapshots if s.snapshot_id not in expired]
         locator = Locator(table.location())
-        reader = ManifestReader(table, self.storage, locator)
+        reader = ManifestReader(self.storage, locator)
         gone = [metadata.snapshot_by_id(i) for i in retention.expired_ids]
         self._fill_files(plan, reader, gone, retained)
         plan.statistics_files = self._statistics(metadata, locator, expired)
@@ -99,15 +99,15 @@ class IcebergExpiry:
     def _fill_files(plan: IcebergDeletionPlan, reader: ManifestReader, gone: list, retained: list) -> None:
         kept_lists = {reader.locator.inside(s.manifest_list, "manifest list") for s in retained}
         kept_manifests = {
-            reader.locator.inside(m.manifest_path, "manifest"): m for s in retained for m in reader.manifests_of(s)
+            reader.locator.inside(m.path, "manifest"): m for s in retained for m in reader.manifests_of(s)
         }
-        exclusive = reach(reader, gone, only_live=False, manifest_filter=lambda m: reader.locator.relative(m.manifest_path) not in kept_manifests)
+        exclusive = reach(reader, gone, only_live=False, manifest_filter=lambda m: reader.locator.relative(m.path) not in kept_manifests)
         candidates = dict(exclusive.content_files)
         if candidates:
             newest = max(candidates.values())
             live = reach(
                 reader, retained, only_live=True,
-                manifest_filter=lambda m: (m.min_sequence_number or 0) <= newest,
+                manifest_filter=lambda m: m.min_sequence_number <= newest,
             )
             for path in live.content_files:
                 candidates.pop(path, None)
@@ -224,7 +224,7 @@ class IcebergExpiry:
             if not present.intersection(plan.expired_ids) and not set(plan.removed_refs) & set(table.metadata.refs):
                 # Committed: what the plan names is still unreachable unless something re-added it.
                 locator = Locator(table.location())
-                live = reach(ManifestReader(table, self.storage, locator), table.metadata.snapshots, only_live=True)
+                live = reach(ManifestReader(self.storage, locator), table.metadata.snapshots, only_live=True)
                 plan.content_files = [p for p in plan.content_files if p not in live.content_files]
                 plan.manifests = [p for p in plan.manifests if p not in live.manifests]
                 self._delete(plan, table.metadata, table.metadata_location)

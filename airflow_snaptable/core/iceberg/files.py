@@ -10,9 +10,12 @@ A file the metadata places outside the table location (``write.data.path``,
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from typing import Iterable
 from urllib.parse import urlparse
+
+import fastavro
 
 from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, UnsupportedMetadataError
 from airflow_snaptable.core.storage import Storage
@@ -85,45 +88,105 @@ class Reached:
         return self.manifest_lists | self.manifests | set(self.content_files)
 
 
-class ManifestReader:
-    """Reads manifest lists and manifests, each once (they are immutable), counting each read on ``storage``."""
+@dataclass(frozen=True)
+class ManifestRef:
+    """One manifest as a manifest list names it (Iceberg's ``manifest_file`` record)."""
 
-    def __init__(self, table, storage: Storage, locator: Locator):
-        self.io = table.io
+    path: str
+    length: int
+    #: The data sequence number of the commit that added the manifest: what ADDED entries without one inherit.
+    sequence_number: int
+    #: No live entry of the manifest has a smaller data sequence number.
+    min_sequence_number: int
+
+
+@dataclass(frozen=True)
+class EntryRef:
+    """One manifest entry: a data or delete file and what the manifest says of it."""
+
+    #: Iceberg's entry status: 0 EXISTING, 1 ADDED, 2 DELETED.
+    status: int
+    path: str
+    size: int
+    sequence_number: int
+
+
+DELETED = 2
+
+
+class ManifestReader:
+    """Reads manifest lists and manifests with fastavro, each once (they are immutable), through ``storage``.
+
+    Bulk reads go through ``Storage.read_many``, so they are counted, fail on a crash the tests
+    inject, and run in parallel on remote storage. Only the fields the lifecycle needs are kept;
+    the Avro schemas of format versions 1 to 3 name them alike (version 1 has no sequence numbers: 0).
+    """
+
+    def __init__(self, storage: Storage, locator: Locator):
         self.storage = storage
         self.locator = locator
-        self._lists: dict[str, list] = {}
-        self._manifests: dict[str, list] = {}
+        self._lists: dict[str, list[ManifestRef]] = {}
+        self._manifests: dict[str, list[EntryRef]] = {}
 
-    def manifests_of(self, snapshot) -> list:
-        path = snapshot.manifest_list
-        if path not in self._lists:
-            rel = self.locator.inside(path, "manifest list")
-            self.storage._op("read", rel)
-            self._lists[path] = self._read(lambda: snapshot.manifests(self.io), path)
-        return self._lists[path]
+    def manifests_of(self, snapshot) -> list[ManifestRef]:
+        self.prefetch_lists([snapshot])
+        return self._lists[snapshot.manifest_list]
 
-    def entries(self, manifest) -> list:
+    def entries(self, manifest: ManifestRef) -> list[EntryRef]:
         """Every entry, deleted ones included (a DELETED entry still names a file that once was live)."""
-        path = manifest.manifest_path
-        if path not in self._manifests:
-            rel = self.locator.inside(path, "manifest")
-            self.storage._op("read", rel)
-            self._manifests[path] = self._read(lambda: manifest.fetch_manifest_entry(self.io, discard_deleted=False), path)
-        return self._manifests[path]
+        self.prefetch([manifest])
+        return self._manifests[manifest.path]
 
-    @staticmethod
-    def _read(call, path: str) -> list:
-        try:
-            return list(call())
-        except FileNotFoundError as exc:
-            raise MissingMetadataError(f"{path} does not exist") from exc
-        except OSError as exc:
-            if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
-                raise MissingMetadataError(f"{path} does not exist") from exc
-            raise
-        except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
-            raise CorruptMetadataError(f"{path}: cannot read: {type(exc).__name__}: {exc}") from exc
+    def prefetch_lists(self, snapshots: Iterable) -> None:
+        """Read the manifest lists of ``snapshots`` not read yet, in one bulk read."""
+        wanted = {s.manifest_list: self.locator.inside(s.manifest_list, "manifest list") for s in snapshots}
+        for path, records in self._read_many({p: r for p, r in wanted.items() if p not in self._lists}).items():
+            self._lists[path] = [_manifest_ref(r, path) for r in records]
+
+    def prefetch(self, manifests: Iterable[ManifestRef]) -> None:
+        """Read the manifests not read yet, in one bulk read."""
+        wanted = {m.path: (m, self.locator.inside(m.path, "manifest")) for m in manifests if m.path not in self._manifests}
+        records = self._read_many({path: rel for path, (_m, rel) in wanted.items()})
+        for path, rows in records.items():
+            self._manifests[path] = [_entry_ref(r, wanted[path][0], path) for r in rows]
+
+    def _read_many(self, rels: dict[str, str]) -> dict[str, list[dict]]:
+        if not rels:
+            return {}
+        contents = self.storage.read_many(list(rels.values()))
+        out = {}
+        for path, rel in rels.items():
+            if rel not in contents:
+                raise MissingMetadataError(f"{path} does not exist")
+            try:
+                out[path] = list(fastavro.reader(io.BytesIO(contents[rel])))
+            except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
+                raise CorruptMetadataError(f"{path}: cannot read: {type(exc).__name__}: {exc}") from exc
+        return out
+
+
+def _manifest_ref(record: dict, where: str) -> ManifestRef:
+    try:
+        return ManifestRef(
+            path=record["manifest_path"],
+            length=int(record["manifest_length"]),
+            sequence_number=int(record.get("sequence_number") or 0),
+            min_sequence_number=int(record.get("min_sequence_number") or 0),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptMetadataError(f"{where}: not an Iceberg manifest list ({type(exc).__name__}: {exc})") from exc
+
+
+def _entry_ref(record: dict, manifest: ManifestRef, where: str) -> EntryRef:
+    try:
+        status, data_file = int(record["status"]), record["data_file"]
+        sequence = record.get("sequence_number")
+        if sequence is None:
+            # Iceberg's inheritance: an ADDED entry without one has its manifest's (version 1: all 0).
+            sequence = manifest.sequence_number
+        return EntryRef(status, data_file["file_path"], int(data_file["file_size_in_bytes"]), int(sequence))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptMetadataError(f"{where}: not an Iceberg manifest ({type(exc).__name__}: {exc})") from exc
 
 
 def reach(reader: ManifestReader, snapshots: Iterable, *, only_live: bool, manifest_filter=None) -> Reached:
@@ -132,22 +195,25 @@ def reach(reader: ManifestReader, snapshots: Iterable, *, only_live: bool, manif
     deletion). ``manifest_filter(manifest) -> bool`` skips manifests that cannot matter."""
     reached = Reached()
     locator = reader.locator
+    snapshots = list(snapshots)
+    reader.prefetch_lists(snapshots)
+    to_read: dict[str, ManifestRef] = {}
     for snapshot in snapshots:
         reached.manifest_lists.add(locator.inside(snapshot.manifest_list, "manifest list"))
         for manifest in reader.manifests_of(snapshot):
-            rel = locator.inside(manifest.manifest_path, "manifest")
+            rel = locator.inside(manifest.path, "manifest")
             if rel in reached.manifests:
                 continue
             reached.manifests.add(rel)
-            reached.bytes[rel] = manifest.manifest_length
-            if manifest_filter is not None and not manifest_filter(manifest):
+            reached.bytes[rel] = manifest.length
+            if manifest_filter is None or manifest_filter(manifest):
+                to_read[rel] = manifest
+    reader.prefetch(to_read.values())
+    for manifest in to_read.values():
+        for entry in reader.entries(manifest):
+            if only_live and entry.status == DELETED:
                 continue
-            for entry in reader.entries(manifest):
-                if only_live and entry.status.name == "DELETED":
-                    continue
-                data_file = entry.data_file
-                path = locator.inside(data_file.file_path, "data file")
-                sequence = entry.sequence_number if entry.sequence_number is not None else 0
-                reached.content_files[path] = max(sequence, reached.content_files.get(path, -1))
-                reached.bytes[path] = data_file.file_size_in_bytes
+            path = locator.inside(entry.path, "data file")
+            reached.content_files[path] = max(entry.sequence_number, reached.content_files.get(path, -1))
+            reached.bytes[path] = entry.size
     return reached

@@ -22,7 +22,7 @@ DEFAULT_WINDOW = timedelta(days=3)
 def valid_files(table, storage: Storage) -> set[str]:
     metadata = table.metadata
     locator = Locator(table.location())
-    reached = reach(ManifestReader(table, storage, locator), metadata.snapshots, only_live=True)
+    reached = reach(ManifestReader(storage, locator), metadata.snapshots, only_live=True)
     valid = reached.all()
     statistics = list(metadata.statistics or []) + list(getattr(metadata, "partition_statistics", None) or [])
     named = [f.statistics_path for f in statistics] + [e.metadata_file for e in metadata.metadata_log] + [table.metadata_location]
