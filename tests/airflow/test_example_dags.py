@@ -141,6 +141,42 @@ def test_a_dag_maintains_a_paimon_table_that_pypaimon_reads_back(paimon, tmp_pat
     assert paimon.read(warehouse, "app")["app"]["tags"]["via-hook"]["rows"] == before["snapshots"]["6"]["rows"]
 
 
+def test_a_dag_maintains_an_iceberg_table_that_pyiceberg_reads_back(tmp_path):
+    """The Iceberg example DAG on a table pyiceberg wrote, its catalog in the connection's extra: the day's tag,
+    expiry that deletes the files only expired snapshots reached, orphan removal; pyiceberg then reads every
+    snapshot and ref left with the rows from before, and exactly the reachable files are left."""
+    from tests.iceberg.conftest import IcebergEnv, assert_exactly_reachable_left, read_everything, rows
+
+    (tmp_path / "iceberg").mkdir()
+    env = IcebergEnv({"type": "sql", "uri": f"sqlite:///{tmp_path}/catalog.db", "warehouse": f"file://{tmp_path}/iceberg"},
+                     str(tmp_path / "iceberg"))
+    table = env.create()
+    for i in range(6):
+        table.append(rows(i))
+    table.manage_snapshots().create_tag(table.refresh().metadata.snapshots[1].snapshot_id, "keep").commit()
+    table.overwrite(rows(99, "b"))  # a delete snapshot, then an append: the appended files are unreachable from both
+    table = table.refresh()
+    ids = [s.snapshot_id for s in table.metadata.snapshots]
+    before = read_everything(table)
+    stray = Path(env.location()) / "data" / "stray-from-a-crashed-writer.parquet"
+    stray.write_bytes(b"never committed")
+    os.utime(stray, (time.time() - 4 * 86400,) * 2)
+    tomorrow = (dt.datetime.now(dt.timezone.utc) + DAY).date().isoformat()  # the interval ends after every commit
+    dags_test(
+        "snaptable_iceberg_maintenance",
+        base_env(AIRFLOW_CONN_SNAPTABLE_ICEBERG=snaptable_conn(extra={"catalog": env.properties})),
+        tomorrow, "-c", json.dumps({"retain_min": 2}),
+    )
+    after = read_everything(table.refresh())
+    assert sorted(after["snapshots"]) == sorted([ids[1], ids[-2], ids[-1]])  # the tag's, and main's newest two
+    for snapshot_id, read in after["snapshots"].items():
+        assert read == before["snapshots"][snapshot_id]
+    day_tag = f"day-{dt.date.fromisoformat(tomorrow) - DAY}"
+    assert after["refs"] == {"main": ids[-1], "keep": ids[1], day_tag: ids[-1]}
+    assert not stray.exists()
+    assert_exactly_reachable_left(table.refresh(), env.location())
+
+
 def test_daily_maintenance(warehouse):
     table = make_table(str(warehouse / "orders"), days=6)
     table.clock = lambda: millis(BASE - 10 * DAY)
@@ -379,6 +415,7 @@ def test_every_example_dag_parses_and_spark_jobs_are_not_dag_files():
         "snaptable_backfill_from_tag",
         "snaptable_daily_maintenance",
         "snaptable_event_driven",
+        "snaptable_iceberg_maintenance",
         "snaptable_incremental",
         "snaptable_lifecycle",
         "snaptable_paimon_maintenance",
