@@ -196,7 +196,7 @@ class PeriodicTagging:
             if snapshot is None:
                 # Every retained snapshot came after this boundary. If earlier ones expired,
                 # the state at the boundary is gone; if none ever existed, there is nothing to tag.
-                if earliest.id > 1:
+                if earliest.parent_id is not None:
                     result.skipped.append(name)
                 continue
             try:

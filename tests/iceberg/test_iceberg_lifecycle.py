@@ -202,3 +202,41 @@ def test_cli_contract_and_json(iceberg_env, capsys):
     assert json.loads(capsys.readouterr().out)["result"]["snapshot_id"] == ids[2]
     assert iceberg_env.table().metadata.refs["nightly"].snapshot_id == ids[2]
     assert_exactly_reachable_left(table, iceberg_env.location())
+
+
+def test_periodic_tags_on_iceberg_refs(iceberg_env, capsys):
+    """Paimon's automatic tags on an Iceberg table (nobody else offers them for Iceberg): the period and the
+    retention come from the table's properties; each tag is an Iceberg tag ref on ``main``'s state at the
+    period's end; a ref whose name reads as a period counts as periodic and is pruned first."""
+    table, ids = _history(iceberg_env, 3, properties={"tag.creation-period": "hourly", "tag.num-retained-max": "2"})
+    table.manage_snapshots().create_tag(ids[0], "2020-01-01 00").create_tag(ids[0], "release").commit()
+    last = table.refresh().metadata.snapshot_by_id(ids[-1]).timestamp_ms
+    hour = 3_600_000
+    end = (last // hour + 1) * hour  # the end of the hour of the last commit
+    before = read_everything(table)
+    ours = _open(iceberg_env)
+    result = ours.create_periodic_tags(now=end + 1000)
+    import datetime as dt
+
+    name = dt.datetime.fromtimestamp((end - hour) / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H")
+    assert (result.created, result.deleted) == ([name], [])
+    assert {t.name: t.source for t in ours.tags()} == {"2020-01-01 00": "periodic", "release": "manual", name: "periodic"}
+    # The next hour: nothing committed since, so the tag holds the same state; retention (2) prunes 2020.
+    again = _open(iceberg_env).create_periodic_tags(now=end + hour + 1000)
+    next_name = dt.datetime.fromtimestamp(end / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H")
+    assert (again.created, again.deleted) == ([next_name], ["2020-01-01 00"])
+    after = read_everything(table)
+    assert after["refs"] == {"main": ids[-1], "release": ids[0], name: ids[-1], next_name: ids[-1]}
+    assert after["snapshots"] == before["snapshots"]
+    # Before any snapshot of the table: nothing to tag, nothing reported skipped; watermarks are not Iceberg's.
+    early = ours.create_periodic_tags(now=table.metadata.snapshot_by_id(ids[0]).timestamp_ms - hour)
+    assert (early.created, early.skipped) == ([], [])
+    # The CLI (real time, daily): yesterday ended before the first commit, so again nothing to tag.
+    argv = ["tag", "periodic", "iceberg://db.orders", "--catalog", iceberg_env.catalog_json, "--period", "daily", "--json"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["action"] == "periodic-tags" and (doc["result"]["created"], doc["result"]["skipped"]) == ([], [])
+    from airflow_snaptable.core.errors import UnsupportedOperationError
+
+    with pytest.raises(UnsupportedOperationError):
+        ours.create_periodic_tags(time_source="watermark", now=end + 1000)

@@ -36,12 +36,14 @@ from airflow_snaptable.core.iceberg import catalog as catalogs
 from airflow_snaptable.core.iceberg.expire import IcebergExpiry
 from airflow_snaptable.core.iceberg.files import storage_for
 from airflow_snaptable.core.iceberg.orphans import remove_orphan_files
+from airflow_snaptable.core.iceberg.periodic import periodic_tagging
 from airflow_snaptable.core.iceberg.retention import MAIN, RetentionSettings, ancestors
 from airflow_snaptable.core.names import validate_name
 from airflow_snaptable.core.orphans import OrphanResult
 from airflow_snaptable.core.rollback import RollbackResult
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot
-from airflow_snaptable.core.tags import IF_EXISTS, MANUAL, Tag
+from airflow_snaptable.core.periodic import PeriodicTagResult, period_start_of
+from airflow_snaptable.core.tags import IF_EXISTS, MANUAL, PERIODIC, Tag
 from airflow_snaptable.core.timeutil import duration_argument, millis, to_millis
 
 FORMAT = "iceberg"
@@ -144,7 +146,9 @@ class IcebergTable:
             snapshot = metadata.snapshot_by_id(ref.snapshot_id)
             if snapshot is None:
                 continue
-            found.append(Tag(name, _snapshot(snapshot), snapshot.timestamp_ms, ref.max_ref_age_ms, MANUAL))
+            # A ref records no source: a name that reads as a period is a periodic tag (as on Paimon tables).
+            source = PERIODIC if period_start_of(name) is not None else MANUAL
+            found.append(Tag(name, _snapshot(snapshot), snapshot.timestamp_ms, ref.max_ref_age_ms, source))
         return sorted(found, key=lambda t: (t.snapshot.time_millis, t.name))
 
     def tag(self, name: str) -> Tag:
@@ -324,8 +328,10 @@ class IcebergTable:
     def _unsupported(self, what: str):
         raise UnsupportedOperationError(f"{self._uri}: {what} on Iceberg tables is not supported yet")
 
-    def create_periodic_tags(self, **kwargs):
-        self._unsupported("periodic tags")
+    def create_periodic_tags(self, period=None, **kwargs) -> PeriodicTagResult:
+        """Paimon's automatic tags on Iceberg tag refs (core/iceberg/periodic.py): the options come from the
+        table's properties; each period's tag holds ``main``'s state at the period's end."""
+        return periodic_tagging(self).create(period, **kwargs)
 
     def update_consumer(self, consumer_id: str, next_snapshot: int):
         self._unsupported("consumers")
