@@ -12,7 +12,9 @@ sends a call with at least ``threshold`` (deletes) or ``read_threshold``
 (reads) files to the executors (``sc.parallelize(paths, n)``), each task
 running core's own bulk call on its slice; shorter calls stay in process.
 Listing for orphans stays on the driver: it is one paginated listing per
-directory, which executors would not shorten.
+directory, which executors would not shorten. An Iceberg table's executors open
+its location with the catalog's FileIO properties (core/iceberg/files.py
+``LocationStorage``); its catalog commit stays on the driver.
 
 Crash safety is core's: ``delete_files`` returns only when every file is gone,
 and a failed Spark job raises :class:`~airflow_snaptable.core.errors.StorageError`
@@ -30,6 +32,7 @@ from typing import Any, Callable, Iterable
 from airflow_snaptable.core.actions import Action, run_action
 from airflow_snaptable.core.errors import StorageError
 from airflow_snaptable.core.formats import is_iceberg_uri
+from airflow_snaptable.core.iceberg.files import storage_opener
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.table import Table
 
@@ -59,29 +62,40 @@ class ExecutorRead:
     Yields ``(path, bytes)`` for the files that exist; ``processed`` counts the paths read.
     """
 
-    def __init__(self, uri: str, storage_options: dict | None, processed=None):
+    def __init__(self, uri: str, storage_options: dict | None, processed=None, opener: Callable[[], Storage] | None = None):
         self.uri = uri
         self.storage_options = storage_options
         self.processed = processed
+        self.opener = opener
 
     def __call__(self, paths: Iterable[str]):
         paths = list(paths)
         if not paths:
             return iter(())
-        found = Storage.from_uri(self.uri, self.storage_options).read_many(paths)
+        found = _open_storage(self.uri, self.storage_options, self.opener).read_many(paths)
         if self.processed is not None:
             self.processed.add(len(paths))
         return iter(found.items())
 
 
+def _open_storage(uri: str, storage_options: dict | None, opener: Callable[[], Storage] | None) -> Storage:
+    """The table's storage on an executor: ``opener()`` (an Iceberg table's location and FileIO
+    properties, core/iceberg/files.py LocationStorage), else the table URI and storage options."""
+    return opener() if opener is not None else Storage.from_uri(uri, storage_options)
+
+
 class _ExecutorJobs:
     """Runs core bulk operations on slices of a file list, one Spark job per call."""
 
-    def __init__(self, spark_context, uri: str, storage_options: dict | None = None, files_per_task: int = DEFAULT_FILES_PER_TASK):
+    def __init__(
+        self, spark_context, uri: str, storage_options: dict | None = None, files_per_task: int = DEFAULT_FILES_PER_TASK,
+        opener: Callable[[], Storage] | None = None,
+    ):
         self.sc = spark_context
         self.uri = uri
         self.storage_options = storage_options
         self.files_per_task = max(1, int(files_per_task))
+        self.opener = opener
         self.jobs = 0
 
     def task_count(self, files: int) -> int:
@@ -106,7 +120,7 @@ class SparkReader(_ExecutorJobs):
         self.sc.setJobDescription(f"snaptable: read {len(paths)} metadata files of {self.uri}")
         try:
             self.jobs += 1
-            pairs = self.sc.parallelize(paths, self.task_count(len(paths))).mapPartitions(ExecutorRead(self.uri, self.storage_options, processed)).collect()
+            pairs = self.sc.parallelize(paths, self.task_count(len(paths))).mapPartitions(ExecutorRead(self.uri, self.storage_options, processed, self.opener)).collect()
         except Exception as exc:  # noqa: BLE001 - Py4J/Spark errors become core's typed storage error
             raise StorageError(f"reading {len(paths)} files of {self.uri} on Spark executors failed: {_first_line(exc)}") from exc
         finally:
@@ -122,16 +136,17 @@ class ExecutorDelete:
     deleted (or found gone) once all of them are, so only finished tasks count.
     """
 
-    def __init__(self, uri: str, storage_options: dict | None, processed=None):
+    def __init__(self, uri: str, storage_options: dict | None, processed=None, opener: Callable[[], Storage] | None = None):
         self.uri = uri
         self.storage_options = storage_options
         self.processed = processed
+        self.opener = opener
 
     def __call__(self, paths: Iterable[str]) -> None:
         paths = list(paths)
         if not paths:
             return
-        Storage.from_uri(self.uri, self.storage_options).delete_files(paths)
+        _open_storage(self.uri, self.storage_options, self.opener).delete_files(paths)
         if self.processed is not None:
             self.processed.add(len(paths))
 
@@ -155,7 +170,7 @@ class SparkDeleter(_ExecutorJobs):
         try:
             self.jobs += 1
             self.sc.parallelize(paths, self.task_count(len(paths))).foreachPartition(
-                ExecutorDelete(self.uri, self.storage_options, processed)
+                ExecutorDelete(self.uri, self.storage_options, processed, self.opener)
             )
         except Exception as exc:  # noqa: BLE001 - Py4J/Spark errors become core's typed storage error
             self.deleted += processed.value
@@ -252,12 +267,17 @@ def run_action_distributed(
     if read_threshold is None:
         read_threshold = int(conf.get("spark.snaptable.read.parallelThreshold", str(DEFAULT_READ_THRESHOLD)))
     if is_iceberg_uri(action.table):
-        # An Iceberg table's files are where its catalog says: the store opens them itself, in the driver.
-        result = run_action(action, storage_options, catalog=catalog)
-        return DistributedRun(result, 0, 0, {}, 0)
-    deleter = SparkDeleter(spark.sparkContext, action.table, storage_options, files_per_task)
-    reader = SparkReader(spark.sparkContext, action.table, storage_options, files_per_task)
-    storage = DistributedStorage(Storage.from_uri(action.table, storage_options), deleter, threshold, reader, read_threshold)
-    table = Table.open(action.table, storage=storage)
+        # An Iceberg table's files are where its catalog says: the executors open its location with
+        # the catalog's FileIO properties; the catalog commit stays on the driver.
+        table = Table.open(action.table, catalog=catalog)
+        opener = storage_opener(table.iceberg)
+        deleter = SparkDeleter(spark.sparkContext, action.table, None, files_per_task, opener=opener)
+        reader = SparkReader(spark.sparkContext, action.table, None, files_per_task, opener=opener)
+        storage = table.storage = DistributedStorage(table.storage, deleter, threshold, reader, read_threshold)
+    else:
+        deleter = SparkDeleter(spark.sparkContext, action.table, storage_options, files_per_task)
+        reader = SparkReader(spark.sparkContext, action.table, storage_options, files_per_task)
+        storage = DistributedStorage(Storage.from_uri(action.table, storage_options), deleter, threshold, reader, read_threshold)
+        table = Table.open(action.table, storage=storage)
     result = run_action(action, storage_options, table=table)
     return DistributedRun(result, deleter.deleted, deleter.jobs + reader.jobs, storage.snapshot_counts(), reader.read)

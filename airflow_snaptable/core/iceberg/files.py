@@ -41,15 +41,32 @@ def normalize(uri: str) -> tuple[str, str, str]:
     return scheme, authority, path.rstrip("/") or "/"
 
 
-def storage_for(table) -> Storage:
-    """A counted Storage rooted at the table's location, on the filesystem pyiceberg's FileIO would use."""
-    from pyiceberg.io.fsspec import FsspecFileIO
+@dataclass(frozen=True)
+class LocationStorage:
+    """Opens a counted Storage rooted at a table location, on the filesystem pyiceberg's FileIO would use.
 
-    location = table.location()
-    scheme, authority, path = normalize(location)
-    fs = FsspecFileIO(properties=dict(table.io.properties)).get_fs(scheme)
-    root = path if scheme == "file" else f"{authority}{path}"
-    return Storage(fs, root, location)
+    Picklable (a location and the FileIO properties), so Spark executors open the same storage.
+    """
+
+    location: str
+    io_properties: dict
+
+    def __call__(self) -> Storage:
+        from pyiceberg.io.fsspec import FsspecFileIO
+
+        scheme, authority, path = normalize(self.location)
+        fs = FsspecFileIO(properties=dict(self.io_properties)).get_fs(scheme)
+        root = path if scheme == "file" else f"{authority}{path}"
+        return Storage(fs, root, self.location)
+
+
+def storage_opener(table) -> LocationStorage:
+    return LocationStorage(table.location(), dict(table.io.properties))
+
+
+def storage_for(table) -> Storage:
+    """A counted Storage rooted at the table's location (see LocationStorage)."""
+    return storage_opener(table)()
 
 
 class Locator:
