@@ -135,6 +135,9 @@ def find_new_snapshots(
     else:
         baseline = check_int(after_snapshot_id, "after_snapshot_id", minimum=0)
     kinds_wanted = normalize_commit_kinds(commit_kinds)
+    if getattr(table, "format", None) == "iceberg":
+        # Random snapshot ids: positions are sequence numbers along main (core/iceberg/positions.py).
+        return table.new_snapshots(baseline, kinds_wanted, with_changes, checked_through)
     manager = table.snapshot_manager
     latest = manager.latest_id() or 0
     if latest <= baseline or latest == checked_through:

@@ -240,3 +240,33 @@ def test_periodic_tags_on_iceberg_refs(iceberg_env, capsys):
 
     with pytest.raises(UnsupportedOperationError):
         ours.create_periodic_tags(time_source="watermark", now=end + 1000)
+
+
+def test_new_snapshots_are_counted_by_sequence_number_along_main(iceberg_env):
+    """NewSnapshotSensor's logic (find_new_snapshots) on an Iceberg table: positions are data sequence numbers,
+    the new snapshots are main's ancestors above the position, a range whose snapshots expired is an error,
+    and what has no position (format version 1, consumers) is a typed error."""
+    from airflow_snaptable.core.errors import SnapshotNotFoundError, UnsupportedOperationError
+    from airflow_snaptable.core.incremental import find_new_snapshots
+
+    table, ids = _history(iceberg_env, 3)
+    ours = _open(iceberg_env)
+    assert (ours.snapshot_manager.earliest_id(), ours.snapshot_manager.latest_id()) == (1, 3)
+    new = find_new_snapshots(ours, after_snapshot_id=1)
+    assert (new.from_snapshot_id, new.to_snapshot_id, new.snapshot_ids) == (1, 3, [2, 3])
+    assert new.commit_kinds == ["APPEND", "APPEND"] and new.added_records == 4 and new.deleted_records == 0
+    assert not find_new_snapshots(ours, after_snapshot_id=3).found
+    table.overwrite(rows(99, "b"))  # pyiceberg: a DELETE snapshot (4), then an APPEND (5)
+    new = find_new_snapshots(ours, after_snapshot_id=3, commit_kinds=["DELETE"])
+    assert (new.snapshot_ids, new.commit_kinds, new.matching_snapshot_ids) == ([4, 5], ["DELETE", "APPEND"], [4])
+    assert (new.added_records, new.deleted_records) == (2, 6)
+    ours.expire_snapshots(retain_min=2, older_than=FAR)  # main keeps 4 and 5
+    for expired in (0, 2, 3):  # the state at the position is gone: the changes after it cannot be read
+        with pytest.raises(SnapshotNotFoundError):
+            find_new_snapshots(ours, after_snapshot_id=expired)
+    assert find_new_snapshots(ours, after_snapshot_id=4).snapshot_ids == [5]
+    with pytest.raises(UnsupportedOperationError):
+        find_new_snapshots(ours, consumer_id="reader")
+    iceberg_env.create("db.v1", properties={"format-version": "1"}).append(rows(1))
+    with pytest.raises(UnsupportedOperationError):
+        find_new_snapshots(Table.open("iceberg://db.v1", catalog=iceberg_env.properties), after_snapshot_id=0)

@@ -37,6 +37,7 @@ from airflow_snaptable.core.iceberg.expire import IcebergExpiry
 from airflow_snaptable.core.iceberg.files import storage_for
 from airflow_snaptable.core.iceberg.orphans import remove_orphan_files
 from airflow_snaptable.core.iceberg.periodic import periodic_tagging
+from airflow_snaptable.core.iceberg.positions import IcebergPositions, new_snapshots
 from airflow_snaptable.core.iceberg.retention import MAIN, RetentionSettings, ancestors
 from airflow_snaptable.core.names import validate_name
 from airflow_snaptable.core.orphans import OrphanResult
@@ -51,7 +52,8 @@ _KINDS = {"append": CommitKind.APPEND, "overwrite": CommitKind.OVERWRITE, "delet
 _REF_ATTEMPTS = 5
 
 
-def _snapshot(snapshot) -> Snapshot:
+def snapshot_of(snapshot) -> Snapshot:
+    """A pyiceberg snapshot as this package's Snapshot (id: Iceberg's snapshot id)."""
     summary = dict(snapshot.summary.additional_properties) if snapshot.summary else {}
     operation = snapshot.summary.operation.value if snapshot.summary else "append"
     summary["operation"] = operation
@@ -108,17 +110,17 @@ class IcebergTable:
     def snapshots(self) -> list[Snapshot]:
         """The current branch's history, oldest first."""
         metadata = self.refresh().metadata
-        return [_snapshot(s) for s in reversed(ancestors(metadata, metadata.current_snapshot_id))]
+        return [snapshot_of(s) for s in reversed(ancestors(metadata, metadata.current_snapshot_id))]
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
         found = self.iceberg.metadata.snapshot_by_id(snapshot_id) or self.refresh().metadata.snapshot_by_id(snapshot_id)
         if found is None:
             raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist in {self._uri}")
-        return _snapshot(found)
+        return snapshot_of(found)
 
     def latest_snapshot(self) -> Snapshot | None:
         current = self.refresh().metadata.current_snapshot()
-        return _snapshot(current) if current else None
+        return snapshot_of(current) if current else None
 
     def earliest_snapshot(self) -> Snapshot | None:
         history = self.snapshots()
@@ -148,7 +150,7 @@ class IcebergTable:
                 continue
             # A ref records no source: a name that reads as a period is a periodic tag (as on Paimon tables).
             source = PERIODIC if period_start_of(name) is not None else MANUAL
-            found.append(Tag(name, _snapshot(snapshot), snapshot.timestamp_ms, ref.max_ref_age_ms, source))
+            found.append(Tag(name, snapshot_of(snapshot), snapshot.timestamp_ms, ref.max_ref_age_ms, source))
         return sorted(found, key=lambda t: (t.snapshot.time_millis, t.name))
 
     def tag(self, name: str) -> Tag:
@@ -156,6 +158,19 @@ class IcebergTable:
             if tag.name == name:
                 return tag
         raise TagNotFoundError(f"tag {name!r} does not exist in {self._uri}")
+
+    @property
+    def snapshot_manager(self) -> IcebergPositions:
+        """Positions in ``main``'s history for sensing new snapshots: data sequence numbers (core/iceberg/positions.py)."""
+        return IcebergPositions(self)
+
+    def new_snapshots(self, baseline: int, kinds_wanted, with_changes: bool, checked_through: int | None):
+        """``find_new_snapshots`` (core/incremental.py) on this table, by sequence numbers."""
+        return new_snapshots(self, baseline, kinds_wanted, with_changes, checked_through)
+
+    @property
+    def consumer_manager(self):
+        self._unsupported("consumers")
 
     def tag_lifecycle(self) -> "IcebergTable":
         return self
