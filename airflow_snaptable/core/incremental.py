@@ -18,56 +18,11 @@ from airflow_snaptable.core.checks import check_int
 from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError
 from airflow_snaptable.core.manifest import FileKind
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.new_snapshots import NewSnapshots
 from airflow_snaptable.core.table import Table
 
 #: Commit kinds that change rows (COMPACT only rewrites them): what downstream readers wait for.
 DATA_COMMIT_KINDS = ("APPEND", "OVERWRITE", "DELETE")
-
-
-@dataclass(frozen=True)
-class NewSnapshots:
-    """What landed in a table after a baseline: the change range ``(from, to]`` to process next.
-
-    ``Table.changes(from_snapshot_id, to_snapshot_id)`` reads exactly these changes.
-
-    - ``from_snapshot_id``: the baseline (a given id, or a consumer's next snapshot - 1).
-    - ``to_snapshot_id``: the latest snapshot when anything is new, else ``from_snapshot_id``.
-    - ``latest_snapshot_id``: the table's latest snapshot when checked (0: no snapshot; below
-      the baseline after a rollback).
-    - ``snapshot_ids`` / ``commit_kinds``: every snapshot in the range and its kind;
-      ``matching_snapshot_ids``: those whose kind was asked for.
-    - ``added_records`` / ``deleted_records``: net record counts of the range (None when not computed).
-    """
-
-    table: str
-    from_snapshot_id: int
-    to_snapshot_id: int
-    latest_snapshot_id: int
-    snapshot_ids: list[int] = field(default_factory=list)
-    commit_kinds: list[str] = field(default_factory=list)
-    matching_snapshot_ids: list[int] = field(default_factory=list)
-    added_records: int | None = None
-    deleted_records: int | None = None
-
-    @property
-    def found(self) -> bool:
-        """True when a snapshot of a requested kind is new."""
-        return bool(self.matching_snapshot_ids)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The range as JSON (a sensor's XCom, a trigger's event payload)."""
-        doc: dict[str, Any] = {
-            "table": self.table,
-            "from_snapshot_id": self.from_snapshot_id,
-            "to_snapshot_id": self.to_snapshot_id,
-            "snapshot_ids": list(self.snapshot_ids),
-            "commit_kinds": list(self.commit_kinds),
-            "matching_snapshot_ids": list(self.matching_snapshot_ids),
-        }
-        if self.added_records is not None:
-            doc["added_records"] = self.added_records
-            doc["deleted_records"] = self.deleted_records
-        return doc
 
 
 def normalize_commit_kinds(commit_kinds: Iterable[str] | str | None) -> list[str] | None:

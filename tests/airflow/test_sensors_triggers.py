@@ -492,7 +492,7 @@ def test_sensor_and_trigger_on_an_iceberg_table(tmp_path, monkeypatch):
     event = asyncio.run(go())
     assert event.payload["status"] == "success" and event.payload["snapshot_ids"] == [3]
     assert deferring.execute_complete({}, event.payload)["to_snapshot_id"] == 3
-    from airflow_snaptable.core.errors import UnsupportedOperationError
-
-    with pytest.raises(UnsupportedOperationError, match="consumers"):  # none on Iceberg tables (yet): typed, not a hang
-        NewSnapshotSensor(task_id="c", table="iceberg://db.orders", snaptable_conn_id="iceberg", consumer_id="r").poke({})
+    # A consumer (core/iceberg/consumers.py) as the baseline: it has read positions 1 and 2.
+    Table.open("iceberg://db.orders", catalog=env.properties).update_consumer("reader", 3)
+    by_consumer = NewSnapshotSensor(task_id="c", table="iceberg://db.orders", snaptable_conn_id="iceberg", consumer_id="reader")
+    assert by_consumer.poke({}).xcom_value["snapshot_ids"] == [3]

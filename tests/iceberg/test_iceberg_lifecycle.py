@@ -245,7 +245,7 @@ def test_periodic_tags_on_iceberg_refs(iceberg_env, capsys):
 def test_new_snapshots_are_counted_by_sequence_number_along_main(iceberg_env):
     """NewSnapshotSensor's logic (find_new_snapshots) on an Iceberg table: positions are data sequence numbers,
     the new snapshots are main's ancestors above the position, a range whose snapshots expired is an error,
-    and what has no position (format version 1, consumers) is a typed error."""
+    and what has no position (format version 1, a missing consumer) is a typed error."""
     from airflow_snaptable.core.errors import SnapshotNotFoundError, UnsupportedOperationError
     from airflow_snaptable.core.incremental import find_new_snapshots
 
@@ -265,7 +265,7 @@ def test_new_snapshots_are_counted_by_sequence_number_along_main(iceberg_env):
         with pytest.raises(SnapshotNotFoundError):
             find_new_snapshots(ours, after_snapshot_id=expired)
     assert find_new_snapshots(ours, after_snapshot_id=4).snapshot_ids == [5]
-    with pytest.raises(UnsupportedOperationError):
+    with pytest.raises(InvalidArgumentError):  # no such consumer, and the history before it is gone
         find_new_snapshots(ours, consumer_id="reader")
     iceberg_env.create("db.v1", properties={"format-version": "1"}).append(rows(1))
     with pytest.raises(UnsupportedOperationError):

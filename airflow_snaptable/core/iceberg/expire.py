@@ -7,7 +7,8 @@ The sequence:
    expired snapshots reach and no retained snapshot does (manifest lists, manifests, data and
    delete files), their statistics files, and the metadata files the commit drops from the
    metadata log (``write.metadata.previous-versions-max``).
-2. Journal: the plan is written under ``<location>/snaptable/plan/`` before the commit.
+2. Journal: the plan is written under ``<location>/snaptable/plan/`` before the commit; it is the
+   fence consumers check (core/iceberg/consumers.py), and the consumers are read again after it.
 3. Commit: the removal goes through the catalog's atomic swap, asserting the table's current
    state; a concurrent commit fails it, and the whole plan is made again on the new metadata,
    with backoff.
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 
 from airflow_snaptable.core.errors import CommitConflictError, CorruptMetadataError, UnsupportedMetadataError
 from airflow_snaptable.core.expire import ExpireResult
+from airflow_snaptable.core.iceberg.consumers import held_by_consumers, read_consumers
 from airflow_snaptable.core.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach
 from airflow_snaptable.core.iceberg.retention import Retention, RetentionSettings, ancestors, plan_retention
 from airflow_snaptable.core.storage import Storage
@@ -81,7 +83,7 @@ class IcebergExpiry:
 
     def plan(self, table, settings: RetentionSettings, delete_files: bool) -> IcebergDeletionPlan:
         metadata = table.metadata
-        retention = plan_retention(metadata, settings)
+        retention = plan_retention(metadata, settings, held_by_consumers(metadata))
         plan = IcebergDeletionPlan(str(metadata.table_uuid), retention.expired_ids, retention.removed_refs, delete_files=delete_files)
         if not retention.expired_ids and not retention.removed_refs:
             return plan
@@ -158,6 +160,10 @@ class IcebergExpiry:
                 return self._result(plan, before, before if dry_run else before, dry_run=dry_run, recovered=recovered, table=table)
             self.storage.write_bytes(f"{PLAN_DIR}/{plan.name}", plan.to_json())
             try:
+                # The journal is this plan's fence: a consumer that moves from now on sees it and backs
+                # out (core/iceberg/consumers.py); one that moved before is seen here.
+                if read_consumers(self.load().metadata) != read_consumers(table.metadata):
+                    raise CommitConflictError(f"{table.name()}: a consumer moved while the expiry was planned")
                 committed = self._commit(table, plan)
             except CommitConflictError:
                 self.storage.delete(f"{PLAN_DIR}/{plan.name}")
@@ -258,3 +264,15 @@ def _metadata_version(path: str) -> int | None:
 
 def _main_ancestry(metadata) -> list:
     return ancestors(metadata, metadata.current_snapshot_id)
+
+
+def journaled_expired_ids(storage: Storage) -> set[int]:
+    """The snapshots the journaled plans remove (the fence consumers check, core/iceberg/consumers.py)."""
+    doomed: set[int] = set()
+    for name in storage.list_names(PLAN_DIR):
+        if name.startswith("expire-") and name.endswith(".json"):
+            try:
+                doomed.update(IcebergDeletionPlan.from_json(name, storage.read_bytes(f"{PLAN_DIR}/{name}")).expired_ids)
+            except FileNotFoundError:
+                continue  # finished meanwhile
+    return doomed

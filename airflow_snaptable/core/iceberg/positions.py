@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from airflow_snaptable.core.errors import SnapshotNotFoundError, UnsupportedOperationError
 from airflow_snaptable.core.iceberg.retention import ancestors
+from airflow_snaptable.core.iceberg.snapshots import snapshot_of
+from airflow_snaptable.core.new_snapshots import NewSnapshots
 
 
 class IcebergPositions:
@@ -42,9 +44,6 @@ class IcebergPositions:
 
 def new_snapshots(table, baseline: int, kinds_wanted, with_changes: bool, checked_through: int | None):
     """core/incremental.py ``find_new_snapshots`` on an Iceberg table (positions: sequence numbers)."""
-    from airflow_snaptable.core.iceberg.table import snapshot_of
-    from airflow_snaptable.core.incremental import NewSnapshots
-
     history = IcebergPositions(table).history()
     latest = history[-1].sequence_number if history else 0
     if latest <= baseline or latest == checked_through:

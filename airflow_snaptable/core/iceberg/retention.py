@@ -12,7 +12,8 @@
 
 On top of Iceberg's rules, this package's own bounds apply to ``main``'s ancestry:
 ``retain_max`` keeps at most that many of its newest ancestors (never fewer than the minimum),
-and ``limit`` expires at most that many snapshots in one run, oldest first.
+and ``limit`` expires at most that many snapshots in one run, oldest first. Consumers
+(core/iceberg/consumers.py) keep ``main``'s ancestors from what they read last on, over every rule.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from airflow_snaptable.core.errors import InvalidArgumentError, ProtectedSnapshotError
 
 MAIN = "main"
+#: Consumers' refs (core/iceberg/consumers.py): never removed by age, the consumer's expiration decides.
+CONSUMER_REF_PREFIX = "snaptable-consumer-"
 MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
 MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
 MAX_REF_AGE_MS = "history.expire.max-ref-age-ms"
@@ -71,7 +74,9 @@ def ancestors(metadata, snapshot_id: int | None) -> list:
     return found
 
 
-def plan_retention(metadata, settings: RetentionSettings) -> Retention:
+def plan_retention(metadata, settings: RetentionSettings, held: dict[int, str] | None = None) -> Retention:
+    """``held``: snapshot id -> the consumer that holds it (core/iceberg/consumers.py); those always stay."""
+    held = held or {}
     props = dict(metadata.properties or {})
     now = settings.now
     default_older_than = (
@@ -86,15 +91,17 @@ def plan_retention(metadata, settings: RetentionSettings) -> Retention:
     for name, ref in sorted(metadata.refs.items()):
         snapshot = metadata.snapshot_by_id(ref.snapshot_id)
         max_ref_age = ref.max_ref_age_ms if ref.max_ref_age_ms is not None else default_max_ref_age
-        if name == MAIN or (snapshot is not None and now - snapshot.timestamp_ms <= max_ref_age):
+        if name == MAIN or name.startswith(CONSUMER_REF_PREFIX) or (snapshot is not None and now - snapshot.timestamp_ms <= max_ref_age):
             retained_refs[name] = ref
         else:
             removed_refs.append(name)
 
-    keep: set[int] = {ref.snapshot_id for ref in retained_refs.values()}
+    keep: set[int] = {ref.snapshot_id for ref in retained_refs.values()} | set(held)
     for snapshot_id in settings.snapshot_ids:
         if metadata.snapshot_by_id(snapshot_id) is None:
             raise InvalidArgumentError(f"snapshot {snapshot_id} does not exist")
+        if snapshot_id in held:
+            raise ProtectedSnapshotError(f"cannot expire snapshot {snapshot_id}: consumer {held[snapshot_id]!r} has not read past it")
         names = sorted(n for n, r in retained_refs.items() if r.snapshot_id == snapshot_id)
         if names:
             raise ProtectedSnapshotError(f"cannot expire snapshot {snapshot_id}: still referenced by refs {names}")

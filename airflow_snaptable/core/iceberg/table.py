@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from airflow_snaptable.core.consumers import Consumer
 from airflow_snaptable.core.errors import (
     CommitConflictError,
     InvalidArgumentError,
@@ -33,46 +34,24 @@ from airflow_snaptable.core.errors import (
 )
 from airflow_snaptable.core.expire import ExpireResult
 from airflow_snaptable.core.iceberg import catalog as catalogs
-from airflow_snaptable.core.iceberg.expire import IcebergExpiry
+from airflow_snaptable.core.iceberg.expire import IcebergExpiry, journaled_expired_ids
 from airflow_snaptable.core.iceberg.files import storage_for
 from airflow_snaptable.core.iceberg.orphans import remove_orphan_files
+from airflow_snaptable.core.iceberg.consumers import IcebergConsumers
 from airflow_snaptable.core.iceberg.periodic import periodic_tagging
 from airflow_snaptable.core.iceberg.positions import IcebergPositions, new_snapshots
 from airflow_snaptable.core.iceberg.retention import MAIN, RetentionSettings, ancestors
+from airflow_snaptable.core.iceberg.snapshots import snapshot_of
 from airflow_snaptable.core.names import validate_name
 from airflow_snaptable.core.orphans import OrphanResult
 from airflow_snaptable.core.rollback import RollbackResult
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.periodic import PeriodicTagResult, period_start_of
 from airflow_snaptable.core.tags import IF_EXISTS, MANUAL, PERIODIC, Tag
 from airflow_snaptable.core.timeutil import duration_argument, millis, to_millis
 
 FORMAT = "iceberg"
-_KINDS = {"append": CommitKind.APPEND, "overwrite": CommitKind.OVERWRITE, "delete": CommitKind.DELETE, "replace": CommitKind.COMPACT}
 _REF_ATTEMPTS = 5
-
-
-def snapshot_of(snapshot) -> Snapshot:
-    """A pyiceberg snapshot as this package's Snapshot (id: Iceberg's snapshot id)."""
-    summary = dict(snapshot.summary.additional_properties) if snapshot.summary else {}
-    operation = snapshot.summary.operation.value if snapshot.summary else "append"
-    summary["operation"] = operation
-    summary["sequence-number"] = snapshot.sequence_number
-    return Snapshot(
-        id=snapshot.snapshot_id,
-        parent_id=snapshot.parent_snapshot_id,
-        schema_id=snapshot.schema_id or 0,
-        commit_kind=_KINDS.get(operation, CommitKind.APPEND),
-        commit_user="",
-        commit_identifier=None,
-        time_millis=snapshot.timestamp_ms,
-        total_record_count=int(summary.get("total-records", 0) or 0),
-        delta_record_count=int(summary.get("added-records", 0) or 0),
-        watermark=None,
-        base_manifest_list=snapshot.manifest_list,
-        delta_manifest_list="",
-        summary=summary,
-    )
 
 
 class IcebergTable:
@@ -169,13 +148,13 @@ class IcebergTable:
         return new_snapshots(self, baseline, kinds_wanted, with_changes, checked_through)
 
     @property
-    def consumer_manager(self):
-        self._unsupported("consumers")
+    def consumer_manager(self) -> IcebergConsumers:
+        return IcebergConsumers(self, lambda: journaled_expired_ids(self.storage))
 
     def tag_lifecycle(self) -> "IcebergTable":
         return self
 
-    def _ref_commit(self, updates: Callable[[Any], tuple], requirements: Callable[[Any], tuple]):
+    def ref_commit(self, updates: Callable[[Any], tuple], requirements: Callable[[Any], tuple]):
         """One catalog commit of ref changes, made again on the new metadata after a conflict."""
         from pyiceberg.exceptions import CommitFailedException
 
@@ -225,14 +204,14 @@ class IcebergTable:
             if if_exists == "skip" and existing.snapshot_ref_type.value == "tag" and existing.snapshot_id == snapshot_id:
                 return self.tag(name), True
             raise TagAlreadyExistsError(f"ref {name!r} exists already in {self._uri} (snapshot {existing.snapshot_id})")
-        self._ref_commit(lambda m: (update,), lambda m: (AssertRefSnapshotId(ref=name, snapshot_id=None),))
+        self.ref_commit(lambda m: (update,), lambda m: (AssertRefSnapshotId(ref=name, snapshot_id=None),))
         return self.tag(name), False
 
     def replace_tag(self, name: str, snapshot_id: int, *, time_retained=None) -> Tag:
         self.tag(name)
         self.snapshot(snapshot_id)
         update = self._tag_update(name, snapshot_id, time_retained)
-        self._ref_commit(lambda m: (update,), lambda m: ())
+        self.ref_commit(lambda m: (update,), lambda m: ())
         return self.tag(name)
 
     def rename_tag(self, name: str, new_name: str) -> Tag:
@@ -244,7 +223,7 @@ class IcebergTable:
             raise TagAlreadyExistsError(f"ref {new_name!r} exists already in {self._uri}")
         update = self._tag_update(new_name, old.snapshot_id, None)
         update = update.model_copy(update={"max_ref_age_ms": old.time_retained_millis})
-        self._ref_commit(
+        self.ref_commit(
             lambda m: (update, RemoveSnapshotRefUpdate(ref_name=name)),
             lambda m: (AssertRefSnapshotId(ref=new_name, snapshot_id=None), AssertRefSnapshotId(ref=name, snapshot_id=old.snapshot_id)),
         )
@@ -256,7 +235,7 @@ class IcebergTable:
         from pyiceberg.table.update import AssertRefSnapshotId, RemoveSnapshotRefUpdate
 
         tag = self.tag(name)
-        self._ref_commit(
+        self.ref_commit(
             lambda m: (RemoveSnapshotRefUpdate(ref_name=name),),
             lambda m: (AssertRefSnapshotId(ref=name, snapshot_id=tag.snapshot_id),),
         )
@@ -304,7 +283,7 @@ class IcebergTable:
                 raise InvalidArgumentError(f"snapshot {snapshot_id} is not an ancestor of the current snapshot of {self._uri}")
             target = snapshot_id
         current = metadata.current_snapshot_id
-        self._ref_commit(
+        self.ref_commit(
             lambda m: (SetSnapshotRefUpdate(ref_name=MAIN, type=SnapshotRefType.BRANCH, snapshot_id=target),),
             lambda m: (AssertRefSnapshotId(ref=MAIN, snapshot_id=current),),
         )
@@ -348,11 +327,22 @@ class IcebergTable:
         table's properties; each period's tag holds ``main``'s state at the period's end."""
         return periodic_tagging(self).create(period, **kwargs)
 
-    def update_consumer(self, consumer_id: str, next_snapshot: int):
-        self._unsupported("consumers")
+    # -- consumers (core/iceberg/consumers.py) -----------------------------------------------------
 
-    def expire_consumers(self, **kwargs):
-        self._unsupported("consumers")
+    def consumers(self) -> list[Consumer]:
+        return self.consumer_manager.consumers()
+
+    def consumer(self, consumer_id: str) -> Consumer:
+        return self.consumer_manager.consumer(consumer_id)
+
+    def update_consumer(self, consumer_id: str, next_snapshot: int) -> Consumer:
+        return self.consumer_manager.update(consumer_id, next_snapshot)
+
+    def delete_consumer(self, consumer_id: str) -> None:
+        self.consumer_manager.delete(consumer_id)
+
+    def expire_consumers(self, *, now=None) -> list[str]:
+        return self.consumer_manager.expire(self.clock() if now is None else to_millis(now))
 
     def clean(self, *args, **kwargs):
         self._unsupported("Hudi cleaning policies")

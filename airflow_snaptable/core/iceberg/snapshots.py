@@ -1,0 +1,30 @@
+"""pyiceberg snapshots as this package's Snapshot (the actions' and sensors' view of them)."""
+
+from __future__ import annotations
+
+from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+
+_KINDS = {"append": CommitKind.APPEND, "overwrite": CommitKind.OVERWRITE, "delete": CommitKind.DELETE, "replace": CommitKind.COMPACT}
+
+
+def snapshot_of(snapshot) -> Snapshot:
+    """A pyiceberg snapshot as this package's Snapshot (id: Iceberg's snapshot id)."""
+    summary = dict(snapshot.summary.additional_properties) if snapshot.summary else {}
+    operation = snapshot.summary.operation.value if snapshot.summary else "append"
+    summary["operation"] = operation
+    summary["sequence-number"] = snapshot.sequence_number
+    return Snapshot(
+        id=snapshot.snapshot_id,
+        parent_id=snapshot.parent_snapshot_id,
+        schema_id=snapshot.schema_id or 0,
+        commit_kind=_KINDS.get(operation, CommitKind.APPEND),
+        commit_user="",
+        commit_identifier=None,
+        time_millis=snapshot.timestamp_ms,
+        total_record_count=int(summary.get("total-records", 0) or 0),
+        delta_record_count=int(summary.get("added-records", 0) or 0),
+        watermark=None,
+        base_manifest_list=snapshot.manifest_list,
+        delta_manifest_list="",
+        summary=summary,
+    )
