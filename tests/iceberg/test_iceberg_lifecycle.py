@@ -270,3 +270,27 @@ def test_new_snapshots_are_counted_by_sequence_number_along_main(iceberg_env):
     iceberg_env.create("db.v1", properties={"format-version": "1"}).append(rows(1))
     with pytest.raises(UnsupportedOperationError):
         find_new_snapshots(Table.open("iceberg://db.v1", catalog=iceberg_env.properties), after_snapshot_id=0)
+
+
+def test_expiry_across_a_schema_change_keeps_both_schemas_readable(iceberg_env):
+    """A column added between commits (pyiceberg's update_schema): a tag on the old schema and main on the new
+    one both read as before after expiry and orphan removal; the files of the expired snapshots go."""
+    import pyarrow as pa
+    from pyiceberg.types import StringType
+
+    table, ids = _history(iceberg_env, 3)
+    table.manage_snapshots().create_tag(ids[1], "old-schema").commit()
+    with table.update_schema() as update:
+        update.add_column("note", StringType())
+    table = table.refresh()
+    wide = pa.schema([("p", pa.string()), ("id", pa.int64()), ("note", pa.string())])
+    table.append(pa.table({"p": ["z"], "id": [7], "note": ["new column"]}, schema=wide))
+    table.overwrite(pa.table({"p": ["y"], "id": [8], "note": ["only this"]}, schema=wide))
+    before = read_everything(table)
+    ours = _open(iceberg_env)
+    ours.expire_snapshots(retain_min=1, older_than=FAR)
+    after = read_everything(table)
+    assert set(after["snapshots"]) == {ids[1], before["refs"]["main"]}
+    _same_reads(before, after)
+    assert len(table.refresh().metadata.schemas) == 2
+    assert_exactly_reachable_left(table, iceberg_env.location())
