@@ -70,6 +70,7 @@ def find_new_snapshots(
     commit_kinds: Iterable[str] | str | None = None,
     with_changes: bool = True,
     checked_through: int | None = None,
+    ref: str | None = None,
 ) -> NewSnapshots:
     """Snapshots newer than a baseline: ``after_snapshot_id``, or where ``consumer_id`` sits.
 
@@ -79,7 +80,8 @@ def find_new_snapshots(
     ``checked_through`` (an earlier call's ``latest_snapshot_id`` with nothing found, e.g. a
     sensor's last poke) is still the latest. Otherwise it reads the new snapshots and, ``with_changes``,
     their delta manifests for the record counts. Snapshots of the range that have expired are an
-    error (data would be skipped), never a silent skip.
+    error (data would be skipped), never a silent skip. ``ref``: on an Iceberg table, follow that
+    branch or tag instead of ``main`` (core/iceberg/positions.py); other tables have none.
     """
     if (after_snapshot_id is None) == (consumer_id is None):
         raise InvalidArgumentError("give exactly one of after_snapshot_id and consumer_id")
@@ -90,9 +92,15 @@ def find_new_snapshots(
     else:
         baseline = check_int(after_snapshot_id, "after_snapshot_id", minimum=0)
     kinds_wanted = normalize_commit_kinds(commit_kinds)
+    if ref is not None and (not isinstance(ref, str) or not ref.strip()):
+        raise InvalidArgumentError(f"ref must be a non-empty string (a branch or tag), got {ref!r}")
     if getattr(table, "format", None) == "iceberg":
-        # Random snapshot ids: positions are sequence numbers along main (core/iceberg/positions.py).
-        return table.new_snapshots(baseline, kinds_wanted, with_changes, checked_through)
+        # Random snapshot ids: positions are sequence numbers along a ref (core/iceberg/positions.py).
+        if ref is not None and consumer_id is not None:
+            raise InvalidArgumentError("a consumer reads main: give ref or consumer_id, not both")
+        return table.new_snapshots(baseline, kinds_wanted, with_changes, checked_through, ref)
+    if ref is not None:
+        raise InvalidArgumentError(f"ref={ref!r}: only Iceberg tables have branches and tags to follow; {table.uri} is not one")
     manager = table.snapshot_manager
     latest = manager.latest_id() or 0
     if latest <= baseline or latest == checked_through:

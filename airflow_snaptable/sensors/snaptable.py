@@ -46,13 +46,15 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
     :param consumer_id: Or: snapshots the consumer has not read yet are new. (templated)
     :param commit_kinds: Kinds that count (default APPEND, OVERWRITE, DELETE: compactions
         change no rows and are ignored); ``None`` counts every kind.
+    :param ref: An Iceberg table's branch or tag to follow instead of ``main``; positions are then
+        that ref's data sequence numbers (docs/iceberg.md). Other tables have none. (templated)
     :param snaptable_conn_id: The snaptable connection. (templated)
     :param deferrable: Wait in the triggerer (``NewSnapshotTrigger``) instead of a worker slot.
     :param wait_for_table: A table that does not exist yet is waited for like one without new
         snapshots (a pipeline that creates it later); False: it fails the task at once.
     """
 
-    template_fields: Sequence[str] = ("table", "snaptable_conn_id", "after_snapshot_id", "consumer_id")
+    template_fields: Sequence[str] = ("table", "snaptable_conn_id", "after_snapshot_id", "consumer_id", "ref")
     ui_color = "#c9e4f6"
 
     def __init__(
@@ -65,6 +67,7 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
         snaptable_conn_id: str | None = DEFAULT_CONN_ID,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         wait_for_table: bool = True,
+        ref: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -77,6 +80,9 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
         self.table = table
         self.after_snapshot_id = after_snapshot_id
         self.consumer_id = consumer_id
+        if ref is not None and (not isinstance(ref, str) or not ref.strip()):
+            raise InvalidArgumentError(f"{self.task_id}: ref must be a non-empty string (a branch or tag), got {ref!r}")
+        self.ref = ref
         self.commit_kinds = normalize_commit_kinds(commit_kinds)
         self.snaptable_conn_id = snaptable_conn_id
         self.deferrable = deferrable
@@ -119,6 +125,7 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
             after_snapshot_id=self.baseline(),
             commit_kinds=self.commit_kinds,
             checked_through=self._checked_through,
+            ref=self.ref or None,
         )
         self._checked_through = new.latest_snapshot_id
         return new.to_dict() if new.found else None
@@ -147,6 +154,7 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
                 commit_kinds=self.commit_kinds,
                 poke_interval=self.poke_interval,
                 wait_for_table=self.wait_for_table,
+                ref=self.ref or None,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),

@@ -98,6 +98,7 @@ class SnapTableNewSnapshotTrigger(BaseTrigger):
     :param poke_interval: Seconds between polls.
     :param wait_for_table: Keep polling while the table does not exist yet (a pipeline that
         creates it later); False: a missing table is an error event at once.
+    :param ref: An Iceberg table's branch or tag to follow instead of ``main``.
     """
 
     def __init__(
@@ -108,6 +109,7 @@ class SnapTableNewSnapshotTrigger(BaseTrigger):
         commit_kinds: list[str] | None = list(DATA_COMMIT_KINDS),
         poke_interval: float = 60.0,
         wait_for_table: bool = True,
+        ref: str | None = None,
     ) -> None:
         super().__init__()
         self.table = table
@@ -116,19 +118,20 @@ class SnapTableNewSnapshotTrigger(BaseTrigger):
         self.commit_kinds = normalize_commit_kinds(commit_kinds)
         self.poke_interval = float(poke_interval)
         self.wait_for_table = bool(wait_for_table)
+        self.ref = ref
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "table": self.table,
-                "after_snapshot_id": self.after_snapshot_id,
-                "snaptable_conn_id": self.snaptable_conn_id,
-                "commit_kinds": self.commit_kinds,
-                "poke_interval": self.poke_interval,
-                "wait_for_table": self.wait_for_table,
-            },
-        )
+        kwargs = {
+            "table": self.table,
+            "after_snapshot_id": self.after_snapshot_id,
+            "snaptable_conn_id": self.snaptable_conn_id,
+            "commit_kinds": self.commit_kinds,
+            "poke_interval": self.poke_interval,
+            "wait_for_table": self.wait_for_table,
+        }
+        if self.ref is not None:  # only then: triggers serialized before refs existed stay equal
+            kwargs["ref"] = self.ref
+        return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         errors = 0
@@ -141,7 +144,8 @@ class SnapTableNewSnapshotTrigger(BaseTrigger):
                         await asyncio.sleep(self.poke_interval)
                         continue
                 new = await asyncio.to_thread(
-                    find_new_snapshots, table, after_snapshot_id=self.after_snapshot_id, commit_kinds=self.commit_kinds
+                    find_new_snapshots, table, after_snapshot_id=self.after_snapshot_id, commit_kinds=self.commit_kinds,
+                    ref=self.ref,
                 )
                 found = new.to_dict() if new.found else None
                 errors = 0

@@ -492,7 +492,23 @@ def test_sensor_and_trigger_on_an_iceberg_table(tmp_path, monkeypatch):
     event = asyncio.run(go())
     assert event.payload["status"] == "success" and event.payload["snapshot_ids"] == [3]
     assert deferring.execute_complete({}, event.payload)["to_snapshot_id"] == 3
+    # A branch instead of main: the sensor and its trigger follow it.
+    iceberg.manage_snapshots().create_branch(iceberg.refresh().metadata.current_snapshot_id, "audit").commit()
+    iceberg = iceberg.refresh()
+    iceberg.append(iceberg_rows(8), branch="audit")  # 4, on audit only
+    on_branch = NewSnapshotSensor(task_id="b", table="iceberg://db.orders", snaptable_conn_id="iceberg",
+                                  after_snapshot_id="3", ref="{{ params.branch }}", deferrable=True)
+    on_branch.render_template_fields({"params": {"branch": "audit"}})
+    assert on_branch.execute({})["snapshot_ids"] == [4]
+    assert not NewSnapshotSensor(task_id="m", table="iceberg://db.orders", snaptable_conn_id="iceberg",
+                                 after_snapshot_id=3).poke({}).is_done
+    waiting = NewSnapshotSensor(task_id="w", table="iceberg://db.orders", snaptable_conn_id="iceberg",
+                                after_snapshot_id=4, ref="audit", deferrable=True)
+    with pytest.raises(TaskDeferred) as info:
+        waiting.execute({})
+    classpath, kwargs = info.value.trigger.serialize()
+    assert kwargs["ref"] == "audit" and import_string(classpath)(**kwargs).serialize() == (classpath, kwargs)
     # A consumer (core/iceberg/consumers.py) as the baseline: it has read positions 1 and 2.
     Table.open("iceberg://db.orders", catalog=env.properties).update_consumer("reader", 3)
     by_consumer = NewSnapshotSensor(task_id="c", table="iceberg://db.orders", snaptable_conn_id="iceberg", consumer_id="reader")
-    assert by_consumer.poke({}).xcom_value["snapshot_ids"] == [3]
+    assert by_consumer.poke({}).xcom_value["snapshot_ids"] == [3]  # main's: 4 is on the branch

@@ -294,3 +294,30 @@ def test_expiry_across_a_schema_change_keeps_both_schemas_readable(iceberg_env):
     _same_reads(before, after)
     assert len(table.refresh().metadata.schemas) == 2
     assert_exactly_reachable_left(table, iceberg_env.location())
+
+
+def test_new_snapshots_along_a_branch(iceberg_env, tmp_path):
+    """NewSnapshotSensor(ref=...): positions along an Iceberg branch; an unknown ref, a ref with a consumer and a
+    ref on a table that has none are typed errors."""
+    from airflow_snaptable.core.incremental import find_new_snapshots
+    from tests.conftest import SCHEMA as OUR_SCHEMA, make_rows
+
+    table, ids = _history(iceberg_env, 2)  # main: 1, 2
+    table.manage_snapshots().create_branch(ids[1], "audit").commit()
+    table = table.refresh()
+    table.append(rows(10, "x"), branch="audit")  # 3, on audit only
+    table.append(rows(11, "y"))  # 4, on main
+    table.append(rows(12, "z"), branch="audit")  # 5, on audit only
+    ours = _open(iceberg_env)
+    assert find_new_snapshots(ours, after_snapshot_id=2, ref="audit").snapshot_ids == [3, 5]
+    assert find_new_snapshots(ours, after_snapshot_id=2).snapshot_ids == [4]
+    assert find_new_snapshots(ours, after_snapshot_id=0, ref="audit").snapshot_ids == [1, 2, 3, 5]
+    with pytest.raises(InvalidArgumentError, match="no ref"):
+        find_new_snapshots(ours, after_snapshot_id=0, ref="nope")
+    ours.update_consumer("r", 1)
+    with pytest.raises(InvalidArgumentError):
+        find_new_snapshots(ours, consumer_id="r", ref="audit")
+    native = Table.create(str(tmp_path / "native"), OUR_SCHEMA, partition_by=["p"])
+    native.append(make_rows(range(3)))
+    with pytest.raises(InvalidArgumentError, match="only Iceberg"):
+        find_new_snapshots(native, after_snapshot_id=0, ref="audit")

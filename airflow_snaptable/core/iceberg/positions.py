@@ -1,4 +1,5 @@
-"""A reader's position in an Iceberg table: the data sequence number of the last ``main`` snapshot it saw.
+"""A reader's position in an Iceberg table: the data sequence number of the last snapshot of a ref
+(``main`` unless a sensor names another branch or tag) it saw.
 
 Iceberg's snapshot ids are random 64-bit numbers; a position must grow with every commit, so
 ``NewSnapshotSensor`` and the triggers count in sequence numbers (format version 2 and later; a
@@ -11,27 +12,32 @@ has removed it, the range is an error, never a silent skip, as on this package's
 
 from __future__ import annotations
 
-from airflow_snaptable.core.errors import SnapshotNotFoundError, UnsupportedOperationError
-from airflow_snaptable.core.iceberg.retention import ancestors
+from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError, UnsupportedOperationError
+from airflow_snaptable.core.iceberg.retention import MAIN, ancestors
 from airflow_snaptable.core.iceberg.snapshots import snapshot_of
 from airflow_snaptable.core.new_snapshots import NewSnapshots
 
 
 class IcebergPositions:
-    """``latest_id`` / ``earliest_id`` of ``main``'s history as positions (what the triggers ask)."""
+    """``latest_id`` / ``earliest_id`` of a ref's history as positions (what the triggers ask); ``main`` by default."""
 
-    def __init__(self, table):
+    def __init__(self, table, ref: str | None = None):
         self.table = table
+        self.ref = MAIN if ref is None else ref
 
     def history(self) -> list:
-        """``main``'s retained ancestry, oldest first (pyiceberg snapshots)."""
+        """The ref's retained ancestry, oldest first (pyiceberg snapshots); empty for a table without snapshots."""
         metadata = self.table.refresh().metadata
         if metadata.format_version < 2:
             raise UnsupportedOperationError(
                 f"{self.table.uri} is an Iceberg format version 1 table: it has no sequence numbers to count new "
                 "snapshots by (upgrade it with the table property format-version=2)"
             )
-        return list(reversed(ancestors(metadata, metadata.current_snapshot_id)))
+        if self.ref not in metadata.refs:
+            if self.ref == MAIN:
+                return []
+            raise InvalidArgumentError(f"{self.table.uri} has no ref {self.ref!r} (refs: {', '.join(sorted(metadata.refs))})")
+        return list(reversed(ancestors(metadata, metadata.refs[self.ref].snapshot_id)))
 
     def latest_id(self) -> int | None:
         history = self.history()
@@ -42,21 +48,22 @@ class IcebergPositions:
         return history[0].sequence_number if history else None
 
 
-def new_snapshots(table, baseline: int, kinds_wanted, with_changes: bool, checked_through: int | None):
-    """core/incremental.py ``find_new_snapshots`` on an Iceberg table (positions: sequence numbers)."""
-    history = IcebergPositions(table).history()
+def new_snapshots(table, baseline: int, kinds_wanted, with_changes: bool, checked_through: int | None, ref: str | None = None):
+    """core/incremental.py ``find_new_snapshots`` on an Iceberg table (positions: sequence numbers along ``ref``)."""
+    history = IcebergPositions(table, ref).history()
     latest = history[-1].sequence_number if history else 0
     if latest <= baseline or latest == checked_through:
         return NewSnapshots(table.uri, baseline, baseline, latest)
     new = [s for s in history if s.sequence_number > baseline]
     first = history[0]
-    # The state at the position must still be main's (as on this package's tables, the changes after it are
-    # read from it), or the position is 0 and nothing of main ever expired (the first commit is number 1).
+    # The state at the position must still be the ref's (as on this package's tables, the changes after it are
+    # read from it), or the position is 0 and nothing of its history ever expired (the first commit is number 1).
     # Parent ids cannot tell: expiry clears the parent of the oldest snapshot it keeps.
     complete = len(new) < len(history) or (baseline == 0 and first.sequence_number == 1)
     if not complete:
         raise SnapshotNotFoundError(
-            f"snapshots of {table.uri} after position {baseline} have expired (main's oldest retained snapshot is "
+            f"snapshots of {table.uri} after position {baseline} have expired (the oldest retained snapshot of "
+            f"{ref or MAIN} is "
             f"{first.snapshot_id}, sequence number {first.sequence_number}): the changes after it cannot be read "
             "completely"
         )

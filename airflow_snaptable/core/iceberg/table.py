@@ -143,9 +143,9 @@ class IcebergTable:
         """Positions in ``main``'s history for sensing new snapshots: data sequence numbers (core/iceberg/positions.py)."""
         return IcebergPositions(self)
 
-    def new_snapshots(self, baseline: int, kinds_wanted, with_changes: bool, checked_through: int | None):
-        """``find_new_snapshots`` (core/incremental.py) on this table, by sequence numbers."""
-        return new_snapshots(self, baseline, kinds_wanted, with_changes, checked_through)
+    def new_snapshots(self, baseline: int, kinds_wanted, with_changes: bool, checked_through: int | None, ref: str | None = None):
+        """``find_new_snapshots`` (core/incremental.py) on this table, by sequence numbers along ``ref`` (``main``)."""
+        return new_snapshots(self, baseline, kinds_wanted, with_changes, checked_through, ref)
 
     @property
     def consumer_manager(self) -> IcebergConsumers:
