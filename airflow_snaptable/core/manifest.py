@@ -12,6 +12,7 @@ the first manifest can also drop DELETE entries ("full merge").
 from __future__ import annotations
 
 import io
+import json
 import threading
 import uuid
 from dataclasses import dataclass
@@ -57,6 +58,9 @@ class ManifestFileMeta:
     num_added_files: int
     num_deleted_files: int
     schema_id: int
+    #: The bounds of its entries' partition values (``partition_stats``; Paimon's ``_PARTITION_STATS``),
+    #: so a filtered scan skips it unread. None: unknown (written before there were bounds) or unpartitioned.
+    partition_stats: str | None = None
 
 
 _MANIFEST_SCHEMA = pa.schema(
@@ -68,7 +72,7 @@ _MANIFEST_SCHEMA = pa.schema(
         ("file_size", pa.int64()),
     ]
 )
-_LIST_SCHEMA = pa.schema(
+_LIST_SCHEMA_WITHOUT_STATS = pa.schema(
     [
         ("file_name", pa.string()),
         ("file_size", pa.int64()),
@@ -77,6 +81,8 @@ _LIST_SCHEMA = pa.schema(
         ("schema_id", pa.int64()),
     ]
 )
+#: Lists written since partition bounds exist; both forms read.
+_LIST_SCHEMA = _LIST_SCHEMA_WITHOUT_STATS.append(pa.field("partition_stats", pa.string()))
 
 
 def new_manifest_name() -> str:
@@ -97,15 +103,32 @@ def _to_parquet(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
-def _from_parquet(data: bytes, schema: pa.Schema, where: str) -> pa.Table:
+def _from_parquet(data: bytes, schema: pa.Schema, where: str, *older: pa.Schema) -> pa.Table:
+    """The table in ``data``, whose columns must be ``schema``'s (or one of the ``older`` forms it still reads)."""
     try:
         # ParquetFile.read on a buffer: several times faster than read_table for these small files.
         table = pq.ParquetFile(pa.BufferReader(data)).read(use_threads=False)
     except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
         raise CorruptMetadataError(f"{where}: cannot read Parquet: {exc}") from exc
-    if not table.schema.remove_metadata().equals(schema):
+    found = table.schema.remove_metadata()
+    if not any(found.equals(accepted) for accepted in (schema, *older)):
         raise CorruptMetadataError(f"{where}: unexpected columns {table.schema.names}")
     return table
+
+
+def partition_stats_of(entries: Iterable[ManifestEntry]) -> str | None:
+    """JSON ``{"lower": [...], "upper": [...], "nulls": [...]}`` over the entries' partition values (per key:
+    the smallest and largest non-null value, and whether a null occurs); None for no entries or no keys."""
+    partitions = {e.file.partition for e in entries}
+    if not partitions or not next(iter(partitions)):
+        return None
+    lower, upper, nulls = [], [], []
+    for values in zip(*partitions):
+        present = [v for v in values if v is not None]
+        lower.append(min(present) if present else None)
+        upper.append(max(present) if present else None)
+        nulls.append(len(present) < len(values))
+    return json.dumps({"lower": json.loads(encode_partition(tuple(lower))), "upper": json.loads(encode_partition(tuple(upper))), "nulls": nulls})
 
 
 def encode_manifest(entries: list[ManifestEntry]) -> bytes:
@@ -122,16 +145,31 @@ def encode_manifest(entries: list[ManifestEntry]) -> bytes:
     return _to_parquet(table)
 
 
+def manifest_table(data: bytes, where: str) -> pa.Table:
+    """A manifest's entries as Arrow columns (``partition``: the values as JSON text), checked."""
+    return _from_parquet(data, _MANIFEST_SCHEMA, where)
+
+
 def decode_manifest(data: bytes, partition_types: list[pa.DataType], where: str) -> list[ManifestEntry]:
-    columns = _from_parquet(data, _MANIFEST_SCHEMA, where).to_pydict()
+    return decode_manifest_table(manifest_table(data, where), partition_types, where)
+
+
+_KINDS = tuple(FileKind)  # indexing a tuple: an Enum call per entry was half of decoding
+
+
+def decode_manifest_table(table: pa.Table, partition_types: list[pa.DataType], where: str) -> list[ManifestEntry]:
+    columns = table.to_pydict()
     decoded: dict[str, tuple] = {}
     entries = []
-    for kind, path, partition, records, size in zip(
-        columns["kind"], columns["path"], columns["partition"], columns["record_count"], columns["file_size"]
-    ):
-        if partition not in decoded:
-            decoded[partition] = decode_partition(partition, partition_types)
-        entries.append(ManifestEntry(FileKind(kind), DataFile(path, decoded[partition], records, size)))
+    try:
+        for kind, path, partition, records, size in zip(
+            columns["kind"], columns["path"], columns["partition"], columns["record_count"], columns["file_size"]
+        ):
+            if partition not in decoded:
+                decoded[partition] = decode_partition(partition, partition_types)
+            entries.append(ManifestEntry(_KINDS[kind], DataFile(path, decoded[partition], records, size)))
+    except (IndexError, TypeError, ValueError) as exc:
+        raise CorruptMetadataError(f"{where}: unreadable entry: {type(exc).__name__}: {exc}") from exc
     return entries
 
 
@@ -143,6 +181,7 @@ def encode_manifest_list(metas: list[ManifestFileMeta]) -> bytes:
             pa.array([m.num_added_files for m in metas], pa.int64()),
             pa.array([m.num_deleted_files for m in metas], pa.int64()),
             pa.array([m.schema_id for m in metas], pa.int64()),
+            pa.array([m.partition_stats for m in metas], pa.string()),
         ],
         schema=_LIST_SCHEMA,
     )
@@ -150,11 +189,13 @@ def encode_manifest_list(metas: list[ManifestFileMeta]) -> bytes:
 
 
 def decode_manifest_list(data: bytes, where: str) -> list[ManifestFileMeta]:
-    columns = _from_parquet(data, _LIST_SCHEMA, where).to_pydict()
+    columns = _from_parquet(data, _LIST_SCHEMA, where, _LIST_SCHEMA_WITHOUT_STATS).to_pydict()
+    stats = columns.get("partition_stats") or [None] * len(columns["file_name"])
     return [
         ManifestFileMeta(*row)
         for row in zip(
-            columns["file_name"], columns["file_size"], columns["num_added_files"], columns["num_deleted_files"], columns["schema_id"]
+            columns["file_name"], columns["file_size"], columns["num_added_files"], columns["num_deleted_files"], columns["schema_id"],
+            stats,
         )
     ]
 
@@ -258,6 +299,19 @@ class ManifestIO:
             self._remember(name, found[name])
         return found
 
+    def read_manifest_tables(self, names) -> dict[str, pa.Table]:
+        """Manifests as Arrow tables (``manifest_table``), in one ``Storage.read_many``, not cached: a
+        filtered scan decodes only the entries it keeps (core/partition_pruning.py)."""
+        names = list(dict.fromkeys(names))
+        contents = self.storage.read_many([manifest_path(name) for name in names])
+        tables = {}
+        for name in names:
+            data = contents.get(manifest_path(name))
+            if data is None:
+                raise MissingMetadataError(f"{self.storage.full_uri(manifest_path(name))} is missing")
+            tables[name] = manifest_table(data, where=name)
+        return tables
+
     def write_list(self, metas: list[ManifestFileMeta]) -> str:
         name = new_manifest_list_name()
         data = encode_manifest_list(metas)
@@ -279,7 +333,7 @@ class ManifestIO:
         self.storage.write_bytes(manifest_path(name), data)
         self._remember(name, list(entries))
         added = sum(1 for e in entries if e.kind is FileKind.ADD)
-        return ManifestFileMeta(name, len(data), added, len(entries) - added, schema_id)
+        return ManifestFileMeta(name, len(data), added, len(entries) - added, schema_id, partition_stats_of(entries))
 
     def read_entries(self, list_name: str) -> list[ManifestEntry]:
         entries: list[ManifestEntry] = []

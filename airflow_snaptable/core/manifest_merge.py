@@ -9,6 +9,10 @@ the first manifest can drop DELETE entries (docs/format.md, "Manifest merging"):
   entries only ("full merge");
 - otherwise, once the trailing run of manifests smaller than ``manifest.target-file-size``
   is ``manifest.merge-min-count`` long, that run is merged into one.
+
+A merge writes its entries sorted by partition, cut at the target size: after a merge each
+file has one entry, so their order no longer matters, and each merged manifest then covers a
+narrow range of partitions, which a filtered scan's partition bounds skip (core/partition_pruning.py).
 """
 
 from __future__ import annotations
@@ -43,9 +47,14 @@ class ManifestMerger:
         entries: list[ManifestEntry] = []
         for meta in metas:
             entries.extend(self.manifests.read_manifest(meta.file_name))
-        merged = last_entries(entries, keep_deletes=keep_deletes)
+        merged = sorted(last_entries(entries, keep_deletes=keep_deletes), key=lambda e: _partition_order(e.file.partition))
         per_manifest = max(1, self.target_size // BYTES_PER_ENTRY)
         return [
             self.manifests.write_manifest(merged[i : i + per_manifest], self.schema_id)
             for i in range(0, len(merged), per_manifest)
         ]
+
+
+def _partition_order(partition: tuple) -> tuple:
+    """Sorts partition values per key (nulls last); values of one key share a type."""
+    return tuple((value is None, value if value is not None else 0) for value in partition)

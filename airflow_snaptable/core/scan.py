@@ -8,11 +8,11 @@ from typing import Any, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
 from airflow_snaptable.core.manifest import DataFile
+from airflow_snaptable.core.partition_pruning import prune_files
 from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage
@@ -62,29 +62,6 @@ def check_filter(schema: TableSchema, expression: pc.Expression | None) -> pc.Ex
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise InvalidArgumentError(f"filter {expression} does not fit the table schema: {exc}") from exc
     return expression
-
-
-def prune_files(schema: TableSchema, files: list[DataFile], expression: pc.Expression | None) -> list[DataFile]:
-    """Files whose partition may hold rows matching ``expression`` (no I/O: Arrow simplifies
-    the filter against each file's partition values)."""
-    if expression is None or not schema.partition_keys or not files:
-        return files
-    types = schema.partition_types()
-    file_format = ds.ParquetFileFormat()
-    placeholder_fs = pafs.LocalFileSystem()  # fragments are never opened here
-    fragments = []
-    for i, data_file in enumerate(files):
-        condition = None
-        for key, value, t in zip(schema.partition_keys, data_file.partition, types):
-            term = pc.field(key).is_null() if value is None else pc.field(key) == pa.scalar(value, t)
-            condition = term if condition is None else condition & term
-        fragments.append(file_format.make_fragment(f"/{i}", filesystem=placeholder_fs, partition_expression=condition))
-    dataset = ds.FileSystemDataset(fragments, schema.arrow_schema, file_format, placeholder_fs)
-    try:
-        kept = dataset.get_fragments(filter=expression)
-        return [files[int(fragment.path[1:])] for fragment in kept]
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
-        raise InvalidArgumentError(f"filter {expression} does not fit the table schema: {exc}") from exc
 
 
 def read_files(

@@ -28,6 +28,7 @@ from airflow_snaptable.core.orphans import OrphanFilesClean, OrphanResult
 from airflow_snaptable.core.periodic import PeriodicTagging, PeriodicTagResult
 from airflow_snaptable.core.plan_executor import PlanExecutor
 from airflow_snaptable.core.rollback import Rollback, RollbackResult
+from airflow_snaptable.core.partition_pruning import pruned_state
 from airflow_snaptable.core.scan import TableScan, check_columns, check_filter, read_table, to_expression
 from airflow_snaptable.core.schema import SchemaManager, TableSchema
 from airflow_snaptable.core.snapshot import Snapshot, SnapshotManager
@@ -214,7 +215,8 @@ class Table(TableWrites):
         else:
             snapshot = self.latest_snapshot()
         self._check_readable()
-        files = [] if snapshot is None else list(self.store.files.state(snapshot).values())
+        # With a filter, only the manifests whose partition bounds may match are read (core/partition_pruning.py).
+        files = [] if snapshot is None else list(pruned_state(self.manifest_io, self.schema, snapshot, expression).values())
         return TableScan(self.storage, self.schema, snapshot, files, expression, columns)
 
     def read_files(self, files: Sequence[DataFile], columns: Sequence[str] | None = None, filter=None) -> pa.Table:

@@ -41,7 +41,7 @@ from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchEr
 from airflow_snaptable.core.incremental import added_after, snapshot_adds
 from airflow_snaptable.core.manifest import DataFile
 from airflow_snaptable.core.options import OPTION_SPECS
-from airflow_snaptable.core.scan import prune_files
+from airflow_snaptable.core.partition_pruning import prune_files
 from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage

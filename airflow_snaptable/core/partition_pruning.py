@@ -1,0 +1,105 @@
+"""Partition pruning: a filtered scan reads only the manifests and keeps only the files whose partition
+values can match the filter.
+
+Arrow decides "can match": each manifest (by the bounds of its partition values, its list entry's
+``partition_stats``) and each distinct partition value becomes a fragment whose partition expression
+is what is known of it; ``get_fragments(filter)`` keeps those the filter may select. Skipping a manifest
+is exact: every manifest holding an entry of a file in a matching partition has bounds around that
+partition's values, so it is read, and the entries of each such file fold in their order. Of the
+manifests read, only the entries of the partitions the filter may select are decoded (one decision per
+distinct partition value), so a one-partition plan costs about what its partition's entries cost.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
+from airflow_snaptable.core.manifest import DataFile, ManifestFileMeta, ManifestIO, apply_entries, decode_manifest_table
+from airflow_snaptable.core.schema import TableSchema, decode_partition, decode_partition_value
+
+
+def _selected(schema: TableSchema, conditions: Sequence[pc.Expression | None], expression: pc.Expression) -> list[bool]:
+    """For each condition (what is known of a partition; None: nothing), may ``expression`` select rows under it?"""
+    file_format = ds.ParquetFileFormat()
+    placeholder_fs = pafs.LocalFileSystem()  # fragments are never opened here
+    fragments = [
+        file_format.make_fragment(f"/{i}", filesystem=placeholder_fs, partition_expression=c if c is not None else pc.scalar(True))
+        for i, c in enumerate(conditions)
+    ]
+    dataset = ds.FileSystemDataset(fragments, schema.arrow_schema, file_format, placeholder_fs)
+    try:
+        kept = {int(fragment.path[1:]) for fragment in dataset.get_fragments(filter=expression)}
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+        raise InvalidArgumentError(f"filter {expression} does not fit the table schema: {exc}") from exc
+    return [i in kept for i in range(len(conditions))]
+
+
+def _value_condition(schema: TableSchema, partition: tuple) -> pc.Expression:
+    condition = None
+    for key, value, t in zip(schema.partition_keys, partition, schema.partition_types()):
+        term = pc.field(key).is_null() if value is None else pc.field(key) == pa.scalar(value, t)
+        condition = term if condition is None else condition & term
+    return condition
+
+
+def _bounds_condition(schema: TableSchema, stats: str | None) -> pc.Expression | None:
+    """What a manifest's ``partition_stats`` say of its partitions (None: nothing known)."""
+    if stats is None:
+        return None
+    doc = json.loads(stats)
+    condition = None
+    for key, t, lower, upper, nulls in zip(schema.partition_keys, schema.partition_types(), doc["lower"], doc["upper"], doc["nulls"]):
+        field = pc.field(key)
+        term = None
+        if lower is not None:
+            term = (field >= pa.scalar(decode_partition_value(lower, t), t)) & (field <= pa.scalar(decode_partition_value(upper, t), t))
+        if nulls:
+            term = field.is_null() if term is None else term | field.is_null()
+        if term is None:
+            continue
+        condition = term if condition is None else condition & term
+    return condition
+
+
+def prune_files(schema: TableSchema, files: list[DataFile], expression: pc.Expression | None) -> list[DataFile]:
+    """The files whose partition may hold rows matching ``expression``: one decision per distinct partition."""
+    if expression is None or not schema.partition_keys or not files:
+        return files
+    partitions = list(dict.fromkeys(f.partition for f in files))
+    selected = _selected(schema, [_value_condition(schema, p) for p in partitions], expression)
+    keep = {p for p, s in zip(partitions, selected) if s}
+    return [f for f in files if f.partition in keep]
+
+
+def pruned_state(manifests: ManifestIO, schema: TableSchema, snapshot, expression: pc.Expression | None) -> dict[str, DataFile]:
+    """The snapshot's live files in the partitions ``expression`` may select, reading only the manifests
+    whose partition bounds may match (all of them for lists written before there were bounds).
+    Without a filter or partition keys: every live file."""
+    if expression is None or not schema.partition_keys:
+        return manifests.read_state(snapshot)
+    metas: list[ManifestFileMeta] = []
+    for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
+        metas += manifests.read_list(list_name)
+    selected = _selected(schema, [_bounds_condition(schema, m.partition_stats) for m in metas], expression)
+    wanted = [m.file_name for m, s in zip(metas, selected) if s]
+    tables = manifests.read_manifest_tables(wanted)
+    # One decision per distinct partition; only the entries of kept partitions become objects.
+    texts = list(dict.fromkeys(text for t in tables.values() for text in pc.unique(t["partition"]).to_pylist()))
+    types = schema.partition_types()
+    try:
+        values = [decode_partition(text, types) for text in texts]
+    except (TypeError, ValueError) as exc:
+        raise CorruptMetadataError(f"{snapshot.base_manifest_list}: a manifest holds unreadable partition values: {exc}") from exc
+    kept = pa.array([t for t, s in zip(texts, _selected(schema, [_value_condition(schema, v) for v in values], expression)) if s], pa.string())
+    state: dict[str, DataFile] = {}
+    for name in wanted:
+        table = tables[name]
+        apply_entries(state, decode_manifest_table(table.filter(pc.is_in(table["partition"], value_set=kept)), types, name))
+    return state
