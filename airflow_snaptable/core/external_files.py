@@ -13,15 +13,17 @@ Rules:
 - Not checked: that the files exist, their sizes and row counts. The caller has just
   written them; checking costs a storage round trip per file.
 
-Cost: the known-path check reads the retained history's metadata once
-(``orphans.files_in_use``, in bulk), like an orphan clean's in-use pass.
+Cost: the known-path check reads the retained history's manifest lists (cached by name) and, of
+the manifests, only those whose partition bounds may hold the committed files' partitions.
 
 Whether such a commit landed after it failed ambiguously: core/incremental.py ``added_after``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from airflow_snaptable.core.checks import check_int
@@ -33,10 +35,9 @@ from airflow_snaptable.core.errors import (
     SchemaMismatchError,
     SnapshotNotFoundError,
 )
-from airflow_snaptable.core.manifest import DataFile
-from airflow_snaptable.core.orphans import files_in_use
+from airflow_snaptable.core.manifest import DataFile, apply_entries
 from airflow_snaptable.core.plans import read_plans
-from airflow_snaptable.core.schema import TableSchema
+from airflow_snaptable.core.schema import TableSchema, decode_partition
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.store import TableStore
 from airflow_snaptable.core.table_write import TableWrite, check_commit_arguments, check_summary
@@ -174,12 +175,112 @@ def refuse_known_paths(store: TableStore, files: list[DataFile]) -> None:
     paths = {f.path for f in files}
     known = {path: f"deleted by an unfinished {plan.kind} plan" for plan in read_plans(store.lifecycle)
              for path in (c.path for c in plan.data_files) if path in paths}
-    referenced = files_in_use(store).data_files
-    known.update((path, f"referenced by {referenced[path]}") for path in paths if path in referenced)
+    referenced = known_data_paths(store, {f.partition for f in files})
+    known.update((path, f"named by the metadata of {referenced[path]}") for path in paths if path in referenced)
     if known:
         path = min(known)
+        holder = _holder(store, path, next(f.partition for f in files if f.path == path))
+        if holder is not None:
+            known[path] = f"referenced by {holder}"
         raise InvalidArgumentError(
             f"data file {path} is already known to the table ({known[path]}"
             f"{f' and {len(known) - 1} more' if len(known) > 1 else ''}); a path is never committed twice: "
             "write the rows to a new file"
         )
+
+
+def known_data_paths(store: TableStore, partitions: set[tuple]) -> dict[str, str]:
+    """Every data path in ``partitions`` that a manifest of a retained snapshot or a tag names, with the
+    first snapshot or tag naming it.
+
+    What the retained snapshots name is what the earliest one's manifests name plus what each later
+    commit's delta names: the manifests a commit merges only restate entries named before. A data file
+    lives in the directory of its partition, so only the manifests whose partition bounds (the list's
+    ``partition_stats``) may hold one of ``partitions`` are read: a commit into one day of a table
+    partitioned by day reads that day's manifests, not the table's. A path named by any such manifest
+    counts, whatever the entry's kind: a superset of the retained states' files (it may hold files an
+    expired state had too), which only ever refuses more. Fails closed: a missing or unreadable
+    snapshot, list or manifest raises.
+    """
+    snapshots = store.snapshots
+    earliest, latest = snapshots.earliest_id(), snapshots.latest_id()
+    history = snapshots.read_range(earliest, latest) if earliest is not None and latest is not None else []
+    tags = store.tags.tags()
+    list_names = [(f"snapshot {s.id}", name) for s in history[:1] for name in (s.base_manifest_list, s.delta_manifest_list)]
+    list_names += [(f"snapshot {s.id}", s.delta_manifest_list) for s in history[1:]]
+    list_names += [(f"tag {t.name}", name) for t in tags for name in (t.snapshot.base_manifest_list, t.snapshot.delta_manifest_list)]
+    manifests = store.files.manifests
+    lists = manifests.read_lists(name for _owner, name in list_names)
+    holds = PartitionBounds(manifests.partition_types, partitions)
+    wanted: dict[str, str] = {}  # manifest name -> its first owner
+    for owner, list_name in list_names:
+        for meta in lists[list_name]:
+            if meta.file_name not in wanted and holds.may_hold(meta):
+                wanted[meta.file_name] = owner
+    entries = manifests.read_manifests(wanted)
+    known: dict[str, str] = {}
+    for name, owner in wanted.items():
+        for entry in entries[name]:
+            if entry.file.partition in partitions:
+                known.setdefault(entry.file.path, owner)
+    return known
+
+
+def _holder(store: TableStore, path: str, partition: tuple) -> str | None:
+    """The first retained snapshot, else tag, whose state holds ``path`` (for the error message only)."""
+    holds = PartitionBounds(store.files.manifests.partition_types, {partition})
+    snapshots = store.snapshots
+    earliest, latest = snapshots.earliest_id(), snapshots.latest_id()
+    history = [s for s, _size in snapshots.read_ids(range(earliest, latest + 1)).values()] if earliest is not None else []
+    for owner, snapshot in [(f"snapshot {s.id}", s) for s in history] + [(f"tag {t.name}", t.snapshot) for t in store.tags.tags()]:
+        state: dict = {}
+        for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
+            names = [m.file_name for m in store.files.manifests.read_list(list_name) if holds.may_hold(m)]
+            for name in names:
+                apply_entries(state, store.files.manifests.read_manifest(name))
+        if path in state:
+            return owner
+    return None
+
+
+class PartitionBounds:
+    """Whether a manifest's partition bounds may hold one of some partitions (bounds parsed once per manifest)."""
+
+    def __init__(self, partition_types: list, partitions: set[tuple]):
+        self.partition_types = partition_types
+        self.partitions = partitions
+        self._decided: dict[str, bool] = {}
+
+    def may_hold(self, meta) -> bool:
+        decided = self._decided.get(meta.file_name)
+        if decided is None:
+            decided = self._decided[meta.file_name] = self._may_hold(meta.partition_stats)
+        return decided
+
+    def _may_hold(self, stats: str | None) -> bool:
+        if stats is None or not self.partition_types:
+            return True  # written before there were bounds, or unpartitioned: nothing is known
+        lower, upper, nulls = _parsed_bounds(stats, tuple(self.partition_types))
+        return any(_within(partition, lower, upper, nulls) for partition in self.partitions)
+
+
+@lru_cache(maxsize=65536)
+def _parsed_bounds(stats: str, partition_types: tuple) -> tuple[tuple, tuple, tuple]:
+    """A manifest's ``partition_stats`` as (lower, upper, nulls); a manifest's bounds never change."""
+    try:
+        doc = json.loads(stats)
+        lower = decode_partition(json.dumps(doc["lower"]), list(partition_types))
+        upper = decode_partition(json.dumps(doc["upper"]), list(partition_types))
+        return lower, upper, tuple(doc["nulls"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptMetadataError(f"unreadable partition bounds {stats!r}: {exc}") from exc
+
+
+def _within(partition: tuple, lower: tuple, upper: tuple, nulls: list) -> bool:
+    for value, low, high, has_null in zip(partition, lower, upper, nulls):
+        if value is None:
+            if not has_null:
+                return False
+        elif low is None or not (low <= value <= high):
+            return False
+    return True

@@ -123,3 +123,33 @@ def test_two_commits_of_the_same_new_file_racing_cannot_both_land(table):
         thread.join()
     assert len([o for o in outcomes if isinstance(o, int)]) == 1, outcomes
     assert sorted_ids(table.scan().to_arrow()) == [0]
+
+
+def test_a_path_a_snapshot_that_replaced_a_rolled_back_id_holds_is_refused(table, table_uri):
+    """The known-path check keeps the snapshots it read between commits. Another writer rolls back and
+    commits new snapshots under the same ids: the check must see those, not the ones it kept (the chain
+    of parent identities from the latest snapshot breaks at the replaced id)."""
+    for i in (0, 1, 2, 4):
+        table.commit_files(write_files(table, make_rows([i])))  # 1..4; the last check kept 1..3
+    other = Table.open(table_uri)
+    other.rollback_to(snapshot_id=1)
+    replaced = write_files(other, make_rows([3]))  # partition 0
+    other.commit_files(replaced)  # a new snapshot 2 adds it: only its delta names it
+    other.commit_files(write_files(other, make_rows([5])))  # a new snapshot 3
+    before = _tree(table_uri)
+    with pytest.raises(InvalidArgumentError, match="snapshot 2"):
+        table.commit_files(replaced)
+    assert _tree(table_uri) == before
+
+
+def test_only_manifests_whose_partition_bounds_may_hold_the_files_are_read(tmp_path):
+    """A commit into one partition reads that partition's manifests, not the table's (manifest-list bounds)."""
+    table = Table.create(str(tmp_path / "t"), SCHEMA, partition_by=["p"], options={"manifest.merge-min-count": "1000"})
+    for i in range(12):
+        table.append(make_rows([i]))  # make_rows: p = id % 3, one manifest per commit
+    reads = []
+    table.storage.on_operation = lambda kind, path: reads.append(path) if kind == "read" and path.startswith("manifest/manifest-") and "list" not in path else None
+    table.manifest_io._cache.clear()
+    table.commit_files(write_files(table, make_rows([12])))  # partition 0
+    table.storage.on_operation = None
+    assert 4 <= len(reads) <= 5, reads  # the 4 earlier commits into partition 0 (and the new delta, once written)
