@@ -321,3 +321,45 @@ def test_new_snapshots_along_a_branch(iceberg_env, tmp_path):
     native.append(make_rows(range(3)))
     with pytest.raises(InvalidArgumentError, match="only Iceberg"):
         find_new_snapshots(native, after_snapshot_id=0, ref="audit")
+
+
+def _statistics_file(table, snapshot_id: int) -> str:
+    """A Puffin file for ``snapshot_id`` under metadata/, registered with pyiceberg's ``update_statistics``."""
+    from pyiceberg.table.statistics import StatisticsFile
+
+    path = f"{table.location()}/metadata/{snapshot_id}-stats.puffin"
+    with open(path[len("file://"):], "wb") as handle:
+        handle.write(b"PFA1" + bytes(16) + b"PFA1")
+    with table.update_statistics() as update:
+        update.set_statistics(
+            StatisticsFile(snapshot_id=snapshot_id, statistics_path=path, file_size_in_bytes=24, file_footer_size_in_bytes=12, blob_metadata=[])
+        )
+    return path[len(table.location()) + 1:]
+
+
+def test_a_copy_on_write_delete_and_statistics_files(iceberg_env):
+    """TestRemoveSnapshots.testRemoveFromTableWithStatisticsFiles / testExpireWithDeleteFiles' data side:
+    pyiceberg's row delete rewrites the data files that hold the deleted rows (copy-on-write; it writes no
+    delete files), and a statistics file belongs to one snapshot. Expiring everything but the latest
+    snapshot frees the rewritten files and the expired snapshot's statistics; the latest one's stay."""
+    table, ids = _history(iceberg_env, n=4)
+    table.delete("id < 2")  # rows 0 and 1: their files (of the first two appends) are rewritten without them
+    table = table.refresh()
+    latest = table.metadata.current_snapshot_id
+    assert table.metadata.snapshot_by_id(latest).summary["deleted-data-files"] == "2"
+    expired_stats = _statistics_file(table, ids[1])
+    kept_stats = _statistics_file(table, latest)
+    table = table.refresh()
+    before = read_everything(table)
+    rewritten = {f for f in files_on_disk(iceberg_env.location()) if f.startswith("data/")}
+    result = _open(iceberg_env).expire_snapshots(retain_min=1, older_than=FAR)
+    table = table.refresh()
+    after = read_everything(table)
+    assert sorted(after["snapshots"]) == [latest] and result.expired_snapshot_ids == ids
+    assert result.deleted_data_files == 2  # the first two appends' files: only the expired snapshots reach them
+    assert len(rewritten - files_on_disk(iceberg_env.location())) == 2
+    assert [s.snapshot_id for s in table.metadata.statistics] == [latest]
+    on_disk = files_on_disk(iceberg_env.location())
+    assert expired_stats not in on_disk and kept_stats in on_disk
+    assert after["snapshots"][latest] == before["snapshots"][latest] == sorted([("a", 1000), ("a", 1001), ("a", 2), ("a", 1002), ("a", 3), ("a", 1003)], key=repr)
+    assert_exactly_reachable_left(table, iceberg_env.location())
