@@ -30,7 +30,7 @@ from airflow_snaptable.core.intents import IntentManager
 from airflow_snaptable.core.manifest import FileKind
 from airflow_snaptable.core.options import TableOptions
 from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan
-from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.store import SnapshotStore, TableStore
 from airflow_snaptable.core.timeutil import duration_argument, millis, to_millis
 
@@ -199,6 +199,21 @@ def expire_range(
     return earliest, end
 
 
+def first_deleting(snapshots: dict[int, Snapshot], first: int, end: int) -> int:
+    """The first of snapshots ``first..end`` whose delta may delete a file (``end`` if none before it).
+
+    Candidates are the files the deltas delete; a delta's additions matter only once a candidate
+    exists (a file deleted, then added back). So the deltas before the first that deletes add
+    nothing to the plan and are not read: an append recording that it deleted no file. A snapshot
+    that records nothing (another format's, or older) may delete.
+    """
+    for snapshot_id in range(first, end):
+        snapshot = snapshots[snapshot_id]
+        if snapshot.commit_kind is not CommitKind.APPEND or (snapshot.summary or {}).get("deleted_files") != 0:
+            return snapshot_id
+    return end
+
+
 def plan_expiry(
     store: TableStore, earliest: int, end: int, read: SnapshotCache | None = None, missing: list[str] | None = None
 ) -> DeletionPlan:
@@ -213,11 +228,12 @@ def plan_expiry(
     read = read or SnapshotCache(store.snapshots)
     read.load(earliest, end)
     snaps = {i: read.get(i) for i in range(earliest, end + 1)}
-    expiring = store.files.expiring(snaps, missing)
+    first_delete = first_deleting(snaps, earliest + 1, end)
+    expiring = store.files.expiring(snaps, missing, changes_from=first_delete)
 
     data: dict[str, DataCandidate] = {}
     readded: set[str] = set()
-    for snapshot_id in range(earliest + 1, end + 1):
+    for snapshot_id in range(first_delete, end + 1):
         entries = expiring.changes[snapshot_id]
         added_here = {e.file.path for e in entries if e.kind is FileKind.ADD}
         for path in added_here:

@@ -53,7 +53,7 @@ class NativeFiles:
 
     # -- expiry -------------------------------------------------------------------------------
 
-    def expiring(self, snapshots: Mapping[int, Snapshot], missing: list[str] | None = None) -> ExpiringMetadata:
+    def expiring(self, snapshots: Mapping[int, Snapshot], missing: list[str] | None = None, changes_from: int | None = None) -> ExpiringMetadata:
         """Of the lists, only the first snapshot's and the kept one's are read, plus every list of a
         snapshot without ``written_metadata``; of the manifests, only the deltas. In bulk
         (``Storage.read_many``: threads on remote stores, executors in the Spark job)."""
@@ -76,7 +76,7 @@ class NativeFiles:
                 return list(written["delta_manifests"])
             return [m.file_name for m in lists.get(snapshot.delta_manifest_list, [])]
 
-        deltas = {i: delta_manifests(snaps[i]) for i in range(earliest + 1, end + 1)}
+        deltas = {i: delta_manifests(snaps[i]) for i in range(max(earliest + 1, changes_from or 0), end + 1)}
         entries_of = _read_some(manifests.read_manifests, (name for names in deltas.values() for name in names), missing)
         changes = {i: [e for name in names for e in entries_of.get(name, [])] for i, names in deltas.items()}
 

@@ -150,11 +150,13 @@ class FileStore(Protocol):
         """The metadata files (name -> bytes) reading this snapshot's state takes."""
         ...
 
-    def expiring(self, snapshots: Mapping[int, Snapshot], missing: list[str] | None = None) -> ExpiringMetadata:
+    def expiring(self, snapshots: Mapping[int, Snapshot], missing: list[str] | None = None, changes_from: int | None = None) -> ExpiringMetadata:
         """Read what expiring ``snapshots`` (ids ``first .. end``, contiguous) except the last one needs.
 
         ``missing`` (the repair path): metadata of the *expired* snapshots that is gone is
         skipped and its path appended there; the kept snapshot's metadata must still read.
+        ``changes_from``: the deltas of the snapshots below it are not needed (their changes are
+        left out; core/expire_plan.py ``first_deleting``).
         """
         ...
 

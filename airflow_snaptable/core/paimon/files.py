@@ -102,13 +102,13 @@ class PaimonFiles:
 
     # -- expiry -------------------------------------------------------------------------------------
 
-    def expiring(self, snapshots: Mapping[int, Snapshot], missing: list[str] | None = None) -> ExpiringMetadata:
+    def expiring(self, snapshots: Mapping[int, Snapshot], missing: list[str] | None = None, changes_from: int | None = None) -> ExpiringMetadata:
         first, end = min(snapshots), max(snapshots)
         kept_lists = self._lists([snapshots[end]])  # the kept snapshot's must read
         expired = [snapshots[i] for i in range(first, end)]
         lists = {**self._lists(expired, missing), **kept_lists}
         changes: dict[int, list[ManifestEntry]] = {}
-        for snapshot_id in range(first + 1, end + 1):
+        for snapshot_id in range(max(first + 1, changes_from or 0), end + 1):
             snapshot = snapshots[snapshot_id]
             names = self._entries(snapshot, lists, "delta")
             manifests = self.reader.manifests(names, None if snapshot_id == end else missing)
