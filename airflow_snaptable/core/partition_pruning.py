@@ -1,5 +1,5 @@
-"""Partition pruning: a filtered scan reads only the manifests and keeps only the files whose partition
-values can match the filter.
+"""Partition pruning and data skipping: a filtered scan reads only the manifests and keeps only the files
+whose partition values, and then whose column statistics (core/column_stats.py), can match the filter.
 
 Arrow decides "can match": each manifest (by the bounds of its partition values, its list entry's
 ``partition_stats``) and each distinct partition value becomes a fragment whose partition expression
@@ -8,6 +8,10 @@ is exact: every manifest holding an entry of a file in a matching partition has 
 partition's values, so it is read, and the entries of each such file fold in their order. Of the
 manifests read, only the entries of the partitions the filter may select are decoded (one decision per
 distinct partition value), so a one-partition plan costs about what its partition's entries cost.
+
+Column statistics are judged the same way, after the fold (a file's entries are never split): each
+file with statistics becomes fragments whose expressions are what its statistics prove of the columns
+the filter reads; a file without statistics is always kept.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
+from airflow_snaptable.core.column_stats import FileStats, column_condition
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
 from airflow_snaptable.core.manifest import DataFile, ManifestFileMeta, ManifestIO, apply_entries, decode_manifest_table
 from airflow_snaptable.core.schema import TableSchema, decode_partition, decode_partition_value
@@ -69,13 +74,83 @@ def _bounds_condition(schema: TableSchema, stats: str | None) -> pc.Expression |
 
 
 def prune_files(schema: TableSchema, files: list[DataFile], expression: pc.Expression | None) -> list[DataFile]:
-    """The files whose partition may hold rows matching ``expression``: one decision per distinct partition."""
-    if expression is None or not schema.partition_keys or not files:
+    """The files that may hold rows matching ``expression``: by partition (one decision per distinct
+    partition), then by column statistics (files without statistics are kept)."""
+    if expression is None or not files:
         return files
-    partitions = list(dict.fromkeys(f.partition for f in files))
-    selected = _selected(schema, [_value_condition(schema, p) for p in partitions], expression)
-    keep = {p for p, s in zip(partitions, selected) if s}
-    return [f for f in files if f.partition in keep]
+    if schema.partition_keys:
+        partitions = list(dict.fromkeys(f.partition for f in files))
+        selected = _selected(schema, [_value_condition(schema, p) for p in partitions], expression)
+        keep = {p for p, s in zip(partitions, selected) if s}
+        files = [f for f in files if f.partition in keep]
+    return _prune_by_stats(schema, files, expression)
+
+
+def referenced_columns(schema: pa.Schema, expression: pc.Expression) -> list[str]:
+    """The columns ``expression`` reads: those without which it no longer binds."""
+    names = []
+    for name in schema.names:
+        others = pa.schema([f for f in schema if f.name != name])
+        try:
+            ds.dataset(others.empty_table()).to_table(filter=expression)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            names.append(name)
+    return names
+
+
+#: Fragments per file at most: a column with nulls doubles them (its non-null rows and its null rows).
+_MAX_ALTERNATIVES = 16
+
+
+def _stats_conditions(schema: TableSchema, columns: list[str], stats: FileStats) -> list[pc.Expression | None]:
+    """Conditions that together cover every row of a file (each row satisfies one of them)."""
+    combos: list[list[pc.Expression]] = [[]]
+    for name in columns:
+        column = stats.columns.get(name)
+        alternatives = None if column is None else column_condition(name, schema.arrow_schema.field(name).type, column, stats.rows)
+        if alternatives is None or len(combos) * len(alternatives) > _MAX_ALTERNATIVES:
+            continue  # nothing known of this column (still a correct, weaker, description of the rows)
+        combos = [combo + [a] for combo in combos for a in alternatives]
+    conditions: list[pc.Expression | None] = []
+    for combo in combos:
+        conditions.append(None if not combo else combo[0] if len(combo) == 1 else _conjunction(combo))
+    return conditions
+
+
+def _conjunction(terms: list[pc.Expression]) -> pc.Expression:
+    result = terms[0]
+    for term in terms[1:]:
+        result = result & term
+    return result
+
+
+def _prune_by_stats(schema: TableSchema, files: list[DataFile], expression: pc.Expression) -> list[DataFile]:
+    """The files whose column statistics do not prove that no row matches: one decision per distinct
+    statistics of the (non-partition) columns the filter reads."""
+    if all(f.stats is None for f in files):
+        return files
+    columns = [c for c in referenced_columns(schema.arrow_schema, expression) if c not in schema.partition_keys]
+    if not columns:
+        return files
+    keys: list[tuple | None] = []
+    described: dict[tuple, list[pc.Expression | None]] = {}
+    for data_file in files:
+        try:
+            stats = None if data_file.stats is None else FileStats.decode(data_file.stats)
+        except ValueError:
+            stats = None  # unreadable statistics prove nothing: the file is read
+        if stats is None:
+            keys.append(None)
+            continue
+        key = tuple((stats.columns.get(c), stats.columns.get(c) is not None and stats.columns[c].null_count >= stats.rows) for c in columns)
+        if key not in described:
+            described[key] = _stats_conditions(schema, columns, stats)
+        keys.append(key)
+    distinct = list(described)
+    flat = [(k, c) for k in distinct for c in described[k]]
+    chosen = _selected(schema, [c for _, c in flat], expression)
+    kept = {k for (k, _), s in zip(flat, chosen) if s}
+    return [f for f, k in zip(files, keys) if k is None or k in kept]
 
 
 def pruned_state(manifests: ManifestIO, schema: TableSchema, snapshot, expression: pc.Expression | None) -> dict[str, DataFile]:
