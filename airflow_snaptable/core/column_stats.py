@@ -18,6 +18,7 @@ its upper bound is dropped (a cut upper bound would sort before the string).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -89,6 +90,7 @@ def check_stats(text, where: str) -> None:
         raise InvalidArgumentError(f"{where}: invalid stats: {exc}") from None
 
 
+@functools.lru_cache(maxsize=256)
 def _storage_type(t: pa.DataType) -> pa.DataType | None:
     """The type a column's bounds are computed and stored in; None for types without statistics."""
     if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_float32(t) or pa.types.is_float64(t):
@@ -130,33 +132,70 @@ def stats_of_table(table: pa.Table, skip: tuple[str, ...] = ()) -> str:
     return FileStats(table.num_rows, columns).encode()
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """What is known of one column over some rows (one file's, or several files' together).
+
+    :param lower: a value at or below every non-null value (None: unknown).
+    :param upper: a value at or above every non-null value (None: unknown).
+    :param has_nulls: whether a null may occur.
+    :param all_null: whether every value is null.
+    """
+
+    lower: Any
+    upper: Any
+    has_nulls: bool
+    all_null: bool
+
+    @classmethod
+    def of(cls, entry, rows) -> "Bounds | None":
+        """The bounds in one file's ``[null_count, lower, upper, has_nan]`` (None: a NaN occurs, which no
+        bound describes, or the entry is not that shape)."""
+        if not isinstance(entry, list) or len(entry) != 4 or entry[3] is not False or not isinstance(entry[0], int):
+            return None
+        null_count, lower, upper, _ = entry
+        if not isinstance(rows, int) or not all(v is None or isinstance(v, (int, float, str)) for v in (lower, upper)):
+            return None
+        all_null = null_count >= rows
+        return cls(None if all_null else lower, None if all_null else upper, null_count > 0, all_null)
+
+    def union(self, other: "Bounds") -> "Bounds":
+        """Bounds of both sets of rows together (TypeError if the bounds do not compare)."""
+        if self.all_null or other.all_null:
+            present = other if self.all_null else self
+            return Bounds(present.lower, present.upper, True, self.all_null and other.all_null)
+        lower = None if self.lower is None or other.lower is None else min(self.lower, other.lower)
+        upper = None if self.upper is None or other.upper is None else max(self.upper, other.upper)
+        return Bounds(lower, upper, self.has_nulls or other.has_nulls, False)
+
+
 def _scalar(value, t: pa.DataType) -> pa.Scalar:
     storage = _storage_type(t)
     return pa.scalar(value, storage) if storage == t else pa.scalar(value, storage).cast(t)
 
 
-def column_condition(name: str, t: pa.DataType, stats: ColumnStats, rows: int) -> list[pc.Expression] | None:
-    """What ``stats`` prove of column ``name``, as alternatives: every row satisfies one of them.
+def column_condition(name: str, t: pa.DataType, bounds: Bounds | None) -> list[pc.Expression] | None:
+    """What ``bounds`` prove of column ``name``, as alternatives: every row satisfies one of them.
 
-    None: nothing is proved (the file may hold any value). A column with a NaN proves nothing
-    (Arrow has no guarantee form for NaN), and neither does a bound that does not fit the
+    None: nothing is proved (the rows may hold any value): unknown bounds (a NaN occurs: Arrow has
+    no guarantee form for NaN), a type without statistics, or a bound that does not fit the
     column's type (e.g. statistics written under another schema).
     """
-    if _storage_type(t) is None or stats.has_nan:
+    if bounds is None or _storage_type(t) is None:
         return None
     field = pc.field(name)
-    if stats.null_count >= rows:
+    if bounds.all_null:
         return [field.is_null()]
     try:
         terms = []
-        if stats.lower is not None:
-            terms.append(field >= _scalar(stats.lower, t))
-        if stats.upper is not None:
-            terms.append(field <= _scalar(stats.upper, t))
+        if bounds.lower is not None:
+            terms.append(field >= _scalar(bounds.lower, t))
+        if bounds.upper is not None:
+            terms.append(field <= _scalar(bounds.upper, t))
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError):
         return None
     if not terms:
-        return None if stats.null_count else [field.is_valid()]
+        return None if bounds.has_nulls else [field.is_valid()]
     present = terms[0] if len(terms) == 1 else terms[0] & terms[1]
     # Arrow reads a comparison guarantee as "never null"; rows with nulls are a separate alternative.
-    return [present, field.is_null()] if stats.null_count else [present]
+    return [present, field.is_null()] if bounds.has_nulls else [present]

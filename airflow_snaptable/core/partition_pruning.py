@@ -16,7 +16,9 @@ the filter reads; a file without statistics is always kept.
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 from typing import Sequence
 
 import pyarrow as pa
@@ -24,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-from airflow_snaptable.core.column_stats import FileStats, column_condition
+from airflow_snaptable.core.column_stats import Bounds, column_condition
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
 from airflow_snaptable.core.manifest import DataFile, ManifestFileMeta, ManifestIO, apply_entries, decode_manifest_table
 from airflow_snaptable.core.schema import TableSchema, decode_partition, decode_partition_value
@@ -100,56 +102,71 @@ def referenced_columns(schema: pa.Schema, expression: pc.Expression) -> list[str
 
 #: Fragments per file at most: a column with nulls doubles them (its non-null rows and its null rows).
 _MAX_ALTERNATIVES = 16
+#: Files judged together first (their bounds' union); only the members of a block that may match are judged
+#: one by one. Neighbours in a manifest were written together, so their bounds are often close.
+_BLOCK = 64
+
+Key = tuple  # per column the file's Bounds (or None: nothing known)
 
 
-def _stats_conditions(schema: TableSchema, columns: list[str], stats: FileStats) -> list[pc.Expression | None]:
+def _conditions(schema: TableSchema, columns: list[str], key: Key) -> list[pc.Expression | None]:
     """Conditions that together cover every row of a file (each row satisfies one of them)."""
     combos: list[list[pc.Expression]] = [[]]
-    for name in columns:
-        column = stats.columns.get(name)
-        alternatives = None if column is None else column_condition(name, schema.arrow_schema.field(name).type, column, stats.rows)
+    for name, bounds in zip(columns, key):
+        alternatives = column_condition(name, schema.arrow_schema.field(name).type, bounds)
         if alternatives is None or len(combos) * len(alternatives) > _MAX_ALTERNATIVES:
             continue  # nothing known of this column (still a correct, weaker, description of the rows)
         combos = [combo + [a] for combo in combos for a in alternatives]
-    conditions: list[pc.Expression | None] = []
-    for combo in combos:
-        conditions.append(None if not combo else combo[0] if len(combo) == 1 else _conjunction(combo))
-    return conditions
+    return [functools.reduce(operator.and_, combo) if combo else None for combo in combos]
 
 
-def _conjunction(terms: list[pc.Expression]) -> pc.Expression:
-    result = terms[0]
-    for term in terms[1:]:
-        result = result & term
-    return result
+def _may_match(schema: TableSchema, columns: list[str], keys: list[Key], expression: pc.Expression) -> list[bool]:
+    """For each key, may ``expression`` select rows of a file it describes?"""
+    flat = [(i, c) for i, key in enumerate(keys) for c in _conditions(schema, columns, key)]
+    selected = [False] * len(keys)
+    for (i, _), chosen in zip(flat, _selected(schema, [c for _, c in flat], expression)):
+        selected[i] = selected[i] or chosen
+    return selected
+
+
+def _union(keys: list[Key]) -> Key:
+    united = []
+    for per_column in zip(*keys):
+        try:
+            united.append(None if any(b is None for b in per_column) else functools.reduce(Bounds.union, per_column))
+        except TypeError:  # bounds that do not compare: nothing known
+            united.append(None)
+    return tuple(united)
+
+
+def _key(data_file: DataFile, columns: list[str]) -> Key | None:
+    """What a file's statistics say of ``columns`` (None: no statistics, or unreadable ones: the file is read)."""
+    if data_file.stats is None:
+        return None
+    try:
+        doc = json.loads(data_file.stats)
+        rows, stats = doc["rows"], doc["columns"]
+        return tuple(Bounds.of(stats.get(c), rows) for c in columns)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
 
 
 def _prune_by_stats(schema: TableSchema, files: list[DataFile], expression: pc.Expression) -> list[DataFile]:
     """The files whose column statistics do not prove that no row matches: one decision per distinct
-    statistics of the (non-partition) columns the filter reads."""
+    statistics of the (non-partition) columns the filter reads, judged a block of files at a time first."""
     if all(f.stats is None for f in files):
         return files
     columns = [c for c in referenced_columns(schema.arrow_schema, expression) if c not in schema.partition_keys]
     if not columns:
         return files
-    keys: list[tuple | None] = []
-    described: dict[tuple, list[pc.Expression | None]] = {}
-    for data_file in files:
-        try:
-            stats = None if data_file.stats is None else FileStats.decode(data_file.stats)
-        except ValueError:
-            stats = None  # unreadable statistics prove nothing: the file is read
-        if stats is None:
-            keys.append(None)
-            continue
-        key = tuple((stats.columns.get(c), stats.columns.get(c) is not None and stats.columns[c].null_count >= stats.rows) for c in columns)
-        if key not in described:
-            described[key] = _stats_conditions(schema, columns, stats)
-        keys.append(key)
-    distinct = list(described)
-    flat = [(k, c) for k in distinct for c in described[k]]
-    chosen = _selected(schema, [c for _, c in flat], expression)
-    kept = {k for (k, _), s in zip(flat, chosen) if s}
+    keys = [_key(f, columns) for f in files]
+    distinct = [k for k in dict.fromkeys(keys) if k is not None]
+    candidates = distinct
+    if len(distinct) > 2 * _BLOCK:
+        blocks = [distinct[i : i + _BLOCK] for i in range(0, len(distinct), _BLOCK)]
+        chosen = _may_match(schema, columns, [_union(block) for block in blocks], expression)
+        candidates = [k for block, c in zip(blocks, chosen) if c for k in block]
+    kept = {k for k, c in zip(candidates, _may_match(schema, columns, candidates, expression)) if c}
     return [f for f, k in zip(files, keys) if k is None or k in kept]
 
 

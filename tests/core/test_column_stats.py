@@ -120,6 +120,31 @@ def test_a_scan_skipping_files_by_statistics_is_the_unfiltered_scan_filtered_in_
         assert {f.path for f in scan.files()} <= {f.path for f in scan.all_files}
 
 
+@pytest.fixture(scope="module")
+def many_files(tmp_path_factory):
+    """One write of 1200 rows in files of a few rows each: more files than one block (partition_pruning._BLOCK),
+    ``id`` rising with the row, other columns drawn from the domains (nulls and NaN included)."""
+    import random
+
+    rng = random.Random(15)
+    rows = [
+        {"p": rng.choice([0, 1]), **{c: rng.choice([None, *DOMAINS[c]]) for c in COLUMNS}, "id": i // 100 if rng.random() > 0.02 else None}
+        for i in range(1200)
+    ]
+    table = Table.create(str(tmp_path_factory.mktemp("many") / "t"), SCHEMA, options={"target-file-size": "300"})
+    table.append(pa.Table.from_pylist(rows, schema=SCHEMA))
+    assert len(table.scan().files()) > 4 * 64
+    return table, table.scan().to_arrow()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(expression=filters)
+@example(expression=pc.field("id") == 7)
+def test_files_judged_a_block_at_a_time_give_the_rows_of_in_memory_filtering(many_files, expression):
+    table, everything = many_files
+    assert _sorted_rows(table.scan(filter=expression).to_arrow()) == _sorted_rows(everything.filter(expression)), str(expression)
+
+
 def _data_reads(table: Table, action) -> int:
     reads = []
     table.storage.on_operation = lambda kind, path: reads.append(path) if kind == "read" and path.startswith("data/") else None
