@@ -88,16 +88,26 @@ def prune_files(schema: TableSchema, files: list[DataFile], expression: pc.Expre
     return _prune_by_stats(schema, files, expression)
 
 
-def referenced_columns(schema: pa.Schema, expression: pc.Expression) -> list[str]:
-    """The columns ``expression`` reads: those without which it no longer binds."""
-    names = []
-    for name in schema.names:
-        others = pa.schema([f for f in schema if f.name != name])
+def referenced_columns(schema: pa.Schema, expression: pc.Expression, candidates: Sequence[str] | None = None) -> list[str]:
+    """The columns (of ``candidates``, default all) ``expression`` reads: those without which it no longer
+    binds. Halving: a group it binds without holds none, so a wide schema costs a few binds per column read."""
+
+    def binds_without(group: list[str]) -> bool:
+        left_out = set(group)
         try:
-            ds.dataset(others.empty_table()).to_table(filter=expression)
+            ds.dataset(pa.schema([f for f in schema if f.name not in left_out]).empty_table()).to_table(filter=expression)
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
-            names.append(name)
-    return names
+            return False
+        return True
+
+    def search(group: list[str]) -> list[str]:
+        if not group or binds_without(group):
+            return []
+        if len(group) == 1:
+            return group
+        return search(group[: len(group) // 2]) + search(group[len(group) // 2 :])
+
+    return search(list(schema.names if candidates is None else candidates))
 
 
 #: Fragments per file at most: a column with nulls doubles them (its non-null rows and its null rows).
@@ -156,7 +166,7 @@ def _prune_by_stats(schema: TableSchema, files: list[DataFile], expression: pc.E
     statistics of the (non-partition) columns the filter reads, judged a block of files at a time first."""
     if all(f.stats is None for f in files):
         return files
-    columns = [c for c in referenced_columns(schema.arrow_schema, expression) if c not in schema.partition_keys]
+    columns = referenced_columns(schema.arrow_schema, expression, [c for c in schema.arrow_schema.names if c not in schema.partition_keys])
     if not columns:
         return files
     keys = [_key(f, columns) for f in files]

@@ -76,11 +76,11 @@ def read_files(
     check_filter(schema, expression)
     # Parquet's row-group statistics leave NaN out, and Arrow then skips row groups whose NaN rows a negated
     # comparison selects (NOT (x <= 1.5) keeps NaN): a filter reading a float column is applied in memory.
-    filtered_by = [] if expression is None else referenced_columns(schema.arrow_schema, expression)
-    in_memory = any(pa.types.is_floating(schema.arrow_schema.field(c).type) for c in filtered_by)
+    floats = [f.name for f in schema.arrow_schema if pa.types.is_floating(f.type)]
+    in_memory = expression is not None and bool(referenced_columns(schema.arrow_schema, expression, floats))
     read_columns = columns
     if in_memory and columns is not None:
-        read_columns = list(dict.fromkeys([*columns, *filtered_by]))
+        read_columns = list(dict.fromkeys([*columns, *referenced_columns(schema.arrow_schema, expression)]))
     read_schema = schema.arrow_schema if read_columns is None else pa.schema([schema.arrow_schema.field(c) for c in read_columns])
     for data_file in files:
         try:
