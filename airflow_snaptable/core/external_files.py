@@ -27,6 +27,7 @@ from functools import lru_cache
 from typing import Any
 
 from airflow_snaptable.core.checks import check_int
+from airflow_snaptable.core.column_stats import check_stats
 from airflow_snaptable.core.commit_request import WHOLE_TABLE
 from airflow_snaptable.core.errors import (
     CommitConflictError,
@@ -147,6 +148,7 @@ def check_shapes(schema: TableSchema, added, specs: list[dict] | None) -> list[D
             )
         for name, value in (("record_count", data_file.record_count), ("file_size", data_file.file_size)):
             check_int(value, f"data file {path}: {name}", minimum=0)
+        check_stats(data_file.stats, f"data file {path}")
         if specs is not None and not schema.partition_matches(partition, specs):
             raise InvalidArgumentError(
                 f"data file {path} is in partition {dict(zip(keys, partition))}, "
@@ -155,11 +157,16 @@ def check_shapes(schema: TableSchema, added, specs: list[dict] | None) -> list[D
     return list(added)
 
 
+def _identity(data_file: DataFile) -> tuple:
+    return data_file.path, data_file.partition, data_file.record_count, data_file.file_size
+
+
 def split_kept(files: list[DataFile], replaced: list[DataFile]) -> tuple[list[DataFile], list[DataFile]]:
     """For an overwrite: ``(files to add, files to delete)`` once live files given again are kept as they are."""
     live = {f.path: f for f in replaced}
     for data_file in files:
-        if data_file.path in live and live[data_file.path] != data_file:
+        # Statistics are not identity: a live file given again with or without them is the same file.
+        if data_file.path in live and _identity(live[data_file.path]) != _identity(data_file):
             raise InvalidArgumentError(
                 f"data file {data_file.path} is already known to the table with other metadata "
                 f"({live[data_file.path]}); a path is never committed twice"

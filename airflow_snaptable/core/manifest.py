@@ -35,12 +35,17 @@ class FileKind(IntEnum):
 
 @dataclass(frozen=True)
 class DataFile:
-    """A Parquet data file of the table. ``path`` is relative to the table root."""
+    """A Parquet data file of the table. ``path`` is relative to the table root.
+
+    ``stats``: its column statistics as JSON text (core/column_stats.py: ``FileStats.encode()``,
+    ``stats_of_table``), which let a filtered scan skip it; None: unknown (the file is always read).
+    """
 
     path: str
     partition: tuple
     record_count: int
     file_size: int
+    stats: str | None = None
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,7 @@ class ManifestFileMeta:
     partition_stats: str | None = None
 
 
-_MANIFEST_SCHEMA = pa.schema(
+_MANIFEST_SCHEMA_WITHOUT_STATS = pa.schema(
     [
         ("kind", pa.int8()),
         ("path", pa.string()),
@@ -72,6 +77,8 @@ _MANIFEST_SCHEMA = pa.schema(
         ("file_size", pa.int64()),
     ]
 )
+#: Manifests written since column statistics exist (``stats``: ``DataFile.stats``, null if unknown); both forms read.
+_MANIFEST_SCHEMA = _MANIFEST_SCHEMA_WITHOUT_STATS.append(pa.field("stats", pa.string()))
 _LIST_SCHEMA_WITHOUT_STATS = pa.schema(
     [
         ("file_name", pa.string()),
@@ -139,6 +146,7 @@ def encode_manifest(entries: list[ManifestEntry]) -> bytes:
             pa.array([encode_partition(e.file.partition) for e in entries], pa.string()),
             pa.array([e.file.record_count for e in entries], pa.int64()),
             pa.array([e.file.file_size for e in entries], pa.int64()),
+            pa.array([e.file.stats for e in entries], pa.string()),
         ],
         schema=_MANIFEST_SCHEMA,
     )
@@ -146,8 +154,12 @@ def encode_manifest(entries: list[ManifestEntry]) -> bytes:
 
 
 def manifest_table(data: bytes, where: str) -> pa.Table:
-    """A manifest's entries as Arrow columns (``partition``: the values as JSON text), checked."""
-    return _from_parquet(data, _MANIFEST_SCHEMA, where)
+    """A manifest's entries as Arrow columns (``partition``: the values as JSON text), checked; a manifest
+    written before column statistics gets an all-null ``stats`` column."""
+    table = _from_parquet(data, _MANIFEST_SCHEMA, where, _MANIFEST_SCHEMA_WITHOUT_STATS)
+    if table.num_columns == len(_MANIFEST_SCHEMA_WITHOUT_STATS):
+        table = table.append_column(_MANIFEST_SCHEMA.field("stats"), pa.nulls(table.num_rows, pa.string()))
+    return table
 
 
 def decode_manifest(data: bytes, partition_types: list[pa.DataType], where: str) -> list[ManifestEntry]:
@@ -162,12 +174,12 @@ def decode_manifest_table(table: pa.Table, partition_types: list[pa.DataType], w
     decoded: dict[str, tuple] = {}
     entries = []
     try:
-        for kind, path, partition, records, size in zip(
-            columns["kind"], columns["path"], columns["partition"], columns["record_count"], columns["file_size"]
+        for kind, path, partition, records, size, stats in zip(
+            columns["kind"], columns["path"], columns["partition"], columns["record_count"], columns["file_size"], columns["stats"]
         ):
             if partition not in decoded:
                 decoded[partition] = decode_partition(partition, partition_types)
-            entries.append(ManifestEntry(_KINDS[kind], DataFile(path, decoded[partition], records, size)))
+            entries.append(ManifestEntry(_KINDS[kind], DataFile(path, decoded[partition], records, size, stats)))
     except (IndexError, TypeError, ValueError) as exc:
         raise CorruptMetadataError(f"{where}: unreadable entry: {type(exc).__name__}: {exc}") from exc
     return entries

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
 from airflow_snaptable.core.manifest import DataFile
-from airflow_snaptable.core.partition_pruning import prune_files
+from airflow_snaptable.core.partition_pruning import prune_files, referenced_columns
 from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage
@@ -74,6 +74,14 @@ def read_files(
     """Rows of ``files`` in order, projected and filtered, with the table's exact types."""
     target = schema.arrow_schema if columns is None else pa.schema([schema.arrow_schema.field(c) for c in columns])
     check_filter(schema, expression)
+    # Parquet's row-group statistics leave NaN out, and Arrow then skips row groups whose NaN rows a negated
+    # comparison selects (NOT (x <= 1.5) keeps NaN): a filter reading a float column is applied in memory.
+    floats = [f.name for f in schema.arrow_schema if pa.types.is_floating(f.type)]
+    in_memory = expression is not None and bool(referenced_columns(schema.arrow_schema, expression, floats))
+    read_columns = columns
+    if in_memory and columns is not None:
+        read_columns = list(dict.fromkeys([*columns, *referenced_columns(schema.arrow_schema, expression)]))
+    read_schema = schema.arrow_schema if read_columns is None else pa.schema([schema.arrow_schema.field(c) for c in read_columns])
     for data_file in files:
         try:
             handle = storage.open_read(data_file.path)
@@ -81,8 +89,12 @@ def read_files(
             raise CorruptMetadataError(f"data file {storage.full_uri(data_file.path)} is referenced but missing") from None
         with handle:
             try:
-                table = pq.read_table(handle, columns=columns, filters=expression)
-                table = table.select(target.names).cast(target)
+                if in_memory:
+                    table = pq.read_table(handle, columns=read_columns).select(read_schema.names).cast(read_schema)
+                    table = table.filter(expression).select(target.names)
+                else:
+                    table = pq.read_table(handle, columns=columns, filters=expression)
+                    table = table.select(target.names).cast(target)
             except (pa.ArrowException, OSError) as exc:
                 # The filter fits the schema (checked above): the file is truncated, damaged or not
                 # the table's (a page that does not decode is a plain OSError).

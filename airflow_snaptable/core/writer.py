@@ -9,6 +9,7 @@ from typing import Iterable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from airflow_snaptable.core.column_stats import stats_of_table
 from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchError
 from airflow_snaptable.core.io_pool import map_io
 from airflow_snaptable.core.manifest import DataFile
@@ -113,7 +114,8 @@ def write_partition_files(
         data = sink.getvalue()
         path = data_file_path(schema, partition)
         storage.write_bytes(path, data)
-        files.append(DataFile(path=path, partition=partition, record_count=chunk.num_rows, file_size=len(data)))
+        stats = stats_of_table(chunk, skip=schema.partition_keys)  # the file's column bounds: lets filtered scans skip it
+        files.append(DataFile(path=path, partition=partition, record_count=chunk.num_rows, file_size=len(data), stats=stats))
     return files
 
 

@@ -33,7 +33,8 @@ PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 def register(spark, pushdown: bool | None = None) -> None:
     """Register the ``snaptable`` data source with ``spark`` (a SparkSession).
 
-    ``pushdown``: prune partitions with the filters Spark pushes down. Spark only
+    ``pushdown``: prune partitions and skip files by column statistics with the filters
+    Spark pushes down (Spark still applies those on other columns to the rows). Spark only
     accepts that when ``spark.sql.python.filterPushdown.enabled`` is true (it is
     false by default), so the default follows that conf; register again after
     changing it.

@@ -5,6 +5,8 @@ Nothing here holds table logic: tables are planned, read and written by core.
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
@@ -188,12 +190,20 @@ def group_files(files: Sequence[DataFile], split_size: int) -> list[list[DataFil
 # -- filter pushdown -----------------------------------------------------------------
 
 
-def filter_to_expression(spark_filter, partition_types: Mapping[str, pa.DataType]) -> pc.Expression | None:
-    """A pyarrow expression equivalent to a Spark filter on one partition column, or None.
+def skippable_in_spark(t: pa.DataType) -> bool:
+    """Whether Spark filters on a column of this type may skip files by column statistics: the types whose
+    Spark literals mean the same value in Arrow (not timestamps: Spark may hand them over in local time)."""
+    return pa.types.is_integer(t) or pa.types.is_float32(t) or pa.types.is_float64(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_date32(t) or pa.types.is_boolean(t)
 
-    Only filters whose result is decided by the partition value are translated, so
+
+def filter_to_expression(spark_filter, partition_types: Mapping[str, pa.DataType]) -> pc.Expression | None:
+    """A pyarrow expression equivalent to a Spark filter on one of the given columns, or None.
+
+    Only filters whose result is decided by the column's value are translated, so
     pruning files by their partition values applies them exactly (with Spark's
-    null semantics: a comparison with a null partition value drops the row).
+    null semantics: a comparison with a null partition value drops the row), and
+    skipping files by column statistics never skips a file Spark would take a row from.
+    A NaN literal is not translated: Spark orders NaN above every number, Arrow never matches it.
     """
     from pyspark.sql import datasource as D
 
@@ -206,6 +216,8 @@ def filter_to_expression(spark_filter, partition_types: Mapping[str, pa.DataType
     def literal(value, t):
         if value is None:
             raise ValueError("null literal")
+        if isinstance(value, float) and math.isnan(value):
+            raise ValueError("NaN literal")
         return pa.scalar(value, t)
 
     def translate(f, negated: bool):

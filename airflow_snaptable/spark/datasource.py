@@ -58,6 +58,7 @@ from airflow_snaptable.spark._common import (
     int_option,
     plain_options,
     size_option,
+    skippable_in_spark,
     spark_schema_for,
     storage_options_from,
     table_uri,
@@ -173,18 +174,23 @@ class SnapTableBatchReader(DataSourceReader):
 
 
 class SnapTablePushdownReader(SnapTableBatchReader):
-    """The batch reader with partition pruning from Spark's pushed filters."""
+    """The batch reader with partition pruning and data skipping from Spark's pushed filters."""
 
     def pushFilters(self, filters):
-        types = dict(zip(self.files_reader.table_schema.partition_keys, self.files_reader.table_schema.partition_types()))
+        schema = self.files_reader.table_schema
+        partition_types = dict(zip(schema.partition_keys, schema.partition_types()))
+        stats_types = {f.name: f.type for f in schema.arrow_schema if f.name not in partition_types and skippable_in_spark(f.type)}
         remaining = []
         for spark_filter in filters:
-            expression = filter_to_expression(spark_filter, types) if types else None
-            if expression is None:
+            expression = filter_to_expression(spark_filter, partition_types) if partition_types else None
+            if expression is not None:
+                self.pushed.append(spark_filter)  # decided by partition values: pruning applies it exactly
+            else:
+                # On another column it only skips files (core's column statistics): Spark still filters the rows.
                 remaining.append(spark_filter)
-                continue
-            self.pushed.append(spark_filter)
-            self.expression = expression if self.expression is None else (self.expression & expression)
+                expression = filter_to_expression(spark_filter, stats_types) if stats_types else None
+            if expression is not None:
+                self.expression = expression if self.expression is None else (self.expression & expression)
         return remaining
 
 

@@ -68,7 +68,8 @@ def read_table(
 
     ``filter`` is core's filter: DNF tuples like ``[("p", "=", 3)]`` (or a list of
     such lists, OR-ed), or a pyarrow Expression over partition columns only. It
-    prunes files with core; DNF terms on other columns are applied by Spark too.
+    prunes files with core (partitions, then column statistics); DNF terms on other
+    columns are applied by Spark too.
     """
     table = Table.open(uri, storage_options)
     paths, needs_row_filter = plan_paths(table, snapshot_id, tag, as_of, filter)

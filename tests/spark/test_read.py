@@ -80,7 +80,7 @@ def test_read_errors_are_typed_and_clear(spark, history, tmp_path):
         spark.read.format(FORMAT).load(str(tmp_path / "missing")).collect()
 
 
-def test_partition_pruning_pushes_partition_filters_and_keeps_others(spark, tmp_path):
+def test_pushed_filters_prune_partitions_and_skip_files_by_statistics(spark, tmp_path):
     from pyspark.sql import functions as F
 
     schema = pa.schema([("day", pa.date32()), ("region", pa.string()), ("id", pa.int64()), ("amount", pa.float64())])
@@ -102,7 +102,10 @@ def test_partition_pruning_pushes_partition_filters_and_keeps_others(spark, tmp_
         ("region IS NULL", lambda d, r, i: r is None, 6),
         ("region <> 'eu' AND day <= DATE'2026-01-02'", lambda d, r, i: r is not None and r != "eu" and d <= jan[2], 4),
         ("NOT (region IN ('eu'))", lambda d, r, i: r is not None and r != "eu", 6),
-        ("region = 'us' AND id > 20", lambda d, r, i: r == "us" and i > 20, 6),  # id stays with Spark
+        # id stays with Spark, but skips files by column statistics: the first append's us files hold ids <= 14
+        ("region = 'us' AND id > 20", lambda d, r, i: r == "us" and i > 20, 3),
+        ("id > 20", lambda d, r, i: i > 20, 9),  # the first append's files hold ids <= 17
+        ("amount < 3.0", lambda d, r, i: i * 1.5 < 3.0, 2),  # ids 0 and 1 (one file each)
         ("region = 'us' OR id = 3", lambda d, r, i: r == "us" or i == 3, 18),  # OR across columns: not pushed
     ]
     for condition, predicate, files in conditions:

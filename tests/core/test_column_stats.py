@@ -1,0 +1,232 @@
+"""Column statistics (core/column_stats.py) and data skipping: a filtered scan skips files whose statistics
+prove no row matches and still returns exactly what the unfiltered scan, filtered in memory, returns
+(nulls, NaN, infinities, long strings included); manifests written before statistics still read."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, example, given, settings, strategies as st
+
+from airflow_snaptable.core import Table
+from airflow_snaptable.core.column_stats import ColumnStats, FileStats, stats_of_table
+from airflow_snaptable.core.errors import InvalidArgumentError
+from airflow_snaptable.core.manifest import _MANIFEST_SCHEMA_WITHOUT_STATS, DataFile, manifest_path
+
+UTC = dt.timezone.utc
+SCHEMA = pa.schema(
+    [
+        ("p", pa.int64()),
+        ("id", pa.int64()),
+        ("name", pa.string()),
+        ("value", pa.float64()),
+        ("day", pa.date32()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("flag", pa.bool_()),
+        ("small", pa.float32()),
+    ]
+)
+LONG = "x" * 70  # longer than the bound kept (STRING_PREFIX): lower bound cut, upper bound dropped
+DOMAINS = {
+    "id": [-3, 0, 1, 2, 5, 9, 20],
+    "name": ["", "a", "ab", "b", "é", LONG, LONG + "a", "y" * 80],
+    "value": [math.nan, -0.0, 0.0, 1.5, -2.0, math.inf, -math.inf, 3.0],
+    "day": [dt.date(2026, 1, d) for d in (1, 2, 5, 9)],
+    "ts": [dt.datetime(2026, 1, 1, h, tzinfo=UTC) for h in (0, 1, 7, 23)],
+    "flag": [True, False],
+    "small": [math.nan, -1.25, 0.5, 2.0],
+}
+COLUMNS = list(DOMAINS)
+
+
+def value_of(column: str):
+    return st.one_of(st.none(), st.sampled_from(DOMAINS[column]))
+
+
+row = st.fixed_dictionaries({"p": st.sampled_from([0, 1, None]), **{c: value_of(c) for c in COLUMNS}})
+
+
+def comparison(column: str):
+    literal = st.sampled_from(DOMAINS[column]).filter(lambda v: not (isinstance(v, float) and math.isnan(v)))
+    field = pc.field(column)
+    return st.one_of(
+        st.tuples(st.sampled_from(["==", "!=", "<", "<=", ">", ">="]), literal).map(
+            lambda t: {"==": field.__eq__, "!=": field.__ne__, "<": field.__lt__, "<=": field.__le__, ">": field.__gt__, ">=": field.__ge__}[t[0]](t[1])
+        ),
+        st.lists(literal, min_size=1, max_size=3).map(lambda vs: field.isin(pa.array(vs, SCHEMA.field(column).type))),
+        st.just(field.is_null()),
+        st.just(field.is_valid()),
+        *([st.just(field.is_nan()), st.just(~field.is_nan())] if column in ("value", "small") else []),
+    )
+
+
+atom = st.sampled_from(COLUMNS).flatmap(comparison)
+filters = st.recursive(
+    atom,
+    lambda inner: st.one_of(
+        st.tuples(inner, inner).map(lambda t: t[0] & t[1]),
+        st.tuples(inner, inner).map(lambda t: t[0] | t[1]),
+        inner.map(lambda e: ~e),
+    ),
+    max_leaves=3,
+)
+operations = st.lists(
+    st.tuples(st.sampled_from(["append", "append", "append", "overwrite", "delete", "compact"]), st.lists(row, min_size=1, max_size=8)),
+    min_size=1,
+    max_size=6,
+)
+
+
+def _sorted_rows(table: pa.Table) -> list:
+    """Rows in a stable order, NaN spelled out (NaN != NaN would fail equal rows)."""
+    spelled = [tuple("NaN" if isinstance(v, float) and math.isnan(v) else v for v in r.values()) for r in table.to_pylist()]
+    return sorted(spelled, key=repr)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(ops=operations, expression=filters, partitioned=st.booleans())
+# The cases a wrong bound would fail on, every run: a NaN beside in-bound values under a negated comparison,
+# a long string's upper bound, an all-null column, and a null beside in-bound values.
+@example(ops=[("append", [{"id": 1, "value": math.nan, "name": "a"}, {"id": 2, "value": 1.5, "name": LONG}])], expression=~(pc.field("value") <= 1.5), partitioned=False)
+@example(ops=[("append", [{"id": 1, "value": math.nan, "name": "a"}, {"id": 2, "value": 1.5, "name": LONG}])], expression=pc.field("name") == LONG, partitioned=False)
+@example(ops=[("append", [{"id": 1}, {"id": 2}])], expression=pc.field("day").is_null(), partitioned=True)
+@example(ops=[("append", [{"id": 1}, {"id": None}])], expression=pc.field("id").is_null() | (pc.field("id") > 5), partitioned=False)
+def test_a_scan_skipping_files_by_statistics_is_the_unfiltered_scan_filtered_in_memory(tmp_path_factory, ops, expression, partitioned):
+    # A tiny target file size: several files per partition per write, each with its own statistics.
+    table = Table.create(
+        str(tmp_path_factory.mktemp("t") / "t"), SCHEMA, partition_by=["p"] if partitioned else [],
+        options={"target-file-size": "300", "manifest.merge-min-count": "3"},
+    )
+    for kind, rows in ops:
+        data = pa.Table.from_pylist(rows, schema=SCHEMA)
+        if kind == "append":
+            table.append(data)
+        elif kind == "overwrite":
+            table.overwrite(data)
+        elif kind == "delete" and partitioned:
+            table.delete([{"p": rows[0]["p"]}])
+        elif kind == "compact":
+            table.compact(min_file_num=2, target_file_size="1mb")
+    for snapshot in table.snapshots():
+        everything = table.scan(snapshot_id=snapshot.id).to_arrow()
+        expected = _sorted_rows(everything.filter(expression)) if everything.num_rows else []
+        scan = table.scan(snapshot_id=snapshot.id, filter=expression)
+        assert _sorted_rows(scan.to_arrow()) == expected, (snapshot.id, str(expression))
+        assert {f.path for f in scan.files()} <= {f.path for f in scan.all_files}
+
+
+@pytest.fixture(scope="module")
+def many_files(tmp_path_factory):
+    """One write of 1200 rows in files of a few rows each: more files than one block (partition_pruning._BLOCK),
+    ``id`` rising with the row, other columns drawn from the domains (nulls and NaN included)."""
+    import random
+
+    rng = random.Random(15)
+    rows = [
+        {"p": rng.choice([0, 1]), **{c: rng.choice([None, *DOMAINS[c]]) for c in COLUMNS}, "id": i // 100 if rng.random() > 0.02 else None}
+        for i in range(1200)
+    ]
+    table = Table.create(str(tmp_path_factory.mktemp("many") / "t"), SCHEMA, options={"target-file-size": "300"})
+    table.append(pa.Table.from_pylist(rows, schema=SCHEMA))
+    assert len(table.scan().files()) > 4 * 64
+    return table, table.scan().to_arrow()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(expression=filters)
+@example(expression=pc.field("id") == 7)
+def test_files_judged_a_block_at_a_time_give_the_rows_of_in_memory_filtering(many_files, expression):
+    table, everything = many_files
+    assert _sorted_rows(table.scan(filter=expression).to_arrow()) == _sorted_rows(everything.filter(expression)), str(expression)
+
+
+def _data_reads(table: Table, action) -> int:
+    reads = []
+    table.storage.on_operation = lambda kind, path: reads.append(path) if kind == "read" and path.startswith("data/") else None
+    try:
+        action()
+    finally:
+        table.storage.on_operation = None
+    return len(reads)
+
+
+def test_a_selective_filter_on_a_sorted_column_reads_only_the_files_that_may_match(tmp_path):
+    table = Table.create(str(tmp_path / "t"), SCHEMA, partition_by=["p"])
+    for c in range(100):  # id increases over commits: each file holds ten consecutive ids
+        table.append(pa.Table.from_pylist([{"p": 0, "id": 10 * c + i, "value": float(i)} for i in range(10)], schema=SCHEMA))
+    scan = table.scan(filter=(pc.field("id") >= 420) & (pc.field("id") < 430))
+    assert len(scan.all_files) == 100 and len(scan.files()) == 1
+    rows = []
+    assert _data_reads(table, lambda: rows.extend(scan.to_arrow().column("id").to_pylist())) == 1
+    assert rows == list(range(420, 430))
+    # A NaN or null anywhere keeps the file for filters the bounds alone would rule out.
+    table.append(pa.Table.from_pylist([{"p": 0, "id": 5000, "value": math.nan}, {"p": 0, "id": None}], schema=SCHEMA))
+    assert len(table.scan(filter=pc.field("value") > 100.0).files()) == 1
+    assert len(table.scan(filter=pc.field("id").is_null()).files()) == 1
+    assert [r["id"] for r in table.scan(filter=pc.field("value").is_nan()).to_arrow().to_pylist()] == [5000]
+
+
+def test_manifests_written_before_statistics_still_read(tmp_path):
+    """A table whose manifests predate the ``stats`` column (the old five columns): files have no statistics,
+    none is skipped, and filtered scans give the right rows."""
+    uri = str(tmp_path / "t")
+    table = Table.create(uri, SCHEMA, partition_by=["p"], options={"manifest.merge-min-count": "1000"})
+    for c in range(6):
+        table.append(pa.Table.from_pylist([{"p": c % 2, "id": c, "value": c * 1.5}], schema=SCHEMA))
+    assert len(table.scan(filter=pc.field("id") == 4).files()) == 1  # with statistics
+    rewritten = 0
+    for path in (tmp_path / "t" / "manifest").iterdir():
+        if path.name.startswith("manifest-list-"):
+            continue
+        old = pq.read_table(path).select(_MANIFEST_SCHEMA_WITHOUT_STATS.names).cast(_MANIFEST_SCHEMA_WITHOUT_STATS)
+        pq.write_table(old, path, compression="zstd")
+        rewritten += 1
+    assert rewritten == 6
+    fresh = Table.open(uri)
+    assert all(f.stats is None for f in fresh.scan().files())
+    scan = fresh.scan(filter=pc.field("id") == 4)
+    assert len(scan.files()) == 6  # no statistics to skip by
+    assert [r["id"] for r in scan.to_arrow().to_pylist()] == [4]
+    fresh.append(pa.Table.from_pylist([{"p": 0, "id": 10}], schema=SCHEMA))  # a merge of old and new entries reads too
+    assert [r["id"] for r in Table.open(uri).scan(filter=pc.field("id") >= 4).to_arrow().to_pylist()] == [4, 5, 10]
+
+
+def test_statistics_of_a_table():
+    data = pa.table(
+        {
+            "p": [1, 1, 1],
+            "name": ["b" * 70, "a", None],
+            "value": [math.nan, 2.5, -1.0],
+            "blob": [b"x", b"y", b"z"],
+            "ts": pa.array([0, 5, None], pa.timestamp("ms")),
+        }
+    )
+    stats = FileStats.decode(stats_of_table(data, skip=("p",)))
+    assert stats.rows == 3 and set(stats.columns) == {"name", "value", "ts"}  # no binary bounds, no partition key
+    assert stats.columns["name"] == ColumnStats(1, "a", None, False)  # a long upper bound is dropped
+    assert stats.columns["value"] == ColumnStats(0, -1.0, 2.5, True)
+    assert stats.columns["ts"] == ColumnStats(1, 0, 5, False)
+    long_lower = FileStats.decode(stats_of_table(pa.table({"s": ["c" * 70, "d" * 70]})))
+    assert long_lower.columns["s"] == ColumnStats(0, "c" * 64, None, False)  # a cut lower bound is still a lower bound
+
+
+@pytest.mark.parametrize("stats", ["nope", '{"rows": 1}', '{"rows": 1, "columns": {"id": [0, [1], 2, false]}}', 42])
+def test_commit_files_refuses_invalid_statistics(tmp_path, stats):
+    table = Table.create(str(tmp_path / "t"), SCHEMA)
+    with pytest.raises(InvalidArgumentError):
+        table.commit_files([DataFile("data/data-1.parquet", (), 1, 10, stats)])
+    assert table.latest_snapshot() is None
+
+
+def test_commit_files_keeps_statistics_given_and_files_without(tmp_path):
+    table = Table.create(str(tmp_path / "t"), SCHEMA)
+    known = FileStats(10, {"id": ColumnStats(0, 100, 109)}).encode()
+    table.commit_files([DataFile("data/data-1.parquet", (), 10, 10, known), DataFile("data/data-2.parquet", (), 10, 10)])
+    planned = Table.open(table.uri).scan(filter=pc.field("id") < 50).files()
+    assert [f.path for f in planned] == ["data/data-2.parquet"]  # no statistics: always kept
+    assert Table.open(table.uri).scan().files()[0].stats in (known, None)
