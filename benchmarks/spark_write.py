@@ -11,12 +11,14 @@ one SparkSession, writes it with every writer below, alternating the order per r
   default ``file.compression`` (zstd): one snapshot per job;
 - snaptable-snappy: the same into a table created with ``file.compression=snappy``.
 
-Every run starts after ``os.sync()`` (snaptable fsyncs its data files before the
+Every run starts after ``os.sync()`` (unless ``--no-sync``) (snaptable fsyncs its data files before the
 commit, Spark's parquet writer does not; an fsync on ext4 would otherwise also
 write out what the previous run left dirty). Each writer is warmed up once (which also creates the tables), then timed
 ``--repeat`` times; the median is reported with its ratio to the parquet writer with
 the same codec. Target: snaptable <= 1.2x parquet. The CPU seconds the JVM and the
-Python workers spent per run (medians, from psutil) show where the work goes. The files and bytes each writer
+Python workers spent per run (medians, from psutil) show where the work goes; their
+sum against the reference's (cpu ratio) moves much less with the machine's load than
+wall time does. The files and bytes each writer
 left for its last run are printed, so that codec and file-count differences show.
 """
 
@@ -43,6 +45,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per writer (default 3)")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     parser.add_argument("--dir", help="where to write (default: a temporary directory)")
+    parser.add_argument(
+        "--arrow-batch-rows", type=int, default=None,
+        help="spark.sql.execution.arrow.maxRecordsPerBatch: rows per Arrow batch sent to the write tasks (Spark's default 10,000)",
+    )
+    parser.add_argument("--no-sync", action="store_true", help="do not os.sync() before each run (fsyncs then also pay for the previous runs' dirty pages)")
     parser.add_argument("--only", help="comma list of writers to run (default: all)")
     parser.add_argument("--quick", action="store_true", help="smoke test: 200,000 rows, 2 runs")
     return parser.parse_args(argv)
@@ -63,11 +70,12 @@ def cpu_seconds() -> dict[str, float]:
     return used
 
 
-def timed(action: Callable[[], None], cpu: dict[str, list[float]]) -> float:
+def timed(action: Callable[[], None], cpu: dict[str, list[float]], sync: bool) -> float:
     """Wall seconds of ``action``; appends the CPU seconds the JVM and the Python workers spent to ``cpu``."""
-    # Every run starts with no dirty pages: snaptable fsyncs its files (Spark's parquet writer
-    # does not), and on ext4 an fsync also writes out the dirty data of earlier runs.
-    os.sync()
+    if sync:
+        # Every run starts with no dirty pages: snaptable fsyncs its files (Spark's parquet writer
+        # does not), and on ext4 an fsync also writes out the dirty data of earlier runs.
+        os.sync()
     before = cpu_seconds()
     start = time.perf_counter()
     action()
@@ -120,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             .config("spark.sql.session.timeZone", "UTC")
             .getOrCreate()
         )
+        if args.arrow_batch_rows:
+            spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(args.arrow_batch_rows))
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
         try:
@@ -160,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             names = list(writers)
             for run in range(args.repeat):
                 for name in names[run % len(names):] + names[: run % len(names)]:
-                    times[name].append(timed(writers[name], cpu[name]))
+                    times[name].append(timed(writers[name], cpu[name], not args.no_sync))
             files = {
                 name: (snaptable_files(paths[name]) if name.startswith("snaptable") else parquet_files(paths[name]))
                 for name in writers
@@ -177,9 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     load_after = os.getloadavg()
     print(
         f"spark_write: {args.rows:,} rows, {args.partitions} partition values, {args.slices} tasks, master {args.master}, "
-        f"{args.repeat} runs each; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after"
+        f"Arrow batches of {args.arrow_batch_rows or 10_000:,} rows, "
+        f"{args.repeat} runs each{'' if args.no_sync else ', os.sync() before each'}; load average {load_before[0]:.2f} before, {load_after[0]:.2f} after"
     )
-    print(f"{'writer':<17} {'median s':>9} {'min s':>8} {'max s':>8} {'vs':>13} {'ratio':>7} {'files':>6} {'MiB':>8} {'cpu jvm':>8} {'cpu py':>7}")
+    print(f"{'writer':<17} {'median s':>9} {'min s':>8} {'max s':>8} {'vs':>13} {'ratio':>7} {'files':>6} {'MiB':>8} {'cpu jvm':>8} {'cpu py':>7} {'cpu ratio':>9}")
     for name in writers:
         values = times[name]
         median = statistics.median(values)
@@ -187,9 +198,10 @@ def main(argv: list[str] | None = None) -> int:
         ratio = median / statistics.median(times[reference]) if reference in times else float("nan")
         count, size = files[name]
         jvm, python = (statistics.median(cpu[name][kind]) for kind in ("jvm", "python"))
+        cpu_ratio = (jvm + python) / sum(statistics.median(cpu[reference][k]) for k in ("jvm", "python")) if reference in cpu else float("nan")
         print(
             f"{name:<17} {median:>9.3f} {min(values):>8.3f} {max(values):>8.3f} {reference:>13} {ratio:>6.2f}x "
-            f"{count:>6} {size / 2**20:>8.1f} {jvm:>8.2f} {python:>7.2f}"
+            f"{count:>6} {size / 2**20:>8.1f} {jvm:>8.2f} {python:>7.2f} {cpu_ratio:>8.2f}x"
         )
     for name in writers:
         if name.startswith("snaptable") and REFERENCE[name] in times:
