@@ -29,7 +29,6 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
