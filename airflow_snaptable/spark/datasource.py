@@ -29,7 +29,6 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -37,6 +36,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
+from airflow_snaptable.core.batch_writer import PartitionedBatchWriter
 from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
 from airflow_snaptable.core.incremental import added_after, snapshot_adds
 from airflow_snaptable.core.manifest import DataFile
@@ -46,7 +46,6 @@ from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.table import Table
-from airflow_snaptable.core.writer import split_by_partition, write_partition_files
 from airflow_snaptable.spark._common import (
     DEFAULT_SPLIT_SIZE,
     arrow_schema_for,
@@ -271,33 +270,16 @@ class SnapTableWriter(DataSourceArrowWriter):
     def write(self, iterator) -> SnapTableCommitMessage:
         storage = Storage.from_uri(self.uri, self.storage_options)
         target = self.table_schema.arrow_schema
-        written: list[DataFile] = []
+        files = PartitionedBatchWriter(storage, self.table_schema, self.target_file_size, self.compression)
         try:
-            buffered: list[pa.RecordBatch] = []
-            buffered_bytes = 0
             for batch in iterator:
-                if batch.num_rows == 0:
-                    continue
-                buffered.append(cast_batch(batch, target))
-                buffered_bytes += batch.nbytes
-                if buffered_bytes >= self.target_file_size:
-                    written.extend(self._write_files(storage, buffered))
-                    buffered, buffered_bytes = [], 0
-            written.extend(self._write_files(storage, buffered))
+                files.add(cast_batch(batch, target))
+            written = files.finish()
         except BaseException:
             # A failing task removes what it wrote; Spark's abort only sees finished tasks.
-            _delete_quietly(storage, [f.path for f in written])
+            _delete_quietly(storage, [f.path for f in files.written])
             raise
         return SnapTableCommitMessage(written)
-
-    def _write_files(self, storage: Storage, batches: list[pa.RecordBatch]) -> list[DataFile]:
-        if not batches:
-            return []
-        rows = self.table_schema.conform(pa.Table.from_batches(batches))
-        files: list[DataFile] = []
-        for partition, group in split_by_partition(rows, self.table_schema):
-            files.extend(write_partition_files(storage, self.table_schema, partition, group, self.target_file_size, self.compression))
-        return files
 
     # -- driver ----------------------------------------------------------------
 

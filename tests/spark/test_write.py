@@ -111,6 +111,25 @@ def test_a_failing_task_leaves_no_snapshot_and_no_files(spark, tmp_path):
     assert_clean(table)
 
 
+def test_a_task_failing_after_it_wrote_files_removes_them(spark, tmp_path):
+    uri = str(tmp_path / "t")
+    # id is not nullable in the table. With a tiny target file size the task writes files for
+    # its first Arrow batch (spark.sql.execution.arrow.maxRecordsPerBatch: 10,000 rows), then
+    # fails on the null id in its second batch.
+    schema = pa.schema([pa.field("p", pa.int64()), pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
+    table = Table.create(uri, schema, partition_by=["p"], options={"target-file-size": "1 kb"})
+    table.append(pa.table({"p": [0, 1], "id": [1, 2], "name": ["a", "b"]}, schema=schema))
+    before = data_files_on_disk(uri)
+    df = spark.range(0, 15_000, numPartitions=1).selectExpr(
+        "id % 3 as p", "if(id = 14999, null, id) as id", "concat('name-', id) as name"
+    )
+    with pytest.raises(Exception, match="not nullable"):
+        save(df, uri)
+    assert table.latest_snapshot().id == 1
+    assert data_files_on_disk(uri) == before
+    assert_clean(table)
+
+
 def test_concurrent_appends_both_commit(spark, tmp_path):
     uri = str(tmp_path / "t")
     table = Table.create(uri, SCHEMA, partition_by=["p"])
