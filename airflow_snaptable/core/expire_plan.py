@@ -214,11 +214,13 @@ def plan_expiry(
     read.load(earliest, end)
     snaps = {i: read.get(i) for i in range(earliest, end + 1)}
     expiring = store.files.expiring(snaps, missing)
+    changes, metadata_files = expiring.changes, expiring.metadata_files
+    del expiring
 
     data: dict[str, DataCandidate] = {}
     readded: set[str] = set()
     for snapshot_id in range(earliest + 1, end + 1):
-        entries = expiring.changes[snapshot_id]
+        entries = changes.pop(snapshot_id)  # each snapshot's entries go once used: only candidates accumulate
         added_here = {e.file.path for e in entries if e.kind is FileKind.ADD}
         for path in added_here:
             if data.pop(path, None) is not None:
@@ -230,11 +232,19 @@ def plan_expiry(
     if missing:
         for path in store.files.state(snaps[end]):
             data.pop(path, None)
+    entries = added_here = readded = None  # let go of the last snapshot's entries before sorting
+    candidates = list(data.values())
+    del data
+    candidates.sort(key=_candidate_path)
     return DeletionPlan(
         kind=EXPIRE,
         fence=end,
         snapshot_ids=list(range(earliest, end)),
-        data_files=sorted(data.values(), key=lambda c: c.path),
-        manifest_files=expiring.metadata_files,
+        data_files=candidates,
+        manifest_files=metadata_files,
     )
+
+
+def _candidate_path(candidate: DataCandidate) -> str:
+    return candidate.path
 

@@ -77,8 +77,12 @@ class NativeFiles:
             return [m.file_name for m in lists.get(snapshot.delta_manifest_list, [])]
 
         deltas = {i: delta_manifests(snaps[i]) for i in range(earliest + 1, end + 1)}
-        entries_of = _read_some(manifests.read_manifests, (name for names in deltas.values() for name in names), missing)
+        # Not cached: each delta is read once, and planning lets go of each snapshot's entries once used.
+        entries_of = _read_some(
+            lambda names: manifests.read_manifests(names, cache=False), (name for names in deltas.values() for name in names), missing
+        )
         changes = {i: [e for name in names for e in entries_of.get(name, [])] for i, names in deltas.items()}
+        del entries_of
 
         def sizes(snapshot: Snapshot) -> dict[str, int]:
             """Its lists and their manifests with byte sizes; a skipped (missing) list contributes nothing."""
