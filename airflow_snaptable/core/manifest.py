@@ -276,17 +276,11 @@ class ManifestIO:
         """:meth:`read_list` for many lists, the uncached ones in one ``Storage.read_many``."""
         return self._read_many(names, lambda name, data: decode_manifest_list(data, where=name), is_list=True)
 
-    def read_manifests(self, names, cache: bool = True) -> dict[str, list[ManifestEntry]]:
-        """:meth:`read_manifest` for many manifests, the uncached ones in one ``Storage.read_many``.
+    def read_manifests(self, names) -> dict[str, list[ManifestEntry]]:
+        """:meth:`read_manifest` for many manifests, the uncached ones in one ``Storage.read_many``."""
+        return self._read_many(names, lambda name, data: decode_manifest(data, self.partition_types, where=name), is_list=False)
 
-        ``cache=False``: what is read is not kept (expiry reads each delta once, and a cache of
-        2048 decoded manifests would keep millions of entries alive after planning).
-        """
-        return self._read_many(
-            names, lambda name, data: decode_manifest(data, self.partition_types, where=name), is_list=False, cache=cache
-        )
-
-    def _read_many(self, names, decode, is_list: bool, cache: bool = True) -> dict[str, list]:
+    def _read_many(self, names, decode, is_list: bool) -> dict[str, list]:
         found: dict[str, list] = {}
         missing = []
         for name in dict.fromkeys(names):
@@ -303,9 +297,25 @@ class ManifestIO:
             found[name] = decode(name, data)
             if is_list:
                 self._list_sizes[name] = len(data)
-            if cache:
-                self._remember(name, found[name])
+            self._remember(name, found[name])
         return found
+
+    def read_manifest_bytes(self, names) -> dict[str, bytes]:
+        """Manifests' raw bytes (compressed Parquet: a few bytes per entry) in one ``Storage.read_many``,
+        not cached; a missing one raises. :meth:`decode` makes entries of them when they are needed."""
+        names = list(dict.fromkeys(names))
+        contents = self.storage.read_many([manifest_path(name) for name in names])
+        found = {}
+        for name in names:
+            data = contents.pop(manifest_path(name), None)
+            if data is None:
+                raise MissingMetadataError(f"{self.storage.full_uri(manifest_path(name))} is missing")
+            found[name] = data
+        return found
+
+    def decode(self, name: str, data: bytes) -> list[ManifestEntry]:
+        """The entries of manifest ``name`` from its bytes (:meth:`read_manifest_bytes`)."""
+        return decode_manifest(data, self.partition_types, where=name)
 
     def read_manifest_tables(self, names) -> dict[str, pa.Table]:
         """Manifests as Arrow tables (``manifest_table``), in one ``Storage.read_many``, not cached: a

@@ -77,12 +77,10 @@ class NativeFiles:
             return [m.file_name for m in lists.get(snapshot.delta_manifest_list, [])]
 
         deltas = {i: delta_manifests(snaps[i]) for i in range(earliest + 1, end + 1)}
-        # Not cached: each delta is read once, and planning lets go of each snapshot's entries once used.
-        entries_of = _read_some(
-            lambda names: manifests.read_manifests(names, cache=False), (name for names in deltas.values() for name in names), missing
-        )
-        changes = {i: [e for name in names for e in entries_of.get(name, [])] for i, names in deltas.items()}
-        del entries_of
+        # The deltas' bytes in one bulk read (compressed: a few bytes per entry); their entries are
+        # decoded one snapshot at a time, when planning asks for them, and let go once used.
+        contents = _read_some(manifests.read_manifest_bytes, (name for names in deltas.values() for name in names), missing)
+        changes = DeltaEntries(deltas, contents, manifests.decode)
 
         def sizes(snapshot: Snapshot) -> dict[str, int]:
             """Its lists and their manifests with byte sizes; a skipped (missing) list contributes nothing."""
@@ -193,6 +191,28 @@ class NativeFiles:
         return found
 
 
+class DeltaEntries:
+    """Each expiring snapshot's delta entries (``ExpiringMetadata.changes``), decoded when asked for.
+
+    Holds the manifests' bytes; :meth:`pop` decodes one snapshot's and forgets the snapshot, so
+    planning holds the entries of one snapshot at a time, not of the whole range. A manifest whose
+    bytes are absent was skipped as missing (the repair path) and contributes nothing.
+    """
+
+    def __init__(self, deltas: dict[int, list[str]], contents: dict[str, bytes], decode: Callable[[str, bytes], list[ManifestEntry]]):
+        self._deltas = deltas
+        self._contents = contents
+        self._decode = decode
+
+    def pop(self, snapshot_id: int) -> list[ManifestEntry]:
+        entries: list[ManifestEntry] = []
+        for name in self._deltas.pop(snapshot_id):
+            data = self._contents.get(name)  # kept: a name listed twice decodes twice, never to nothing
+            if data is not None:
+                entries.extend(self._decode(name, data))
+        return entries
+
+
 def written_sizes(snapshot: Snapshot) -> dict[str, int]:
     """Byte sizes of the metadata files ``snapshot``'s commit wrote, as it recorded them (no I/O; {} without the record)."""
     written = snapshot.written_metadata or {}
@@ -207,7 +227,7 @@ def written_sizes(snapshot: Snapshot) -> dict[str, int]:
     return sizes
 
 
-def _read_some(read_many: Callable[[list[str]], dict[str, list]], names: Iterable[str], missing: list[str] | None) -> dict[str, list]:
+def _read_some(read_many: Callable[[list[str]], dict], names: Iterable[str], missing: list[str] | None) -> dict:
     """``read_many(names)``; with ``missing`` a list, the names that do not exist are appended to it instead."""
     names = list(dict.fromkeys(names))
     if missing is None:
@@ -215,7 +235,7 @@ def _read_some(read_many: Callable[[list[str]], dict[str, list]], names: Iterabl
     try:
         return read_many(names)
     except MissingMetadataError:
-        found: dict[str, list] = {}
+        found: dict = {}
         for name in names:
             try:
                 found.update(read_many([name]))
