@@ -10,10 +10,12 @@ state. Snapshots written before that record existed are read through their lists
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from airflow_snaptable.core.errors import MissingMetadataError
-from airflow_snaptable.core.manifest import MANIFEST_DIR, DataFile, ManifestEntry, ManifestIO, apply_entries, manifest_path
+from airflow_snaptable.core.manifest import (
+    MANIFEST_DIR, DataFile, ManifestEntry, ManifestIO, apply_entries, iter_manifest, manifest_path,
+)
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.store import ExpiringMetadata, InUse, StoredFile
@@ -80,7 +82,7 @@ class NativeFiles:
         # The deltas' bytes in one bulk read (compressed: a few bytes per entry); their entries are
         # decoded one snapshot at a time, when planning asks for them, and let go once used.
         contents = _read_some(manifests.read_manifest_bytes, (name for names in deltas.values() for name in names), missing)
-        changes = DeltaEntries(deltas, contents, manifests.decode)
+        changes = DeltaEntries(deltas, contents, lambda name, data: iter_manifest(data, manifests.partition_types, where=name))
 
         def sizes(snapshot: Snapshot) -> dict[str, int]:
             """Its lists and their manifests with byte sizes; a skipped (missing) list contributes nothing."""
@@ -194,23 +196,26 @@ class NativeFiles:
 class DeltaEntries:
     """Each expiring snapshot's delta entries (``ExpiringMetadata.changes``), decoded when asked for.
 
-    Holds the manifests' bytes; :meth:`pop` decodes one snapshot's and forgets the snapshot, so
-    planning holds the entries of one snapshot at a time, not of the whole range. A manifest whose
-    bytes are absent was skipped as missing (the repair path) and contributes nothing.
+    Holds the manifests' bytes; :meth:`pop` forgets the snapshot and returns its entries as an
+    iterator that decodes them in batches, so planning, which uses each entry once, never holds the
+    decoded entries of the range, nor of a whole large delta. A manifest whose bytes are absent was
+    skipped as missing (the repair path) and contributes nothing.
     """
 
-    def __init__(self, deltas: dict[int, list[str]], contents: dict[str, bytes], decode: Callable[[str, bytes], list[ManifestEntry]]):
+    def __init__(self, deltas: dict[int, list[str]], contents: dict[str, bytes], decode: Callable[[str, bytes], Iterable[ManifestEntry]]):
         self._deltas = deltas
         self._contents = contents
         self._decode = decode
 
-    def pop(self, snapshot_id: int) -> list[ManifestEntry]:
-        entries: list[ManifestEntry] = []
-        for name in self._deltas.pop(snapshot_id):
+    def pop(self, snapshot_id: int) -> Iterator[ManifestEntry]:
+        names = self._deltas.pop(snapshot_id)  # now, not when the iterator starts
+        return self._entries(names)
+
+    def _entries(self, names: list[str]) -> Iterator[ManifestEntry]:
+        for name in names:
             data = self._contents.get(name)  # kept: a name listed twice decodes twice, never to nothing
             if data is not None:
-                entries.extend(self._decode(name, data))
-        return entries
+                yield from self._decode(name, data)
 
 
 def written_sizes(snapshot: Snapshot) -> dict[str, int]:

@@ -53,7 +53,9 @@ class SnapshotChanges(Protocol):
     """The ADD/DELETE entries of each expiring snapshot, handed out once each (a dict is one; the
     native store decodes each snapshot's when asked, so planning holds one snapshot's at a time)."""
 
-    def pop(self, snapshot_id: int) -> list[ManifestEntry]: ...
+    def pop(self, snapshot_id: int) -> Iterable[ManifestEntry]:
+        """That snapshot's entries, in order, to be iterated once."""
+        ...
 
 
 @dataclass
