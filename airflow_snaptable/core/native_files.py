@@ -134,10 +134,15 @@ class NativeFiles:
 
         run_starts = {s.id for i, s in enumerate(history) if i == 0 or history[i - 1].id != s.id - 1}
         folded = [s for s in history if s.id in run_starts] + [t.snapshot for t in tags]  # states read whole
-        entries = manifests.read_manifests(
-            [name for s in folded for name in listed(s)]
-            + [name for s in history if s.id not in run_starts for name in listed(s, "delta")]
+        entries = manifests.read_manifests([name for s in folded for name in listed(s)])
+        # The other commits' deltas (most of a long history's entries): read in bulk as bytes,
+        # decoded one at a time while their files are recorded, never all as objects at once.
+        delta_bytes = manifests.read_manifest_bytes(
+            name for s in history if s.id not in run_starts for name in listed(s, "delta") if name not in entries
         )
+
+        def delta_entries(name: str) -> Iterable[ManifestEntry]:
+            return entries[name] if name in entries else iter_manifest(delta_bytes[name], manifests.partition_types, where=name)
 
         def state(snapshot) -> dict:
             files: dict = {}
@@ -167,7 +172,7 @@ class NativeFiles:
             else:
                 # Every file of a later state is in its run's first state or added since.
                 for name in listed(snapshot, "delta"):
-                    for entry in entries[name]:
+                    for entry in delta_entries(name):
                         reference_data(entry.file, owner)
         for tag in tags:
             owner = f"tag {tag.name}"
