@@ -23,6 +23,7 @@ ids and identities in them are the store's.
 
 from __future__ import annotations
 
+import io
 import json
 import time
 import uuid
@@ -102,14 +103,18 @@ class DeletionPlan:
             "planned_latest": self.planned_latest,
             "id": self.id,
         }
-        head = json.dumps(doc).encode()
         candidates = [] if fence_only else self.data_files
-        parts = [head[:-1], b', "data_files": [']  # head without its closing brace
+        # One growing buffer whose getvalue() hands over its bytes without a copy (joining parts
+        # would hold the text twice).
+        out = io.BytesIO()
+        out.write(json.dumps(doc).encode()[:-1])  # without its closing brace
+        out.write(b', "data_files": [')
         for first in range(0, len(candidates), _JSON_CHUNK):
-            chunk = ",".join(_candidate_json(c) for c in candidates[first:first + _JSON_CHUNK])
-            parts.append(chunk.encode() if first == 0 else b"," + chunk.encode())
-        parts.append(b"]}")
-        return b"".join(parts)
+            if first:
+                out.write(b",")
+            out.write(",".join(_candidate_json(c) for c in candidates[first:first + _JSON_CHUNK]).encode())
+        out.write(b"]}")
+        return out.getvalue()
 
     @classmethod
     def from_json(cls, data: bytes, where: str) -> "DeletionPlan":
