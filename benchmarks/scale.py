@@ -15,8 +15,23 @@ partition, and each commit one partition (a daily ingestion). Then it times, eac
   of the rows keeps only the files whose bounds overlap it. Target: <= 5% of the files read.
 
 Printed: commit time at the start and the end, the plans' times and peak RSS, and the ratios.
-The issue's other scale figures (expiry and orphan cleaning of the whole table in bounded memory,
-the Spark write path) are not measured here yet.
+
+The lifecycle part (``--only lifecycle``; the default runs both) builds the "spread" table once
+more, with an empty file on disk for every data file, and then runs, each in a fresh interpreter:
+
+- an orphan clean (dry run, every file older than the window) of the whole table, with
+  ``--orphans`` unreferenced files beside the data files;
+- "overwrite everything" (one file replaces the table: ``commit_files(..., mode="overwrite")``);
+- the lower bound of the expiry that follows, measured in the same run: deleting as many
+  empty files (a scratch copy of the data and manifest files it deletes) through the same
+  ``Storage.delete_files``, plus reading the manifests it must read (the deltas) once and
+  parsing them as Arrow tables;
+- the expiry of every snapshot but the last (``retain_min=1``), which deletes every data file.
+
+Each prints its time and peak RSS (``ru_maxrss``); the expiry's per-file memory is its peak RSS
+minus an empty interpreter's (the ``baseline`` step), divided by the data files it deleted.
+Target (issue 15): expiry of 1M files in <= 500 MB peak RSS and <= 1.5x its lower bound.
+The Spark write path is measured by benchmarks/spark_write.py.
 """
 
 from __future__ import annotations
@@ -90,6 +105,143 @@ def plan(uri: str, which: str, total_files: int = 0) -> dict:
     return {"seconds": seconds, "files": files, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
+def _peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def baseline() -> dict:
+    """An interpreter that imported the engine and opened nothing: what every step's peak RSS includes."""
+    import airflow_snaptable.core  # noqa: F401
+
+    return {"peak_rss_mb": _peak_rss_mb()}
+
+
+def make_data_files(uri: str, orphans: int) -> dict:
+    """An empty file on disk for every live data file of the latest snapshot, and ``orphans`` unreferenced ones."""
+    from airflow_snaptable.core import Table
+
+    table = Table.open(uri)
+    paths = [f.path for f in table.scan().files()] + [f"data/p=0/orphan-{i}.parquet" for i in range(orphans)]
+    _touch(Path(uri), paths)
+    return {"files": len(paths)}
+
+
+def _touch(root: Path, paths: list[str]) -> None:
+    made: set[Path] = set()
+    for rel in paths:
+        path = root / rel
+        if path.parent not in made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made.add(path.parent)
+        path.touch()
+
+
+def orphan_clean(uri: str) -> dict:
+    """A dry-run orphan clean of the whole table in this (fresh) process."""
+    from airflow_snaptable.core import Table
+
+    table = Table.open(uri)
+    started = time.perf_counter()
+    result = table.remove_orphan_files(older_than="0 s", dry_run=True)
+    return {"seconds": time.perf_counter() - started, "orphans": result.orphan_count, "peak_rss_mb": _peak_rss_mb()}
+
+
+def overwrite(uri: str) -> dict:
+    """One file replaces the whole table (what makes every earlier file expirable)."""
+    from airflow_snaptable.core import Table
+    from airflow_snaptable.core.manifest import DataFile
+
+    table = Table.open(uri)
+    kept = "data/p=0/overwrite-0.parquet"
+    _touch(Path(uri), [kept])
+    started = time.perf_counter()
+    table.commit_files([DataFile(kept, (0,), 100, 4096)], mode="overwrite")
+    return {"seconds": time.perf_counter() - started, "peak_rss_mb": _peak_rss_mb()}
+
+
+def lower_bound(uri: str, scratch: str) -> dict:
+    """What the expiry of every snapshot but the last cannot avoid: deleting its data and metadata
+    files (as many empty files, made untimed under ``scratch``, deleted through the same
+    ``Storage.delete_files``) and reading the expired snapshots' delta manifests once."""
+    from airflow_snaptable.core import Table
+    from airflow_snaptable.core.manifest import manifest_path, manifest_table
+    from airflow_snaptable.core.storage import Storage
+
+    table = Table.open(uri)
+    snapshots = table.snapshots()
+    deltas = [
+        manifest_path(meta.file_name)
+        for s in snapshots[1:]
+        for meta in table.manifest_io.read_list(s.delta_manifest_list)
+    ]
+    kept = {manifest_path(n) for n in table.manifest_io.names_of(snapshots[-1])}
+    metadata = [rel for rel, _size, _mtime in table.storage.list_files("manifest") if rel not in kept]
+    data = [rel for rel, _size, _mtime in table.storage.list_files("data") if "/overwrite-" not in rel and "/orphan-" not in rel]
+    doomed = data + metadata
+    _touch(Path(scratch), doomed)
+    storage = Storage.from_uri(scratch)
+    started = time.perf_counter()
+    contents = table.storage.read_many(deltas)
+    entries = sum(manifest_table(contents[rel], where=rel).num_rows for rel in deltas)
+    del contents
+    read_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    storage.delete_files(doomed)
+    delete_seconds = time.perf_counter() - started
+    return {
+        "seconds": read_seconds + delete_seconds, "read_seconds": read_seconds, "delete_seconds": delete_seconds,
+        "manifests_read": len(deltas), "entries_read": entries, "files_deleted": len(doomed), "peak_rss_mb": _peak_rss_mb(),
+    }
+
+
+def expire(uri: str) -> dict:
+    """The expiry of every snapshot but the last in this (fresh) process."""
+    from airflow_snaptable.core import Table
+
+    table = Table.open(uri)
+    latest = table.latest_snapshot().id
+    started = time.perf_counter()
+    result = table.expire_snapshots(retain_min=1, time_retained="0 s", limit=latest + 1)
+    seconds = time.perf_counter() - started
+    return {
+        "seconds": seconds, "snapshots": len(result.expired_snapshot_ids), "data_files": result.deleted_data_files,
+        "manifest_files": result.deleted_manifest_files, "peak_rss_mb": _peak_rss_mb(),
+        "operations": table.storage.snapshot_counts(),
+    }
+
+
+def lifecycle(commits: int, files_per_commit: int, partitions: int, orphans: int) -> None:
+    """Orphan clean, overwrite, lower bound and expiry of one table, each step in a fresh interpreter."""
+    base = _in_fresh_process("baseline")["peak_rss_mb"]
+    with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
+        uri, scratch = str(Path(tmp) / "t"), str(Path(tmp) / "scratch")
+        started = time.perf_counter()
+        _in_fresh_process("build", uri, commits, files_per_commit, partitions, "spread")
+        _in_fresh_process("make_data_files", uri, orphans)
+        print(f"\n  lifecycle (every commit writes every partition; built in {time.perf_counter() - started:.0f} s):")
+        print(f"    empty interpreter: peak RSS {base:.0f} MB")
+        clean = _in_fresh_process("orphan_clean", uri)
+        print(f"    orphan clean (dry run): {clean['seconds']:.2f} s, {clean['orphans']:,} orphans, peak RSS {clean['peak_rss_mb']:.0f} MB")
+        written = _in_fresh_process("overwrite", uri)
+        print(f"    overwrite everything: {written['seconds']:.2f} s, peak RSS {written['peak_rss_mb']:.0f} MB")
+        bound = _in_fresh_process("lower_bound", uri, scratch)
+        print(
+            f"    lower bound: {bound['seconds']:.2f} s (reading {bound['manifests_read']:,} delta manifests, "
+            f"{bound['entries_read']:,} entries: {bound['read_seconds']:.2f} s; deleting {bound['files_deleted']:,} files: "
+            f"{bound['delete_seconds']:.2f} s), peak RSS {bound['peak_rss_mb']:.0f} MB"
+        )
+        done = _in_fresh_process("expire", uri)
+        per_file = (done["peak_rss_mb"] - base) * 1024 * 1024 / max(done["data_files"], 1)
+        print(
+            f"    expiry: {done['seconds']:.2f} s ({done['seconds'] / bound['seconds']:.2f}x the lower bound, target <= 1.5x), "
+            f"{done['snapshots']:,} snapshots, {done['data_files']:,} data files, {done['manifest_files']:,} metadata files, "
+            f"peak RSS {done['peak_rss_mb']:.0f} MB (target <= 500 MB at 1M files), {per_file:,.0f} bytes per data file over the empty interpreter"
+        )
+        print(f"    expiry operations: {done['operations']}")
+
+
 def _in_fresh_process(function: str, *args) -> dict:
     code = f"import json, sys; from benchmarks.scale import {function}; print(json.dumps({function}(*json.loads(sys.argv[1]))))"
     done = subprocess.run([sys.executable, "-c", code, json.dumps(list(args))], capture_output=True, text=True, check=True, cwd=ROOT)
@@ -101,10 +253,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commits", type=int, default=1000)
     parser.add_argument("--files-per-commit", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=100)
+    parser.add_argument("--orphans", type=int, default=1000, help="unreferenced files beside the data files (lifecycle)")
+    parser.add_argument("--only", choices=("plans", "lifecycle"), help="run only the planning or only the lifecycle part")
     args = parser.parse_args(argv)
     total = args.commits * args.files_per_commit
     median = lambda runs: sorted(r["seconds"] for r in runs)[1]  # noqa: E731
     print(f"Table: {args.commits} commits x {args.files_per_commit} files = {total:,} data files in {args.partitions} partitions")
+    if args.only != "plans":
+        lifecycle(args.commits, args.files_per_commit, args.partitions, args.orphans)
+    if args.only == "lifecycle":
+        return 0
     for layout, label in (("spread", "every commit writes every partition"), ("clustered", "each commit writes one partition")):
         with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
             uri = str(Path(tmp) / "t")

@@ -230,27 +230,44 @@ def plan_expiry(
     snaps = {i: read.get(i) for i in range(earliest, end + 1)}
     first_delete = first_deleting(snaps, earliest + 1, end)
     expiring = store.files.expiring(snaps, missing, changes_from=first_delete)
+    changes, metadata_files = expiring.changes, expiring.metadata_files
+    del expiring
 
     data: dict[str, DataCandidate] = {}
     readded: set[str] = set()
     for snapshot_id in range(first_delete, end + 1):
-        entries = expiring.changes[snapshot_id]
-        added_here = {e.file.path for e in entries if e.kind is FileKind.ADD}
+        # One pass over the snapshot's entries (a store may decode them as they are iterated):
+        # only paths and sizes are kept, and only candidates accumulate over the range.
+        added_here: set[str] = set()
+        deleted_here: dict[str, int] = {}  # path -> size of its last DELETE entry here
+        for entry in changes.pop(snapshot_id):
+            if entry.kind is FileKind.ADD:
+                added_here.add(entry.file.path)
+            else:
+                deleted_here[entry.file.path] = entry.file.file_size
         for path in added_here:
             if data.pop(path, None) is not None:
                 readded.add(path)
-        for entry in entries:
-            path = entry.file.path
-            if entry.kind is FileKind.DELETE and path not in added_here:
-                data[path] = DataCandidate(path, entry.file.file_size, below=snapshot_id, readded=path in readded)
+        for path, size in deleted_here.items():
+            if path not in added_here:
+                data[path] = DataCandidate(path, size, below=snapshot_id, readded=path in readded)
+        del added_here, deleted_here  # let go before the next snapshot is decoded
     if missing:
         for path in store.files.state(snaps[end]):
             data.pop(path, None)
+    del readded
+    candidates = list(data.values())
+    del data
+    candidates.sort(key=_candidate_path)
     return DeletionPlan(
         kind=EXPIRE,
         fence=end,
         snapshot_ids=list(range(earliest, end)),
-        data_files=sorted(data.values(), key=lambda c: c.path),
-        manifest_files=expiring.metadata_files,
+        data_files=candidates,
+        manifest_files=metadata_files,
     )
+
+
+def _candidate_path(candidate: DataCandidate) -> str:
+    return candidate.path
 

@@ -10,10 +10,12 @@ state. Snapshots written before that record existed are read through their lists
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from airflow_snaptable.core.errors import MissingMetadataError
-from airflow_snaptable.core.manifest import MANIFEST_DIR, DataFile, ManifestEntry, ManifestIO, apply_entries, manifest_path
+from airflow_snaptable.core.manifest import (
+    MANIFEST_DIR, DataFile, ManifestEntry, ManifestIO, apply_entries, iter_manifest, manifest_path,
+)
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.store import ExpiringMetadata, InUse, StoredFile
@@ -77,8 +79,10 @@ class NativeFiles:
             return [m.file_name for m in lists.get(snapshot.delta_manifest_list, [])]
 
         deltas = {i: delta_manifests(snaps[i]) for i in range(max(earliest + 1, changes_from or 0), end + 1)}
-        entries_of = _read_some(manifests.read_manifests, (name for names in deltas.values() for name in names), missing)
-        changes = {i: [e for name in names for e in entries_of.get(name, [])] for i, names in deltas.items()}
+        # The deltas' bytes in one bulk read (compressed: a few bytes per entry); their entries are
+        # decoded one snapshot at a time, when planning asks for them, and let go once used.
+        contents = _read_some(manifests.read_manifest_bytes, (name for names in deltas.values() for name in names), missing)
+        changes = DeltaEntries(deltas, contents, lambda name, data: iter_manifest(data, manifests.partition_types, where=name))
 
         def sizes(snapshot: Snapshot) -> dict[str, int]:
             """Its lists and their manifests with byte sizes; a skipped (missing) list contributes nothing."""
@@ -130,10 +134,15 @@ class NativeFiles:
 
         run_starts = {s.id for i, s in enumerate(history) if i == 0 or history[i - 1].id != s.id - 1}
         folded = [s for s in history if s.id in run_starts] + [t.snapshot for t in tags]  # states read whole
-        entries = manifests.read_manifests(
-            [name for s in folded for name in listed(s)]
-            + [name for s in history if s.id not in run_starts for name in listed(s, "delta")]
+        entries = manifests.read_manifests([name for s in folded for name in listed(s)])
+        # The other commits' deltas (most of a long history's entries): read in bulk as bytes,
+        # decoded one at a time while their files are recorded, never all as objects at once.
+        delta_bytes = manifests.read_manifest_bytes(
+            name for s in history if s.id not in run_starts for name in listed(s, "delta") if name not in entries
         )
+
+        def delta_entries(name: str) -> Iterable[ManifestEntry]:
+            return entries[name] if name in entries else iter_manifest(delta_bytes[name], manifests.partition_types, where=name)
 
         def state(snapshot) -> dict:
             files: dict = {}
@@ -163,7 +172,7 @@ class NativeFiles:
             else:
                 # Every file of a later state is in its run's first state or added since.
                 for name in listed(snapshot, "delta"):
-                    for entry in entries[name]:
+                    for entry in delta_entries(name):
                         reference_data(entry.file, owner)
         for tag in tags:
             owner = f"tag {tag.name}"
@@ -189,6 +198,31 @@ class NativeFiles:
         return found
 
 
+class DeltaEntries:
+    """Each expiring snapshot's delta entries (``ExpiringMetadata.changes``), decoded when asked for.
+
+    Holds the manifests' bytes; :meth:`pop` forgets the snapshot and returns its entries as an
+    iterator that decodes them in batches, so planning, which uses each entry once, never holds the
+    decoded entries of the range, nor of a whole large delta. A manifest whose bytes are absent was
+    skipped as missing (the repair path) and contributes nothing.
+    """
+
+    def __init__(self, deltas: dict[int, list[str]], contents: dict[str, bytes], decode: Callable[[str, bytes], Iterable[ManifestEntry]]):
+        self._deltas = deltas
+        self._contents = contents
+        self._decode = decode
+
+    def pop(self, snapshot_id: int) -> Iterator[ManifestEntry]:
+        names = self._deltas.pop(snapshot_id)  # now, not when the iterator starts
+        return self._entries(names)
+
+    def _entries(self, names: list[str]) -> Iterator[ManifestEntry]:
+        for name in names:
+            data = self._contents.get(name)  # kept: a name listed twice decodes twice, never to nothing
+            if data is not None:
+                yield from self._decode(name, data)
+
+
 def written_sizes(snapshot: Snapshot) -> dict[str, int]:
     """Byte sizes of the metadata files ``snapshot``'s commit wrote, as it recorded them (no I/O; {} without the record)."""
     written = snapshot.written_metadata or {}
@@ -203,7 +237,7 @@ def written_sizes(snapshot: Snapshot) -> dict[str, int]:
     return sizes
 
 
-def _read_some(read_many: Callable[[list[str]], dict[str, list]], names: Iterable[str], missing: list[str] | None) -> dict[str, list]:
+def _read_some(read_many: Callable[[list[str]], dict], names: Iterable[str], missing: list[str] | None) -> dict:
     """``read_many(names)``; with ``missing`` a list, the names that do not exist are appended to it instead."""
     names = list(dict.fromkeys(names))
     if missing is None:
@@ -211,7 +245,7 @@ def _read_some(read_many: Callable[[list[str]], dict[str, list]], names: Iterabl
     try:
         return read_many(names)
     except MissingMetadataError:
-        found: dict[str, list] = {}
+        found: dict = {}
         for name in names:
             try:
                 found.update(read_many([name]))

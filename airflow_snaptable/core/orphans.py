@@ -70,10 +70,10 @@ class OrphanFilesClean:
         # Candidates first, then the in-use set: a file committed in between is in the set.
         listed = files.listed_files() + files.leftover_files()
         candidates = [(rel, size) for rel, size, mtime in listed if mtime is not None and mtime * 1000 < cutoff]
-        used = files_in_use(self.store)
-        if not used.all_paths() and self.store.snapshots.latest_id() is not None:
+        del listed  # the listing's records are the size of the table: keep only the candidates
+        used_paths = files_in_use(self.store).all_paths()  # one set of paths; the per-file records go at once
+        if not used_paths and self.store.snapshots.latest_id() is not None:
             raise CorruptMetadataError("the table has snapshots but no file is in use: refusing to delete anything")
-        used_paths = used.all_paths()
         result = OrphanResult(older_than_millis=cutoff, dry_run=dry_run)
         for rel, size in candidates:
             if rel in used_paths:

@@ -109,7 +109,7 @@ class PlanExecutor:
         registry = ReaddRegistry(self.store.lifecycle)
         for entry in protection.discarded_readds:
             registry.retire(entry)
-        registry.forget(set(outcome.deleted_data_files))
+        registry.forget(outcome.deleted_data_files)
         self.plans.finished(plan)
         return outcome
 

@@ -23,6 +23,7 @@ ids and identities in them are the store's.
 
 from __future__ import annotations
 
+import io
 import json
 import time
 import uuid
@@ -40,7 +41,7 @@ ROLLBACK = "rollback"
 STALE_PENDING_SECONDS = 600
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a plan may hold millions
 class DataCandidate:
     path: str
     size: int
@@ -83,15 +84,17 @@ class DeletionPlan:
         return f"{PLAN_DIR}/plan-{self.id}.json"
 
     def to_json(self, fence_only: bool = False) -> bytes:
-        """The plan as JSON; ``fence_only`` leaves out the file lists (all a pending plan's readers need)."""
+        """The plan as JSON; ``fence_only`` leaves out the file lists (all a pending plan's readers need).
+
+        The candidates are encoded in chunks straight to bytes, each as an object without the
+        fields at their defaults (``from_id`` null, ``readded`` false; :meth:`from_json` fills
+        those in, as did every earlier reader): a plan of a million files never exists as a
+        million dicts, nor as text and bytes at once.
+        """
         doc = {
             "kind": self.kind,
             "fence": self.fence,
             "snapshot_ids": self.snapshot_ids,
-            "data_files": [] if fence_only else [
-                {"path": c.path, "size": c.size, "below": c.below, "from_id": c.from_id, "readded": c.readded}
-                for c in self.data_files
-            ],
             "manifest_files": [] if fence_only else [list(m) for m in self.manifest_files],
             "tag_names": self.tag_names,
             "ceiling": self.ceiling,
@@ -100,17 +103,46 @@ class DeletionPlan:
             "planned_latest": self.planned_latest,
             "id": self.id,
         }
-        return json.dumps(doc).encode()
+        candidates = [] if fence_only else self.data_files
+        # One growing buffer whose getvalue() hands over its bytes without a copy (joining parts
+        # would hold the text twice).
+        out = io.BytesIO()
+        out.write(json.dumps(doc).encode()[:-1])  # without its closing brace
+        out.write(b', "data_files": [')
+        for first in range(0, len(candidates), _JSON_CHUNK):
+            if first:
+                out.write(b",")
+            out.write(",".join(_candidate_json(c) for c in candidates[first:first + _JSON_CHUNK]).encode())
+        out.write(b"]}")
+        return out.getvalue()
 
     @classmethod
     def from_json(cls, data: bytes, where: str) -> "DeletionPlan":
         try:
             doc = json.loads(data)
-            doc["data_files"] = [DataCandidate(**d) for d in doc["data_files"]]
+            raw = doc["data_files"]
+            candidates = []
+            for i, fields in enumerate(raw):
+                candidates.append(DataCandidate(**fields))
+                raw[i] = None  # each dict goes as soon as its candidate exists
+            doc["data_files"] = candidates
             doc["manifest_files"] = [tuple(m) for m in doc["manifest_files"]]
             return cls(**doc)
         except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
             raise CorruptMetadataError(f"{where}: cannot parse deletion plan: {exc}") from exc
+
+
+#: Candidates encoded per chunk by DeletionPlan.to_json.
+_JSON_CHUNK = 10_000
+
+
+def _candidate_json(candidate: DataCandidate) -> str:
+    fields = {"path": candidate.path, "size": candidate.size, "below": candidate.below}
+    if candidate.from_id is not None:
+        fields["from_id"] = candidate.from_id
+    if candidate.readded:
+        fields["readded"] = True
+    return json.dumps(fields, separators=(",", ":"))
 
 
 @dataclass

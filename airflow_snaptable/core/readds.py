@@ -25,6 +25,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass
+from typing import Collection
 
 from airflow_snaptable.core.errors import CorruptMetadataError
 from airflow_snaptable.core.storage import Storage
@@ -122,15 +123,20 @@ class ReaddRegistry:
         self._write(f"readd-history-{uuid.uuid4().hex}.json", sorted(entry.paths))
         self.storage.delete(f"{READD_DIR}/{entry.name}")
 
-    def forget(self, deleted: set[str]) -> None:
+    def forget(self, deleted: Collection[str]) -> None:
         """Drop paths whose files a plan has deleted; entries left empty go.
 
-        Pending entries are left alone: their writer may still finalise them.
+        Pending entries are left alone: their writer may still finalise them. ``deleted`` becomes a
+        set only when there is an entry to check it against (a plan may have deleted millions).
         """
         if not deleted:
             return
-        for entry in self.entries():
-            if entry.pending or not (entry.paths & deleted):
+        entries = [e for e in self.entries() if not e.pending]
+        if not entries:
+            return
+        deleted = deleted if isinstance(deleted, (set, frozenset)) else set(deleted)
+        for entry in entries:
+            if not (entry.paths & deleted):
                 continue
             remaining = sorted(entry.paths - deleted)
             if remaining:

@@ -49,12 +49,21 @@ class StoredFile(NamedTuple):
     modified: float | None
 
 
+class SnapshotChanges(Protocol):
+    """The ADD/DELETE entries of each expiring snapshot, handed out once each (a dict is one; the
+    native store decodes each snapshot's when asked, so planning holds one snapshot's at a time)."""
+
+    def pop(self, snapshot_id: int) -> Iterable[ManifestEntry]:
+        """That snapshot's entries, in order, to be iterated once."""
+        ...
+
+
 @dataclass
 class ExpiringMetadata:
     """What expiring the snapshots ``first .. end-1`` (keeping ``end``) reads from the format."""
 
-    #: The ADD/DELETE entries of each snapshot ``first+1 .. end``, by snapshot id.
-    changes: dict[int, list[ManifestEntry]]
+    #: The ADD/DELETE entries of each snapshot ``first+1 .. end``, by snapshot id (planning pops each once).
+    changes: SnapshotChanges | dict[int, list[ManifestEntry]]
     #: Metadata files (name, bytes) the expired snapshots use and ``end`` does not: deleted with them.
     metadata_files: list[tuple[str, int]]
 

@@ -1037,6 +1037,30 @@ def test_missing_manifest_of_a_live_snapshot_fails_orphan_clean_closed(history):
     assert not verify.ok and verify.missing_files
 
 
+@pytest.mark.parametrize("damage", ["missing", "garbage"])
+def test_a_middle_commits_delta_manifest_that_cannot_be_read_fails_orphan_clean_closed(history, damage):
+    """The deltas of commits after the first are read as bytes and decoded while their files are
+    recorded: one that is gone or damaged still stops the clean before anything is deleted."""
+    history.appends(4)
+    table = history.table
+    now = int(time.time() * 1000)
+    _age_everything(table.uri, now - 2 * DAY_MS)
+    (delta,) = table.manifest_io.read_list(table.snapshot(3).delta_manifest_list)
+    path = os.path.join(table.uri, "manifest", delta.file_name)
+    if damage == "missing":
+        os.remove(path)
+    else:
+        with open(path, "r+b") as f:
+            f.seek(8)
+            f.write(b"\0" * 64)
+        os.utime(path, ((now - 2 * DAY_MS) / 1000,) * 2)
+    before = tree(table.uri)
+    with pytest.raises(CorruptMetadataError):
+        Table.open(table.uri).remove_orphan_files(dry_run=False, now=now)
+    assert tree(table.uri) == before
+    assert not Table.open(table.uri).verify().ok
+
+
 # -- bad input: typed errors, nothing written ------------------------------------------------------
 
 
