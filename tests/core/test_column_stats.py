@@ -117,12 +117,12 @@ def test_a_scan_skipping_files_by_statistics_is_the_unfiltered_scan_filtered_in_
         expected = _sorted_rows(everything.filter(expression)) if everything.num_rows else []
         scan = table.scan(snapshot_id=snapshot.id, filter=expression)
         assert _sorted_rows(scan.to_arrow()) == expected, (snapshot.id, str(expression))
-        assert {f.path for f in scan.files()} <= {f.path for f in scan.all_files}
+        assert {f.path for f in scan.files()} <= {f.path for f in table.scan(snapshot_id=snapshot.id).files()}
 
 
 @pytest.fixture(scope="module")
 def many_files(tmp_path_factory):
-    """One write of 1200 rows in files of a few rows each: more files than one block (partition_pruning._BLOCK),
+    """One write of 1200 rows in files of a few rows each: more files than the coarsest of several block levels (data_skipping._FANOUT),
     ``id`` rising with the row, other columns drawn from the domains (nulls and NaN included)."""
     import random
 
@@ -160,7 +160,7 @@ def test_a_selective_filter_on_a_sorted_column_reads_only_the_files_that_may_mat
     for c in range(100):  # id increases over commits: each file holds ten consecutive ids
         table.append(pa.Table.from_pylist([{"p": 0, "id": 10 * c + i, "value": float(i)} for i in range(10)], schema=SCHEMA))
     scan = table.scan(filter=(pc.field("id") >= 420) & (pc.field("id") < 430))
-    assert len(scan.all_files) == 100 and len(scan.files()) == 1
+    assert len(table.scan().files()) == 100 and len(scan.files()) == 1
     rows = []
     assert _data_reads(table, lambda: rows.extend(scan.to_arrow().column("id").to_pylist())) == 1
     assert rows == list(range(420, 430))
