@@ -113,9 +113,10 @@ def _parse(texts: pa.Array, json_schema: pa.Schema) -> pa.Table:
 
 
 def _file_bounds(texts: pa.Array, columns: list[str], json_schema: pa.Schema) -> pa.Table:
-    """Per file with statistics (``index``: its position in ``texts``) and per column ``c``: ``c.known`` (the
-    statistics say it has no NaN), ``c.all_null``, ``c.has_nulls``, ``c.lower`` / ``c.upper`` (null when all
-    null or unknown) and ``c.lower_missing`` / ``c.upper_missing`` (not all null and the bound unknown)."""
+    """Per file: ``index`` (its position in ``texts``), ``parsed`` (it has statistics of the format's shape and
+    the columns' types; if not, nothing is known of it), and per column ``c``: ``c.known`` (the statistics say
+    it has no NaN), ``c.all_null``, ``c.has_nulls``, ``c.lower`` / ``c.upper`` (null when all null or unknown)
+    and ``c.lower_missing`` / ``c.upper_missing`` (not all null and the bound unknown)."""
     parsed = _parse(pc.fill_null(texts, "{}"), json_schema).combine_chunks()
     rows = parsed["rows"].chunk(0) if parsed.num_rows else pa.array([], pa.int64())
     has_stats = pc.is_valid(rows)
@@ -135,7 +136,8 @@ def _file_bounds(texts: pa.Array, columns: list[str], json_schema: pa.Schema) ->
         for bound, values in (("lower", lower), ("upper", upper)):
             out[f"{name}.{bound}"] = pc.if_else(present, values, pa.nulls(len(values), values.type))
             out[f"{name}.{bound}_missing"] = pc.and_(present, pc.is_null(values))
-    return pa.table(out).filter(has_stats)
+    out["parsed"] = has_stats
+    return pa.table(out)
 
 
 # -- 2. and 3. judge ----------------------------------------------------------------------------------------
@@ -210,7 +212,8 @@ def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression
     columns = referenced_columns(schema.arrow_schema, expression, candidates)
     if not columns:
         return everything
-    files = _file_bounds(texts, columns, _json_schema(schema, columns))
+    every_file = _file_bounds(texts, columns, _json_schema(schema, columns))
+    files = every_file.filter(every_file["parsed"]).drop_columns(["parsed"])
     sizes = [_FANOUT]
     while 2 * sizes[0] * _FANOUT < files.num_rows:
         sizes.insert(0, sizes[0] * _FANOUT)
@@ -221,5 +224,4 @@ def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression
     distinct = list(dict.fromkeys(keys))
     kept = {k for k, c in zip(distinct, _may_match(schema, columns, distinct, expression)) if c}
     chosen = [i for i, k in zip(files["index"].to_pylist(), keys) if k in kept]
-    with_stats = pc.is_valid(texts)
-    return pc.or_(pc.invert(with_stats), pc.is_in(pa.array(range(len(texts)), pa.int64()), value_set=pa.array(chosen, pa.int64())))
+    return pc.or_(pc.invert(every_file["parsed"]), pc.is_in(every_file["index"], value_set=pa.array(chosen, pa.int64()))).combine_chunks()

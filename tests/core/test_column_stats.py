@@ -17,6 +17,7 @@ from airflow_snaptable.core import Table
 from airflow_snaptable.core.column_stats import ColumnStats, FileStats, stats_of_table
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.manifest import _MANIFEST_SCHEMA_WITHOUT_STATS, DataFile, manifest_path
+from airflow_snaptable.core.partition_pruning import prune_files
 
 UTC = dt.timezone.utc
 SCHEMA = pa.schema(
@@ -230,3 +231,20 @@ def test_commit_files_keeps_statistics_given_and_files_without(tmp_path):
     planned = Table.open(table.uri).scan(filter=pc.field("id") < 50).files()
     assert [f.path for f in planned] == ["data/data-2.parquet"]  # no statistics: always kept
     assert Table.open(table.uri).scan().files()[0].stats in (known, None)
+
+
+def test_statistics_whose_bounds_do_not_parse_as_the_column_type_keep_only_their_file(tmp_path):
+    """Statistics are parsed for all files at once with the columns' types (core/data_skipping.py): a file whose
+    bounds are not of its column's type is kept (unknown), and its neighbours are still judged by theirs."""
+    def data_file(name: str, lower, upper) -> DataFile:
+        return DataFile(f"data/{name}.parquet", (), 10, 10, FileStats(10, {"id": ColumnStats(0, lower, upper)}).encode())
+
+    ordered = [data_file(f"data-{i}", 10 * i, 10 * i + 9) for i in range(40)]
+    odd = [data_file("strings", "a", "b"), data_file("floats", 1.5, 2.5), data_file("huge", 0, 2**70)]
+    table = Table.create(str(tmp_path / "t"), SCHEMA)
+    table.commit_files(ordered[:20] + odd + ordered[20:])
+    expected = {"data/data-12.parquet", *(f.path for f in odd)}
+    fresh = Table.open(table.uri)
+    assert {f.path for f in fresh.scan(filter=pc.field("id") == 125).files()} == expected
+    # The same decision on DataFile objects (prune_files: the Spark data source's pushFilters).
+    assert {f.path for f in prune_files(fresh.schema, fresh.scan().files(), pc.field("id") == 125)} == expected
