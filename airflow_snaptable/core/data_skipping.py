@@ -197,7 +197,7 @@ _UNION = (
 
 def _judge_blocks(schema: TableSchema, columns: list[str], files: pa.Table, size: int, expression: pc.Expression) -> pa.Table:
     """The files of the blocks of ``size`` neighbours whose bounds' union the filter may select."""
-    block = pc.divide(files["index"], size)  # integer division: neighbours share a block
+    block = pc.divide(files["order"], size)  # integer division: neighbours share a block
     aggregates = [(f"{c}.{part}", how) for c in columns for part, how in _UNION]
     united = files.append_column("block", block).group_by("block", use_threads=False).aggregate(aggregates)
     rows = [{name: row[f"{name}_{how}"] for name, how in aggregates} for row in united.to_pylist()]  # "<column>_<aggregate>"
@@ -218,13 +218,17 @@ def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression
         return everything
     every_file = _file_bounds(texts, columns, _json_schema(schema, columns))
     files = every_file.filter(every_file["parsed"]).drop_columns(["parsed"])
+    # Neighbours: in the order of the first column's lower bound (stable: ties, e.g. unknown ones, in file order),
+    # so that a block's union is tight on that column even when files were not written in its order.
+    files = files.take(pc.sort_indices(files, sort_keys=[(f"{columns[0]}.lower", "ascending", "at_end")]))
+    files = files.append_column("order", pa.array(range(files.num_rows), pa.int64()))
     sizes = [_FANOUT]
     while 2 * sizes[0] * _FANOUT < files.num_rows:
         sizes.insert(0, sizes[0] * _FANOUT)
     for size in sizes:  # coarsest first; a level is skipped when few files are left
         if files.num_rows > 2 * size:
             files = _judge_blocks(schema, columns, files, size, expression)
-    keys = _keys(files.drop_columns(["index"]).to_pylist(), columns)
+    keys = _keys(files.drop_columns(["index", "order"]).to_pylist(), columns)
     distinct = list(dict.fromkeys(keys))
     kept = {k for k, c in zip(distinct, _may_match(schema, columns, distinct, expression)) if c}
     chosen = [i for i, k in zip(files["index"].to_pylist(), keys) if k in kept]
