@@ -6,8 +6,10 @@ row matches a filter, decided column-wise without a Python object per file.
    arrays of row count, null count, NaN flag and bounds.
 2. Judge blocks: files are judged in nested blocks of neighbours (``_FANOUT`` ** k files, coarsest first) by the
    union of their bounds, computed with Arrow's group-by; only the members of the blocks that may match go on to
-   the next level. Neighbours in a manifest were written together, so their bounds are often close: for a
-   sorted column nearly every file is ruled out with its block, at a cost of about one JSON parse per file.
+   the next level. Neighbours are files in the order of the first filtered column's lower bound, so a block's
+   bounds are tight on that column whatever order the files were written in: nearly every file is ruled out
+   with its block, at a cost of about one JSON parse per file (a block level judges at most ``_FANOUT`` times
+   the blocks kept at the level above).
 3. Judge files: the members of the blocks left, one decision per distinct statistics.
 
 A block or a file is judged by Arrow: what its bounds prove of each column becomes a fragment whose partition
@@ -94,6 +96,7 @@ def _json_schema(schema: TableSchema, columns: list[str]) -> pa.Schema:
     return pa.schema([("rows", pa.int64()), ("columns", pa.struct(fields))])
 
 
+#: One thread (threads were no faster on a busy two-core machine, measured); large blocks: fewer chunks to combine.
 _READ = pj.ReadOptions(use_threads=False, block_size=1 << 24)
 
 
