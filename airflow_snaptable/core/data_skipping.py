@@ -211,14 +211,14 @@ def _judge_blocks(schema: TableSchema, columns: list[str], files: pa.Table, size
 def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression: pc.Expression) -> pa.BooleanArray:
     """For each data file's statistics text (``DataFile.stats``; null: unknown), may ``expression`` select rows
     of the file? True unless its statistics prove that no row matches."""
-    texts = stats.combine_chunks() if isinstance(stats, pa.ChunkedArray) else stats
-    everything = pa.array([True] * len(texts), pa.bool_())
-    if texts.null_count == len(texts):
+    everything = pa.array([True] * len(stats), pa.bool_())
+    if stats.null_count == len(stats):
         return everything
     candidates = [c for c in schema.arrow_schema.names if c not in schema.partition_keys and bound_type(schema.arrow_schema.field(c).type) is not None]
     columns = referenced_columns(schema.arrow_schema, expression, candidates)
     if not columns:
         return everything
+    texts = stats.combine_chunks() if isinstance(stats, pa.ChunkedArray) else stats
     every_file = _file_bounds(texts, columns, _json_schema(schema, columns))
     files = every_file.filter(every_file["parsed"]).drop_columns(["parsed"])
     # Neighbours: in the order of the first column's lower bound (stable: ties, e.g. unknown ones, in file order),
