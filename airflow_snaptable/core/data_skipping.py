@@ -6,10 +6,10 @@ row matches a filter, decided column-wise without a Python object per file.
    arrays of row count, null count, NaN flag and bounds.
 2. Judge blocks: files are judged in nested blocks of neighbours (``_FANOUT`` ** k files, coarsest first) by the
    union of their bounds, computed with Arrow's group-by; only the members of the blocks that may match go on to
-   the next level. Neighbours are files in the order of the first filtered column's lower bound, so a block's
-   bounds are tight on that column whatever order the files were written in: nearly every file is ruled out
-   with its block, at a cost of about one JSON parse per file (a block level judges at most ``_FANOUT`` times
-   the blocks kept at the level above).
+   the next level. Neighbours are files close along a Z-order curve of the filtered columns' lower bounds, so
+   a block's bounds are tight on each of them whatever order the files were written in: nearly every file is
+   ruled out with its block, at a cost of about one JSON parse per file (a block level judges at most
+   ``_FANOUT`` times the blocks kept at the level above).
 3. Judge files: the members of the blocks left, one decision per distinct statistics.
 
 A block or a file is judged by Arrow: what its bounds prove of each column becomes a fragment whose partition
@@ -208,6 +208,25 @@ def _judge_blocks(schema: TableSchema, columns: list[str], files: pa.Table, size
     return files.filter(pc.is_in(block, value_set=pa.array(chosen, pa.int64())))
 
 
+def _neighbour_order(files: pa.Table, columns: list[str]) -> pa.Array:
+    """The order that puts files with close bounds side by side: along a Z-order curve of the ranks of the
+    columns' lower bounds (for one column: by its lower bound). A block of neighbours then spans a small part
+    of every column's range, whatever order the files were written in, so a condition on any of the columns
+    (an ``OR`` of conditions on several too) rules out whole blocks. Ties (unknown bounds, last) keep file order."""
+    one = pa.scalar(1, pa.uint64())
+    needed = max(1, files.num_rows.bit_length())
+    bits = min(needed, 63 // len(columns))  # per column: the key fits 63 bits (coarser ranks for many columns)
+    ranks = [
+        pc.shift_right(pc.rank(files[f"{c}.lower"].combine_chunks(), sort_keys="ascending", tiebreaker="first"), pa.scalar(needed - bits, pa.uint64()))
+        for c in columns
+    ]
+    key = pa.array([0] * files.num_rows, pa.uint64())
+    for bit in reversed(range(bits)):  # interleave the ranks' bits, most significant first
+        for rank in ranks:
+            key = pc.bit_wise_or(pc.shift_left(key, one), pc.bit_wise_and(pc.shift_right(rank, pa.scalar(bit, pa.uint64())), one))
+    return pc.sort_indices(key)
+
+
 def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression: pc.Expression) -> pa.BooleanArray:
     """For each data file's statistics text (``DataFile.stats``; null: unknown), may ``expression`` select rows
     of the file? True unless its statistics prove that no row matches."""
@@ -221,9 +240,7 @@ def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression
     texts = stats.combine_chunks() if isinstance(stats, pa.ChunkedArray) else stats
     every_file = _file_bounds(texts, columns, _json_schema(schema, columns))
     files = every_file.filter(every_file["parsed"]).drop_columns(["parsed"])
-    # Neighbours: in the order of the first column's lower bound (stable: ties, e.g. unknown ones, in file order),
-    # so that a block's union is tight on that column even when files were not written in its order.
-    files = files.take(pc.sort_indices(files, sort_keys=[(f"{columns[0]}.lower", "ascending", "at_end")]))
+    files = files.take(_neighbour_order(files, columns))
     files = files.append_column("order", pa.array(range(files.num_rows), pa.int64()))
     sizes = [_FANOUT]
     while 2 * sizes[0] * _FANOUT < files.num_rows:
