@@ -248,3 +248,16 @@ def test_statistics_whose_bounds_do_not_parse_as_the_column_type_keep_only_their
     assert {f.path for f in fresh.scan(filter=pc.field("id") == 125).files()} == expected
     # The same decision on DataFile objects (prune_files: the Spark data source's pushFilters).
     assert {f.path for f in prune_files(fresh.schema, fresh.scan().files(), pc.field("id") == 125)} == expected
+
+
+@pytest.mark.parametrize("missing, expression", [("lower", pc.field("value") < 0), ("upper", pc.field("value") > 100)])
+def test_a_block_with_a_file_missing_a_bound_has_that_bound_unknown(tmp_path, missing, expression):
+    """A file whose bound is unknown (here an infinity: JSON has none) but whose column has no NaN sorts after the
+    files with bounds (core/data_skipping.py), so it shares a block with some of them: the block's union must
+    leave that bound unknown, not take the others' (which would skip the block, and the file, for this filter)."""
+    bounded = [DataFile(f"data/data-{i}.parquet", (), 10, 10, FileStats(10, {"value": ColumnStats(0, 10.0, 20.0)}).encode()) for i in range(19)]
+    infinite = ColumnStats(0, None, 15.0) if missing == "lower" else ColumnStats(0, 15.0, None)
+    odd = DataFile("data/infinite.parquet", (), 10, 10, FileStats(10, {"value": infinite}).encode())
+    table = Table.create(str(tmp_path / "t"), SCHEMA)
+    table.commit_files([odd, *bounded])
+    assert [f.path for f in Table.open(table.uri).scan(filter=expression).files()] == [odd.path]
