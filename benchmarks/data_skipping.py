@@ -7,7 +7,7 @@ statistics (core/column_stats.py) for three columns: ``id``, rising over commits
 in benchmarks/scale.py); ``r``, an int range of width 5,000 at a random place in 0..1,000,000 (seeded),
 with nulls; ``s``, the same range as zero-padded strings. Then times, median of 3 plans each on a freshly
 opened table (no manifest cache): the full plan (every live file: the lower bound of a plan that reads
-all manifests), and filters keeping about 1% of the files on each column. Target: each selective plan
+all manifests), and filters keeping about 1% of the files on each column, and an OR of two of them. Target: each selective plan
 costs at most the full plan (core/data_skipping.py judges blocks of files in the order of the filtered
 column's lower bound, so unsorted files are skipped as cheaply as sorted ones).
 """
@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         "sorted id, 1% of the ids": (pc.field("id") >= middle) & (pc.field("id") < middle + total),
         "unsorted int r, ~1% of the range": (pc.field("r") >= RANGE // 2) & (pc.field("r") < RANGE // 2 + RANGE // 200),
         "unsorted string s, one value": pc.field("s") == f"k{RANGE // 2:07d}",
+        "id range OR r range (0.5% each)": ((pc.field("id") >= middle) & (pc.field("id") < middle + total // 2))
+        | ((pc.field("r") >= RANGE // 2) & (pc.field("r") < RANGE // 2 + RANGE // 400)),
     }
     with tempfile.TemporaryDirectory(prefix="skipping-") as tmp:
         uri = str(Path(tmp) / "t")
