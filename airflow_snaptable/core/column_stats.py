@@ -5,9 +5,11 @@ A data file carries them as compact JSON text (``DataFile.stats``; None: unknown
 committed by another writer), stored as is in the manifest's optional ``stats`` column, so
 manifests decode as fast as before and merges copy the text untouched::
 
-    {"rows": 100, "columns": {"id": [0, 17, 912, false], "name": [3, "ab", null, false]}}
+    {"rows":100,"columns":{"id":{"nulls":0,"lower":17,"upper":912,"nan":false},"name":{"nulls":3,"lower":"ab","upper":null,"nan":false}}}
 
-Per column ``[null_count, lower, upper, has_nan]``: ``lower``/``upper`` bound the column's non-null,
+Per column an object (not a list: a column's bounds have its type, so Arrow's JSON reader parses the
+statistics of all of a scan's files at once with a schema made from the table's, core/data_skipping.py):
+``nulls`` the null count, ``nan`` whether a NaN occurs, ``lower``/``upper`` bound the column's non-null,
 non-NaN values (null: unknown, e.g. all values null or NaN, or a long string's upper bound);
 temporal values are their integer storage (days, or units since the epoch). Only the types that
 compare exactly are kept: integers, floats, strings, bools, dates, times and timestamps; other
@@ -29,6 +31,8 @@ import pyarrow.compute as pc
 
 from airflow_snaptable.core.errors import InvalidArgumentError
 
+#: The keys of a column's statistics (``lower``/``upper`` may be left out: unknown).
+_FIELDS = frozenset({"nulls", "lower", "upper", "nan"})
 #: Characters of a string bound kept; a longer lower bound is cut, a longer upper bound dropped.
 STRING_PREFIX = 64
 
@@ -57,8 +61,8 @@ class FileStats:
     columns: Mapping[str, ColumnStats]
 
     def encode(self) -> str:
-        """The JSON text a :class:`~airflow_snaptable.core.manifest.DataFile` carries."""
-        columns = {name: [c.null_count, c.lower, c.upper, c.has_nan] for name, c in self.columns.items()}
+        """The JSON text a :class:`~airflow_snaptable.core.manifest.DataFile` carries (one line)."""
+        columns = {name: {"nulls": c.null_count, "lower": c.lower, "upper": c.upper, "nan": c.has_nan} for name, c in self.columns.items()}
         return json.dumps({"rows": self.rows, "columns": columns}, separators=(",", ":"), allow_nan=False)
 
     @classmethod
@@ -70,11 +74,12 @@ class FileStats:
         columns = {}
         for name, value in doc["columns"].items():
             if (
-                not isinstance(value, list) or len(value) != 4 or not isinstance(value[0], int) or not isinstance(value[3], bool)
-                or not all(v is None or isinstance(v, (int, float, str)) for v in value[1:3])
+                not isinstance(value, dict) or not set(value) <= _FIELDS or not isinstance(value.get("nulls"), int)
+                or not isinstance(value.get("nan"), bool)
+                or not all(value.get(bound) is None or isinstance(value[bound], (int, float, str)) for bound in ("lower", "upper"))
             ):
-                raise ValueError(f"column {name!r}: not [null_count, lower, upper, has_nan]: {value!r}")
-            columns[name] = ColumnStats(*value)
+                raise ValueError(f"column {name!r}: not {{\"nulls\": n, \"lower\": l, \"upper\": u, \"nan\": b}}: {value!r}")
+            columns[name] = ColumnStats(value["nulls"], value.get("lower"), value.get("upper"), value["nan"])
         return cls(doc["rows"], columns)
 
 
@@ -91,8 +96,9 @@ def check_stats(text, where: str) -> None:
 
 
 @functools.lru_cache(maxsize=256)
-def _storage_type(t: pa.DataType) -> pa.DataType | None:
-    """The type a column's bounds are computed and stored in; None for types without statistics."""
+def bound_type(t: pa.DataType) -> pa.DataType | None:
+    """The type a column's bounds are computed and stored in (their JSON is parsed as); None for types
+    without statistics."""
     if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_float32(t) or pa.types.is_float64(t):
         return t
     if pa.types.is_string(t) or pa.types.is_large_string(t):
@@ -121,7 +127,7 @@ def stats_of_table(table: pa.Table, skip: tuple[str, ...] = ()) -> str:
     """
     columns = {}
     for name, column in zip(table.column_names, table.columns):
-        storage = _storage_type(column.type)
+        storage = bound_type(column.type)
         if name in skip or storage is None:
             continue
         has_nan = pa.types.is_floating(column.type) and table.num_rows > 0 and bool(pc.any(pc.is_nan(column)).as_py())
@@ -147,30 +153,9 @@ class Bounds:
     has_nulls: bool
     all_null: bool
 
-    @classmethod
-    def of(cls, entry, rows) -> "Bounds | None":
-        """The bounds in one file's ``[null_count, lower, upper, has_nan]`` (None: a NaN occurs, which no
-        bound describes, or the entry is not that shape)."""
-        if not isinstance(entry, list) or len(entry) != 4 or entry[3] is not False or not isinstance(entry[0], int):
-            return None
-        null_count, lower, upper, _ = entry
-        if not isinstance(rows, int) or not all(v is None or isinstance(v, (int, float, str)) for v in (lower, upper)):
-            return None
-        all_null = null_count >= rows
-        return cls(None if all_null else lower, None if all_null else upper, null_count > 0, all_null)
-
-    def union(self, other: "Bounds") -> "Bounds":
-        """Bounds of both sets of rows together (TypeError if the bounds do not compare)."""
-        if self.all_null or other.all_null:
-            present = other if self.all_null else self
-            return Bounds(present.lower, present.upper, True, self.all_null and other.all_null)
-        lower = None if self.lower is None or other.lower is None else min(self.lower, other.lower)
-        upper = None if self.upper is None or other.upper is None else max(self.upper, other.upper)
-        return Bounds(lower, upper, self.has_nulls or other.has_nulls, False)
-
 
 def _scalar(value, t: pa.DataType) -> pa.Scalar:
-    storage = _storage_type(t)
+    storage = bound_type(t)
     return pa.scalar(value, storage) if storage == t else pa.scalar(value, storage).cast(t)
 
 
@@ -181,7 +166,7 @@ def column_condition(name: str, t: pa.DataType, bounds: Bounds | None) -> list[p
     no guarantee form for NaN), a type without statistics, or a bound that does not fit the
     column's type (e.g. statistics written under another schema).
     """
-    if bounds is None or _storage_type(t) is None:
+    if bounds is None or bound_type(t) is None:
         return None
     field = pc.field(name)
     if bounds.all_null:

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
 from airflow_snaptable.core.manifest import DataFile
-from airflow_snaptable.core.partition_pruning import prune_files, referenced_columns
+from airflow_snaptable.core.data_skipping import referenced_columns
 from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage
@@ -118,7 +118,10 @@ def read_table(
 
 @dataclass
 class TableScan:
-    """The files and rows of one snapshot, optionally filtered and projected."""
+    """The files and rows of one snapshot, optionally filtered and projected.
+
+    ``all_files``: the snapshot's live files that the filter may select (all of them without a filter).
+    """
 
     storage: Storage
     schema: TableSchema
@@ -132,7 +135,9 @@ class TableScan:
         return None if self.snapshot is None else self.snapshot.id
 
     def files(self) -> list[DataFile]:
-        return prune_files(self.schema, self.all_files, self.expression)
+        """The files to read: ``all_files``, which ``Table.scan`` planned with the filter's partition pruning and
+        data skipping already applied (core/partition_pruning.py: ``pruned_state``, ``prune_files``' result)."""
+        return list(self.all_files)
 
     def output_schema(self) -> pa.Schema:
         if self.columns is None:

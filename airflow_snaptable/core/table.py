@@ -215,7 +215,8 @@ class Table(TableWrites):
         else:
             snapshot = self.latest_snapshot()
         self._check_readable()
-        # With a filter, only the manifests whose partition bounds may match are read (core/partition_pruning.py).
+        # With a filter, only the manifests whose partition bounds may match are read, and only the entries whose
+        # partition and column statistics may match are decoded (core/partition_pruning.py, core/data_skipping.py).
         files = [] if snapshot is None else list(pruned_state(self.manifest_io, self.schema, snapshot, expression).values())
         return TableScan(self.storage, self.schema, snapshot, files, expression, columns)
 

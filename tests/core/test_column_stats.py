@@ -17,6 +17,7 @@ from airflow_snaptable.core import Table
 from airflow_snaptable.core.column_stats import ColumnStats, FileStats, stats_of_table
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.manifest import _MANIFEST_SCHEMA_WITHOUT_STATS, DataFile, manifest_path
+from airflow_snaptable.core.partition_pruning import prune_files
 
 UTC = dt.timezone.utc
 SCHEMA = pa.schema(
@@ -117,12 +118,12 @@ def test_a_scan_skipping_files_by_statistics_is_the_unfiltered_scan_filtered_in_
         expected = _sorted_rows(everything.filter(expression)) if everything.num_rows else []
         scan = table.scan(snapshot_id=snapshot.id, filter=expression)
         assert _sorted_rows(scan.to_arrow()) == expected, (snapshot.id, str(expression))
-        assert {f.path for f in scan.files()} <= {f.path for f in scan.all_files}
+        assert {f.path for f in scan.files()} <= {f.path for f in table.scan(snapshot_id=snapshot.id).files()}
 
 
 @pytest.fixture(scope="module")
 def many_files(tmp_path_factory):
-    """One write of 1200 rows in files of a few rows each: more files than one block (partition_pruning._BLOCK),
+    """One write of 1200 rows in files of a few rows each: more files than the coarsest of several block levels (data_skipping._FANOUT),
     ``id`` rising with the row, other columns drawn from the domains (nulls and NaN included)."""
     import random
 
@@ -160,7 +161,7 @@ def test_a_selective_filter_on_a_sorted_column_reads_only_the_files_that_may_mat
     for c in range(100):  # id increases over commits: each file holds ten consecutive ids
         table.append(pa.Table.from_pylist([{"p": 0, "id": 10 * c + i, "value": float(i)} for i in range(10)], schema=SCHEMA))
     scan = table.scan(filter=(pc.field("id") >= 420) & (pc.field("id") < 430))
-    assert len(scan.all_files) == 100 and len(scan.files()) == 1
+    assert len(table.scan().files()) == 100 and len(scan.files()) == 1
     rows = []
     assert _data_reads(table, lambda: rows.extend(scan.to_arrow().column("id").to_pylist())) == 1
     assert rows == list(range(420, 430))
@@ -230,3 +231,33 @@ def test_commit_files_keeps_statistics_given_and_files_without(tmp_path):
     planned = Table.open(table.uri).scan(filter=pc.field("id") < 50).files()
     assert [f.path for f in planned] == ["data/data-2.parquet"]  # no statistics: always kept
     assert Table.open(table.uri).scan().files()[0].stats in (known, None)
+
+
+def test_statistics_whose_bounds_do_not_parse_as_the_column_type_keep_only_their_file(tmp_path):
+    """Statistics are parsed for all files at once with the columns' types (core/data_skipping.py): a file whose
+    bounds are not of its column's type is kept (unknown), and its neighbours are still judged by theirs."""
+    def data_file(name: str, lower, upper) -> DataFile:
+        return DataFile(f"data/{name}.parquet", (), 10, 10, FileStats(10, {"id": ColumnStats(0, lower, upper)}).encode())
+
+    ordered = [data_file(f"data-{i}", 10 * i, 10 * i + 9) for i in range(40)]
+    odd = [data_file("strings", "a", "b"), data_file("floats", 1.5, 2.5), data_file("huge", 0, 2**70)]
+    table = Table.create(str(tmp_path / "t"), SCHEMA)
+    table.commit_files(ordered[:20] + odd + ordered[20:])
+    expected = {"data/data-12.parquet", *(f.path for f in odd)}
+    fresh = Table.open(table.uri)
+    assert {f.path for f in fresh.scan(filter=pc.field("id") == 125).files()} == expected
+    # The same decision on DataFile objects (prune_files: the Spark data source's pushFilters).
+    assert {f.path for f in prune_files(fresh.schema, fresh.scan().files(), pc.field("id") == 125)} == expected
+
+
+@pytest.mark.parametrize("missing, expression", [("lower", pc.field("value") < 0), ("upper", pc.field("value") > 100)])
+def test_a_block_with_a_file_missing_a_bound_has_that_bound_unknown(tmp_path, missing, expression):
+    """A file whose bound is unknown (here an infinity: JSON has none) but whose column has no NaN sorts after the
+    files with bounds (core/data_skipping.py), so it shares a block with some of them: the block's union must
+    leave that bound unknown, not take the others' (which would skip the block, and the file, for this filter)."""
+    bounded = [DataFile(f"data/data-{i}.parquet", (), 10, 10, FileStats(10, {"value": ColumnStats(0, 10.0, 20.0)}).encode()) for i in range(19)]
+    infinite = ColumnStats(0, None, 15.0) if missing == "lower" else ColumnStats(0, 15.0, None)
+    odd = DataFile("data/infinite.parquet", (), 10, 10, FileStats(10, {"value": infinite}).encode())
+    table = Table.create(str(tmp_path / "t"), SCHEMA)
+    table.commit_files([odd, *bounded])
+    assert [f.path for f in Table.open(table.uri).scan(filter=expression).files()] == [odd.path]
