@@ -220,7 +220,7 @@ merge_heavy_op = st.one_of(
     options=st.fixed_dictionaries(
         {
             "manifest.merge-min-count": st.sampled_from(["2", "3"]),
-            "manifest.target-file-size": st.sampled_from(["1900 b", "1930 b", "1960 b", "2000 b", "2100 b"]),
+            "manifest.target-file-size": st.sampled_from(["2990 b", "3030 b", "3060 b", "3100 b", "3200 b"])  # around 1- to 3-entry manifests (~2980-3090 b with statistics),
         }
     ),
     data=st.data(),
@@ -412,12 +412,12 @@ def test_commit_identifier_is_applied_once(ops, kind):
 def test_partial_manifest_merge_after_a_big_manifest_keeps_deletes(tmp_path):
     """The case the merge-heavy property aims at, made deterministic.
 
-    With a 1900-byte manifest target a 3-entry manifest (~1950 bytes) is big and 1-entry ones (~1875)
-    are small. Snapshot 4's base merges the trailing run [append p1, delete p0] behind the big first
+    With a 3030-byte manifest target a 3-entry manifest (~3090 bytes, column statistics included) is
+    big and 1-entry ones (~2980) are small. Snapshot 4's base merges the trailing run [append p1, delete p0] behind the big first
     manifest; the DELETE of p0's file must survive that merge, since its ADD is in the big manifest.
     """
     table = Table.create(
-        str(tmp_path / "t"), SCHEMA, partition_by=["p"], options={"manifest.merge-min-count": "2", "manifest.target-file-size": "1900 b"}
+        str(tmp_path / "t"), SCHEMA, partition_by=["p"], options={"manifest.merge-min-count": "2", "manifest.target-file-size": "3030 b"}
     )
     first = table.append(make_rows([0, 1, 2]))
     table.append(make_rows([4]))
