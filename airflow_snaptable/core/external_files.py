@@ -21,9 +21,7 @@ Whether such a commit landed after it failed ambiguously: core/incremental.py ``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any
 
 from airflow_snaptable.core.checks import check_int
@@ -37,8 +35,9 @@ from airflow_snaptable.core.errors import (
     SnapshotNotFoundError,
 )
 from airflow_snaptable.core.manifest import DataFile, apply_entries
+from airflow_snaptable.core.partition_bounds import PartitionBounds
 from airflow_snaptable.core.plans import read_plans
-from airflow_snaptable.core.schema import TableSchema, decode_partition
+from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.store import TableStore
 from airflow_snaptable.core.table_write import TableWrite, check_commit_arguments, check_summary
@@ -248,46 +247,3 @@ def _holder(store: TableStore, path: str, partition: tuple) -> str | None:
         if path in state:
             return owner
     return None
-
-
-class PartitionBounds:
-    """Whether a manifest's partition bounds may hold one of some partitions (bounds parsed once per manifest)."""
-
-    def __init__(self, partition_types: list, partitions: set[tuple]):
-        self.partition_types = partition_types
-        self.partitions = partitions
-        self._decided: dict[str, bool] = {}
-
-    def may_hold(self, meta) -> bool:
-        decided = self._decided.get(meta.file_name)
-        if decided is None:
-            decided = self._decided[meta.file_name] = self._may_hold(meta.partition_stats)
-        return decided
-
-    def _may_hold(self, stats: str | None) -> bool:
-        if stats is None or not self.partition_types:
-            return True  # written before there were bounds, or unpartitioned: nothing is known
-        lower, upper, nulls = _parsed_bounds(stats, tuple(self.partition_types))
-        return any(_within(partition, lower, upper, nulls) for partition in self.partitions)
-
-
-@lru_cache(maxsize=65536)
-def _parsed_bounds(stats: str, partition_types: tuple) -> tuple[tuple, tuple, tuple]:
-    """A manifest's ``partition_stats`` as (lower, upper, nulls); a manifest's bounds never change."""
-    try:
-        doc = json.loads(stats)
-        lower = decode_partition(json.dumps(doc["lower"]), list(partition_types))
-        upper = decode_partition(json.dumps(doc["upper"]), list(partition_types))
-        return lower, upper, tuple(doc["nulls"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CorruptMetadataError(f"unreadable partition bounds {stats!r}: {exc}") from exc
-
-
-def _within(partition: tuple, lower: tuple, upper: tuple, nulls: list) -> bool:
-    for value, low, high, has_null in zip(partition, lower, upper, nulls):
-        if value is None:
-            if not has_null:
-                return False
-        elif low is None or not (low <= value <= high):
-            return False
-    return True

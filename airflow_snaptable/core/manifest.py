@@ -12,7 +12,6 @@ the first manifest can also drop DELETE entries ("full merge").
 from __future__ import annotations
 
 import io
-import json
 import threading
 import uuid
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError
+from airflow_snaptable.core.partition_bounds import partition_stats_of
 from airflow_snaptable.core.schema import decode_partition, encode_partition
 
 MANIFEST_DIR = "manifest"
@@ -122,21 +122,6 @@ def _from_parquet(data: bytes, schema: pa.Schema, where: str, *older: pa.Schema)
     if not any(found.equals(accepted) for accepted in (schema, *older)):
         raise CorruptMetadataError(f"{where}: unexpected columns {table.schema.names}")
     return table
-
-
-def partition_stats_of(entries: Iterable[ManifestEntry]) -> str | None:
-    """JSON ``{"lower": [...], "upper": [...], "nulls": [...]}`` over the entries' partition values (per key:
-    the smallest and largest non-null value, and whether a null occurs); None for no entries or no keys."""
-    partitions = {e.file.partition for e in entries}
-    if not partitions or not next(iter(partitions)):
-        return None
-    lower, upper, nulls = [], [], []
-    for values in zip(*partitions):
-        present = [v for v in values if v is not None]
-        lower.append(min(present) if present else None)
-        upper.append(max(present) if present else None)
-        nulls.append(len(present) < len(values))
-    return json.dumps({"lower": json.loads(encode_partition(tuple(lower))), "upper": json.loads(encode_partition(tuple(upper))), "nulls": nulls})
 
 
 def encode_manifest(entries: list[ManifestEntry]) -> bytes:
