@@ -164,3 +164,24 @@ def test_a_tag_created_between_subranges_keeps_its_files(tmp_path, bounds):
     # Without the tag the overwrite freed snapshot 5's files; with it they stay.
     assert kept[False] < kept[True]
     assert len(kept[True] - kept[False]) == 5 * 3  # five appends, one file per partition each
+
+
+def test_a_consumer_created_between_subranges_stops_the_next_one_below_it(tmp_path, rich_template, bounds):
+    template, model = rich_template
+    planned = bounds(3, HUGE)
+    table = _open(template)
+    created = []
+
+    def consumer_after_first_subrange(kind: str, path: str) -> None:
+        if not created and kind == "delete" and path.startswith("plan/plan-"):
+            created.append(Table.open(template).update_consumer("late", 9))
+
+    table.storage.on_operation = consumer_after_first_subrange
+    result = table.expire_snapshots(**EXPIRE_ARGS)
+    table.storage.on_operation = None
+    assert created
+    # [7, 10) would expire 8, the consumer's last read snapshot: it is planned again as [7, 8).
+    assert planned == [(1, 4), (4, 7), (7, 10), (7, 8)]
+    assert result.expired_snapshot_ids == list(range(1, 8))
+    assert result.earliest_after == 8
+    check_clean(template, model)
