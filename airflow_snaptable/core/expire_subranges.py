@@ -8,8 +8,8 @@ and a tag or consumer that comes in between is honoured by the next one.
 
 A sub-range ends where it reaches :data:`MAX_SNAPSHOTS` snapshots or :data:`MAX_DELETED_FILES`
 deleted files recorded in the summaries of the deltas it reads (``summary["deleted_files"]``); a
-snapshot without that record (another format's, or older) may delete any number, so the sub-range
-ends before it unless it is the first. A sub-range always holds at least one snapshot.
+snapshot without that record (another format's, or older) may delete any number: the sub-range
+ends before it, or, if it is the first, right after it. A sub-range always holds at least one snapshot.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ def subrange_end(rule: ExpireRule, read: SnapshotCache, start: int) -> int | Non
             end - start >= MAX_SNAPSHOTS or not isinstance(recorded, int) or deleted + recorded > MAX_DELETED_FILES
         ):
             break
-        deleted += recorded if isinstance(recorded, int) else 0
+        # No record: it may delete any number, so it fills the sub-range (which it starts).
+        deleted += recorded if isinstance(recorded, int) else MAX_DELETED_FILES + 1
         end += 1
     return end if end > start else None

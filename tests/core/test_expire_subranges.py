@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import os
 
+from types import SimpleNamespace
+
 import pytest
 
 from airflow_snaptable.core import Table, expire as expire_module, expire_subranges
+from airflow_snaptable.core.expire_plan import ExpireRule
+from airflow_snaptable.core.expire_subranges import subrange_end
 from tests.core.test_lifecycle import FAR_FUTURE, build_rich_history, check_clean, diff, make_table, tree
 from tests.core.test_lifecycle_crash import _copy, _open, _state, sweep
 
@@ -185,3 +189,31 @@ def test_a_consumer_created_between_subranges_stops_the_next_one_below_it(tmp_pa
     assert result.expired_snapshot_ids == list(range(1, 8))
     assert result.earliest_after == 8
     check_clean(template, model)
+
+
+class _Snapshots:
+    """A read for subrange_end: snapshot ``i`` with the given ``deleted_files`` record (None: no record)."""
+
+    def __init__(self, deleted: dict[int, int | None]):
+        self.deleted = deleted
+        self.read: list[int] = []
+
+    def get(self, snapshot_id: int):
+        self.read.append(snapshot_id)
+        record = self.deleted.get(snapshot_id, 0)
+        return SimpleNamespace(time_millis=0, summary=None if record is None else {"deleted_files": record})
+
+
+def test_subrange_ends_at_the_bounds_and_before_a_snapshot_without_a_record(bounds):
+    bounds(4, 10)
+    rule = ExpireRule(earliest=1, lowest=1, end_bound=20, threshold_millis=0)
+    assert subrange_end(rule, _Snapshots({}), 1) == 5  # four snapshots
+    assert subrange_end(rule, _Snapshots({3: 6, 4: 5}), 1) == 3  # [1, 3) reads deltas 2-3 (6 files); 4 would pass 10
+    assert subrange_end(rule, _Snapshots({2: 50}), 1) == 2  # always at least one snapshot
+    assert subrange_end(rule, _Snapshots({2: None}), 1) == 2  # the first may be unknown: it fills the sub-range
+    assert subrange_end(rule, _Snapshots({4: None}), 1) == 3  # a later unknown one starts the next sub-range
+    assert subrange_end(rule, _Snapshots({}), 18) == 20  # the range ends first
+    assert subrange_end(rule, _Snapshots({}), 20) is None
+    late = _Snapshots({})
+    assert subrange_end(ExpireRule(1, 1, 20, threshold_millis=-1), late, 1) is None  # the time rule keeps 1
+    assert late.read == [2]
