@@ -1,9 +1,10 @@
 """Snapshot expiry: Table.expire_snapshots (rules and planning: core/expire_plan.py).
 
-A run first finishes the plans an interrupted run left behind, then plans the range
-that expires now and carries the plan out through the one plan sequence
-(core/plan_executor.py), with the consumers re-checked once its fence is up. A dry run
-reports what that real run would delete, reading instead of deleting.
+A run first finishes the plans an interrupted run left behind, then carries out the range
+that expires now as consecutive sub-ranges (core/expire_subranges.py), each planned and carried
+out through the one plan sequence (core/plan_executor.py), with the consumers re-checked once its
+fence is up. An error in a later sub-range leaves the earlier ones done (each a complete expiry of
+a prefix). A dry run reports what that real run would delete, reading instead of deleting.
 """
 
 from __future__ import annotations
