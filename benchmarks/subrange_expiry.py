@@ -41,11 +41,16 @@ def build(uri: str, commits: int) -> None:
             table.commit_files([DataFile(path, (), 1, 0)], mode="overwrite" if c % OVERWRITE_EVERY == OVERWRITE_EVERY - 1 else "append")
 
 
-def expire(uri: str) -> dict:
-    """One expiry in this (fresh) process."""
+def expire(uri: str, max_snapshots: int | None = None) -> dict:
+    """One expiry in this (fresh) process; ``max_snapshots``: the sub-range bound (code with sub-ranges only)."""
     import resource
 
     from airflow_snaptable.core import Table
+
+    if max_snapshots is not None:
+        from airflow_snaptable.core import expire_subranges
+
+        expire_subranges.MAX_SNAPSHOTS = max_snapshots
 
     table = Table.open(uri)
     started = time.perf_counter()
@@ -62,10 +67,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--commits", type=int, default=20_000)
     parser.add_argument("--code", action="append", default=[], help="airflow_snaptable checkout to expire with")
+    parser.add_argument("--max-snapshots", type=int, help="sub-range bound for code with sub-ranges")
     parser.add_argument("--expire", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.expire:
-        print(json.dumps(expire(args.expire)))
+        print(json.dumps(expire(args.expire, args.max_snapshots)))
         return
     with tempfile.TemporaryDirectory() as work:
         template = os.path.join(work, "template")
