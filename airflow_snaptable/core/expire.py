@@ -1,9 +1,10 @@
 """Snapshot expiry: Table.expire_snapshots (rules and planning: core/expire_plan.py).
 
-A run first finishes the plans an interrupted run left behind, then plans the range
-that expires now and carries the plan out through the one plan sequence
-(core/plan_executor.py), with the consumers re-checked once its fence is up. A dry run
-reports what that real run would delete, reading instead of deleting.
+A run first finishes the plans an interrupted run left behind, then carries out the range
+that expires now as consecutive sub-ranges (core/expire_subranges.py), each planned and carried
+out through the one plan sequence (core/plan_executor.py), with the consumers re-checked once its
+fence is up. An error in a later sub-range leaves the earlier ones done (each a complete expiry of
+a prefix). A dry run reports what that real run would delete, reading instead of deleting.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from airflow_snaptable.core.checks import check_bool
 from airflow_snaptable.core.errors import MissingMetadataError, SnapshotNotFoundError
 from airflow_snaptable.core.expire_plan import (
     ExpireSettings,
+    ExpireRule,
     SnapshotCache,
-    expire_range,
+    expire_rule,
     lowest_consumer_position,
     plan_expiry,
     resolve_settings,
 )
+from airflow_snaptable.core.expire_subranges import subrange_end
 from airflow_snaptable.core.options import TableOptions
 from airflow_snaptable.core.plan_executor import PlanExecutor
 from airflow_snaptable.core.plans import EXPIRE, DeletionPlan
@@ -115,40 +118,63 @@ class SnapshotExpiry:
         snapshots = self.store.snapshots
         result.recovered_data_files = len(self.executor.finish_all().deleted_data_files)
         result.earliest_before = snapshots.earliest_id()
-
-        for _attempt in range(MAX_PLANNING_ATTEMPTS):
-            read = SnapshotCache(snapshots)
+        expired = 0  # snapshots this run expired: a rule planned again counts its limit from where it started
+        first_end: int | None = None  # the range the rules decided first: planning again never widens it
+        rule: ExpireRule | None = None
+        read = SnapshotCache(snapshots)
+        attempts = 0
+        while attempts < MAX_PLANNING_ATTEMPTS:
             start = snapshots.earliest_id()
             try:
-                bounds = expire_range(self.store, settings, read, earliest=start)
-                if bounds is None:
-                    result.earliest_after = snapshots.earliest_id()
-                    return result
-                del result.missing_metadata[:]
-                plan = self._planned(bounds, read, missing, delete_files)
+                if rule is None:
+                    rule = self._rule(settings, expired, first_end, start)
+                    if rule is None:
+                        break
+                    first_end = rule.end_bound if first_end is None else first_end
+                end = None if start is None else subrange_end(rule, read, start)
+                if end is None:
+                    break
+                plan_missing = None if missing is None else []
+                plan = self._planned((start, end), read, plan_missing, delete_files)
             except (MissingMetadataError, SnapshotNotFoundError):
                 if not self._expired_meanwhile(start):
                     raise
+                attempts, rule, read = attempts + 1, None, SnapshotCache(snapshots)
                 continue  # another expiry removed what this one was reading: plan again from where it left off
 
-            def consumers_stay_above(plan=plan, earliest=bounds[0]) -> bool:
+            def consumers_stay_above(plan=plan, earliest=start) -> bool:
                 # The fence is up: consumers that came in before it are seen now.
                 lowest = lowest_consumer_position(self.store, earliest)
                 return lowest is None or lowest >= plan.fence
 
             outcome = self.executor.run(plan, check=consumers_stay_above)
             if outcome is None:
+                attempts, rule = attempts + 1, None
                 continue  # a consumer moved into the range: plan again
-            result.expired_snapshot_ids = plan.snapshot_ids
-            result.deleted_snapshot_files = outcome.deleted_snapshot_files
-            result.deleted_data_files = len(outcome.deleted_data_files)
-            result.deleted_manifest_files = len(outcome.deleted_manifest_files)
-            result.bytes_freed = outcome.bytes_freed + sum(read.file_size(i) for i in plan.snapshot_ids)
-            result.protected_data_files = outcome.protected_data_files
+            result.expired_snapshot_ids += plan.snapshot_ids
+            result.deleted_snapshot_files += outcome.deleted_snapshot_files
+            result.deleted_data_files += len(outcome.deleted_data_files)
+            result.deleted_manifest_files += len(outcome.deleted_manifest_files)
+            result.bytes_freed += outcome.bytes_freed + sum(read.file_size(i) for i in plan.snapshot_ids)
+            result.protected_data_files += outcome.protected_data_files
+            result.missing_metadata += plan_missing or []
             result.earliest_after = plan.fence
-            return result
-        result.earliest_after = snapshots.earliest_id()
+            expired += len(plan.snapshot_ids)
+            read.drop_below(plan.fence)  # memory bounded by the sub-range, not the range
+        if not expired:
+            result.earliest_after = snapshots.earliest_id()
         return result
+
+    def _rule(self, settings: ExpireSettings, expired: int, first_end: int | None, start: int | None) -> ExpireRule | None:
+        """The rule from ``start`` on, after this run expired ``expired`` snapshots of the range first decided."""
+        if expired:
+            if settings.limit - expired <= 0:
+                return None
+            settings = dataclasses.replace(settings, limit=settings.limit - expired)
+        rule = expire_rule(self.store, settings, earliest=start)
+        if rule is not None and first_end is not None and rule.end_bound > first_end:
+            rule = dataclasses.replace(rule, end_bound=first_end)
+        return rule
 
     def _expired_meanwhile(self, start: int | None) -> bool:
         """Did another expiry remove (or start removing) snapshot ``start`` since this run read it as the earliest?
@@ -200,17 +226,21 @@ class SnapshotExpiry:
         result.recovered_data_files = len(data_files)
 
         read = SnapshotCache(snapshots)
-        bounds = expire_range(self.store, settings, read, earliest=earliest)
-        if bounds is not None:
-            plan = self._planned(bounds, read, missing, delete_files)
+        rule = expire_rule(self.store, settings, earliest=earliest)
+        end = None if rule is None else subrange_end(rule, read, rule.earliest)
+        while end is not None:
+            # The sub-ranges the real run carries out, one plan each.
+            plan = self._planned((earliest, end), read, missing, delete_files)
             effect = executor.effect(plan, executor.protection.read(plan))
-            result.expired_snapshot_ids = plan.snapshot_ids
+            result.expired_snapshot_ids += plan.snapshot_ids
             snapshot_ids.update(plan.snapshot_ids)
             manifest_files.update((files.metadata_path(n), size) for n, size in effect.manifest_files)
             data_files.update((c.path, c.size) for c in effect.data_files)
             result.protected_data_files += effect.protected_data_files
             result.bytes_freed += sum(read.file_size(i) for i in plan.snapshot_ids)
             earliest = plan.fence
+            read.drop_below(earliest)
+            end = subrange_end(rule, read, earliest)
 
         result.snapshot_files = [snapshots.path(i) for i in sorted(snapshot_ids)]
         result.manifest_files = sorted(manifest_files)

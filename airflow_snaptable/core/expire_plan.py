@@ -144,6 +144,11 @@ class SnapshotCache:
     def file_size(self, snapshot_id: int) -> int:
         return self._load(snapshot_id)[1]
 
+    def drop_below(self, snapshot_id: int) -> None:
+        """Let go of the snapshots below ``snapshot_id`` (expired by an earlier sub-range)."""
+        for cached in [i for i in self.cache if i < snapshot_id]:
+            del self.cache[cached]
+
     def load(self, first: int, last: int) -> None:
         """Read the uncached snapshots of ``first..last`` in bulk."""
         self.cache.update(self.snapshots.read_ids([i for i in range(first, last + 1) if i not in self.cache]))
@@ -166,10 +171,28 @@ def lowest_consumer_position(store: TableStore, earliest: int) -> int | None:
     return min(positions, default=None)
 
 
-def expire_range(
-    store: TableStore, settings: ExpireSettings, read: SnapshotCache, earliest: int | None = None
-) -> tuple[int, int] | None:
-    """``(earliest, end)``: snapshots ``earliest .. end-1`` expire; None if nothing does.
+@dataclass(frozen=True)
+class ExpireRule:
+    """The range rule resolved against the table, before any snapshot is read.
+
+    Snapshot ``id`` expires iff ``id < end_bound`` and (``id < lowest``, or its successor was committed
+    at or before ``threshold_millis``); the first that does not ends the range. Walking the range in
+    order therefore finds its end lazily (core/expire_subranges.py), holding one sub-range at a time.
+    """
+
+    earliest: int
+    lowest: int
+    end_bound: int
+    threshold_millis: int
+
+    def expires(self, read: SnapshotCache, snapshot_id: int) -> bool:
+        if snapshot_id >= self.end_bound:
+            return False
+        return snapshot_id < self.lowest or read.get(snapshot_id + 1).time_millis <= self.threshold_millis
+
+
+def expire_rule(store: TableStore, settings: ExpireSettings, earliest: int | None = None) -> ExpireRule | None:
+    """The rule deciding which snapshots from ``earliest`` on expire; None if none can.
 
     ``earliest`` overrides the table's (a dry run starts where unfinished plans will have left it).
     """
@@ -177,7 +200,8 @@ def expire_range(
     if earliest is None:
         earliest = store.snapshots.earliest_id()
     if settings.snapshot_ids is not None:
-        return given_range(store, settings.snapshot_ids, earliest)
+        given = given_range(store, settings.snapshot_ids, earliest)
+        return None if given is None else ExpireRule(given[0], given[1], given[1], settings.threshold_millis)
     if latest is None or earliest is None:
         return None
     lowest = earliest if settings.retain_max is None else max(latest - settings.retain_max + 1, earliest)
@@ -189,14 +213,22 @@ def expire_range(
     end_bound = min(end_bound, earliest + settings.limit)
     if settings.keep_from is not None:
         end_bound = min(end_bound, settings.keep_from)
-    end = end_bound
-    for snapshot_id in range(lowest, end_bound):
-        if read.get(snapshot_id + 1).time_millis > settings.threshold_millis:
-            end = snapshot_id
-            break
-    if end <= earliest:
+    if end_bound <= earliest:
         return None
-    return earliest, end
+    return ExpireRule(earliest, lowest, end_bound, settings.threshold_millis)
+
+
+def expire_range(
+    store: TableStore, settings: ExpireSettings, read: SnapshotCache, earliest: int | None = None
+) -> tuple[int, int] | None:
+    """``(earliest, end)``: snapshots ``earliest .. end-1`` expire; None if nothing does (the whole range at once)."""
+    rule = expire_rule(store, settings, earliest)
+    if rule is None:
+        return None
+    end = rule.earliest
+    while rule.expires(read, end):
+        end += 1
+    return None if end <= rule.earliest else (rule.earliest, end)
 
 
 def first_deleting(snapshots: dict[int, Snapshot], first: int, end: int) -> int:

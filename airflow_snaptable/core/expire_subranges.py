@@ -1,0 +1,43 @@
+"""Expiry of a long range in sub-ranges: memory bounded by a sub-range, not by the range.
+
+The rules (core/expire_plan.py ``ExpireRule``) decide the range ``[earliest, end)``; it is carried
+out as consecutive sub-ranges ``[earliest, x1)``, ``[x1, x2)``, ... Each is exactly what a run with a
+smaller ``limit`` plans (``plan_expiry(start, x)``): a complete expiry of a prefix, carried out as its
+own plan (pending -> protection -> active -> execute), so a crash between two leaves a valid table
+and a tag or consumer that comes in between is honoured by the next one.
+
+A sub-range ends where it reaches :data:`MAX_SNAPSHOTS` snapshots or :data:`MAX_DELETED_FILES`
+deleted files recorded in the summaries of the deltas it reads (``summary["deleted_files"]``); a
+snapshot without that record (another format's, or older) may delete any number: the sub-range
+ends before it, or, if it is the first, right after it. A sub-range always holds at least one snapshot.
+"""
+
+from __future__ import annotations
+
+from airflow_snaptable.core.expire_plan import ExpireRule, SnapshotCache
+
+#: Snapshots one sub-range expires at most.
+MAX_SNAPSHOTS = 10_000
+#: Deleted files (summary records of the deltas a sub-range reads) past which a sub-range ends.
+MAX_DELETED_FILES = 500_000
+
+
+def subrange_end(rule: ExpireRule, read: SnapshotCache, start: int) -> int | None:
+    """``x``: the sub-range ``[start, x)`` expires next; None if ``start`` does not expire.
+
+    Sub-range ``[start, x)`` reads the deltas of ``start+1 .. x`` (plan_expiry's candidates), so
+    including snapshot ``x`` adds the deleted files of snapshot ``x + 1``. Reads only the snapshots
+    of this sub-range and the one after it (which the plan reads anyway).
+    """
+    end = start
+    deleted = 0
+    while rule.expires(read, end):
+        recorded = (read.get(end + 1).summary or {}).get("deleted_files")
+        if end > start and (
+            end - start >= MAX_SNAPSHOTS or not isinstance(recorded, int) or deleted + recorded > MAX_DELETED_FILES
+        ):
+            break
+        # No record: it may delete any number, so it fills the sub-range (which it starts).
+        deleted += recorded if isinstance(recorded, int) else MAX_DELETED_FILES + 1
+        end += 1
+    return end if end > start else None
