@@ -7,9 +7,10 @@ own plan (pending -> protection -> active -> execute), so a crash between two le
 and a tag or consumer that comes in between is honoured by the next one.
 
 A sub-range ends where it reaches :data:`MAX_SNAPSHOTS` snapshots or :data:`MAX_DELETED_FILES`
-deleted files recorded in the summaries of the deltas it reads (``summary["deleted_files"]``); a
-snapshot without that record (another format's, or older) may delete any number: the sub-range
-ends before it, or, if it is the first, right after it. A sub-range always holds at least one snapshot.
+deleted files recorded in the summaries of the deltas it reads (``summary["deleted_files"]``). A
+snapshot without that record (a Paimon table's, or an older one) counts toward the snapshot bound
+only: ending a sub-range at each of them would expire such a table one snapshot per plan, each
+paying a plan's fixed reads and writes. A sub-range always holds at least one snapshot.
 """
 
 from __future__ import annotations
@@ -33,11 +34,9 @@ def subrange_end(rule: ExpireRule, read: SnapshotCache, start: int) -> int | Non
     deleted = 0
     while rule.expires(read, end):
         recorded = (read.get(end + 1).summary or {}).get("deleted_files")
-        if end > start and (
-            end - start >= MAX_SNAPSHOTS or not isinstance(recorded, int) or deleted + recorded > MAX_DELETED_FILES
-        ):
+        recorded = recorded if isinstance(recorded, int) else 0  # unknown: bounded by the snapshot count only
+        if end > start and (end - start >= MAX_SNAPSHOTS or deleted + recorded > MAX_DELETED_FILES):
             break
-        # No record: it may delete any number, so it fills the sub-range (which it starts).
-        deleted += recorded if isinstance(recorded, int) else MAX_DELETED_FILES + 1
+        deleted += recorded
         end += 1
     return end if end > start else None

@@ -204,14 +204,14 @@ class _Snapshots:
         return SimpleNamespace(time_millis=0, summary=None if record is None else {"deleted_files": record})
 
 
-def test_subrange_ends_at_the_bounds_and_before_a_snapshot_without_a_record(bounds):
+def test_subrange_ends_at_the_bounds_and_counts_a_snapshot_without_a_record_by_the_snapshot_bound(bounds):
     bounds(4, 10)
     rule = ExpireRule(earliest=1, lowest=1, end_bound=20, threshold_millis=0)
     assert subrange_end(rule, _Snapshots({}), 1) == 5  # four snapshots
     assert subrange_end(rule, _Snapshots({3: 6, 4: 5}), 1) == 3  # [1, 3) reads deltas 2-3 (6 files); 4 would pass 10
     assert subrange_end(rule, _Snapshots({2: 50}), 1) == 2  # always at least one snapshot
-    assert subrange_end(rule, _Snapshots({2: None}), 1) == 2  # the first may be unknown: it fills the sub-range
-    assert subrange_end(rule, _Snapshots({4: None}), 1) == 3  # a later unknown one starts the next sub-range
+    assert subrange_end(rule, _Snapshots({2: None, 3: None, 4: None, 5: None}), 1) == 5  # unknown (Paimon): the snapshot bound
+    assert subrange_end(rule, _Snapshots({3: None, 4: 11}), 1) == 3  # an unknown one does not end it; 4 would pass 10
     assert subrange_end(rule, _Snapshots({}), 18) == 20  # the range ends first
     assert subrange_end(rule, _Snapshots({}), 20) is None
     late = _Snapshots({})
