@@ -241,7 +241,7 @@ def first_deleting(snapshots: dict[int, Snapshot], first: int, end: int) -> int:
     """
     for snapshot_id in range(first, end):
         snapshot = snapshots[snapshot_id]
-        if snapshot.commit_kind is not CommitKind.APPEND or (snapshot.summary or {}).get("deleted_files") != 0:
+        if not snapshot.deletes_no_file:
             return snapshot_id
     return end
 

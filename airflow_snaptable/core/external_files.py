@@ -196,25 +196,24 @@ def refuse_known_paths(store: TableStore, files: list[DataFile]) -> None:
 
 
 def known_data_paths(store: TableStore, partitions: set[tuple]) -> dict[str, str]:
-    """Every data path in ``partitions`` that a manifest of a retained snapshot or a tag names, with the
-    first snapshot or tag naming it.
+    """Every data path in ``partitions`` that a manifest of the latest snapshot, a deleting commit since
+    the earliest retained one, or a tag names, with the snapshot or tag naming it.
 
-    What the retained snapshots name is what the earliest one's manifests name plus what each later
-    commit's delta names: the manifests a commit merges only restate entries named before. A data file
-    lives in the directory of its partition, so only the manifests whose partition bounds (the list's
-    ``partition_stats``) may hold one of ``partitions`` are read: a commit into one day of a table
-    partitioned by day reads that day's manifests, not the table's. A path named by any such manifest
-    counts, whatever the entry's kind: a superset of the retained states' files (it may hold files an
-    expired state had too), which only ever refuses more. Fails closed: a missing or unreadable
-    snapshot, list or manifest raises.
+    A file a retained snapshot references is live in the latest snapshot or was deleted since, by a
+    commit whose delta names it: so the latest state's manifests, the deltas of the retained commits
+    that may delete (not the appends that record deleting nothing) and the tags' states cover every
+    retained state, and a long history of appends costs its snapshots' summaries only. A data file
+    lives in the directory of its partition, so only the manifests whose partition bounds (the
+    list's ``partition_stats``) may hold one of ``partitions`` are read. A path named by any such
+    manifest counts, whatever the entry's kind: a superset of the retained states' files, which only
+    ever refuses more. Fails closed: a missing or unreadable snapshot, list or manifest raises.
     """
     snapshots = store.snapshots
     earliest, latest = snapshots.earliest_id(), snapshots.latest_id()
     history = snapshots.read_range(earliest, latest) if earliest is not None and latest is not None else []
-    tags = store.tags.tags()
-    list_names = [(f"snapshot {s.id}", name) for s in history[:1] for name in (s.base_manifest_list, s.delta_manifest_list)]
-    list_names += [(f"snapshot {s.id}", s.delta_manifest_list) for s in history[1:]]
-    list_names += [(f"tag {t.name}", name) for t in tags for name in (t.snapshot.base_manifest_list, t.snapshot.delta_manifest_list)]
+    list_names = [(f"snapshot {s.id}", name) for s in history[-1:] for name in (s.base_manifest_list, s.delta_manifest_list)]
+    list_names += [(f"snapshot {s.id - 1}", s.delta_manifest_list) for s in history[1:] if not s.deletes_no_file]
+    list_names += [(f"tag {t.name}", name) for t in store.tags.tags() for name in (t.snapshot.base_manifest_list, t.snapshot.delta_manifest_list)]
     manifests = store.files.manifests
     lists = manifests.read_lists(name for _owner, name in list_names)
     holds = PartitionBounds(manifests.partition_types, partitions)

@@ -66,6 +66,12 @@ class Snapshot:
     #: stale writer). None for the first snapshot and in snapshots written before it existed.
     parent_base_manifest_list: str | None = None
 
+    @property
+    def deletes_no_file(self) -> bool:
+        """An append that records deleting no file: its delta holds no DELETE entry. A snapshot that
+        records nothing (another format's, or older) may delete."""
+        return self.commit_kind is CommitKind.APPEND and (self.summary or {}).get("deleted_files") == 0
+
     def to_json(self) -> bytes:
         doc = asdict(self)
         doc["commit_kind"] = self.commit_kind.value

@@ -125,17 +125,22 @@ def test_two_commits_of_the_same_new_file_racing_cannot_both_land(table):
     assert sorted_ids(table.scan().to_arrow()) == [0]
 
 
-def test_a_path_a_snapshot_that_replaced_a_rolled_back_id_holds_is_refused(table, table_uri):
+def test_a_path_a_snapshot_that_replaced_a_rolled_back_id_holds_is_refused(tmp_path):
     """The known-path check keeps the snapshots it read between commits. Another writer rolls back and
     commits new snapshots under the same ids: the check must see those, not the ones it kept (the chain
-    of parent identities from the latest snapshot breaks at the replaced id)."""
+    of parent identities from the latest snapshot breaks at the replaced id). Manifests merge at every
+    other commit, so the latest state's manifests no longer name the deleted file: only the delta of
+    the new snapshot 3, which the kept snapshots would hide, does."""
+    table_uri = str(tmp_path / "t")
+    table = Table.create(table_uri, SCHEMA, partition_by=["p"], options={"manifest.merge-min-count": "2"})
     for i in (0, 1, 2, 4):
         table.commit_files(write_files(table, make_rows([i])))  # 1..4; the last check kept 1..3
     other = Table.open(table_uri)
     other.rollback_to(snapshot_id=1)
     replaced = write_files(other, make_rows([3]))  # partition 0
-    other.commit_files(replaced)  # a new snapshot 2 adds it: only its delta names it
-    other.commit_files(write_files(other, make_rows([5])))  # a new snapshot 3
+    other.commit_files(replaced)  # a new snapshot 2 adds it
+    other.delete(partitions=[{"p": 0}])  # a new snapshot 3 deletes it: only snapshot 2 still holds it
+    other.commit_files(write_files(other, make_rows([5])))  # a new snapshot 4; the check kept an append as 3
     before = _tree(table_uri)
     with pytest.raises(InvalidArgumentError, match="snapshot 2"):
         table.commit_files(replaced)
