@@ -48,12 +48,12 @@ class PartitionBounds:
     def _may_hold(self, stats: str | None) -> bool:
         if stats is None or not self.partition_types:
             return True  # written before there were bounds, or unpartitioned: nothing is known
-        lower, upper, nulls = _parsed_bounds(stats, tuple(self.partition_types))
+        lower, upper, nulls = parsed_bounds(stats, tuple(self.partition_types))
         return any(_within(partition, lower, upper, nulls) for partition in self.partitions)
 
 
 @lru_cache(maxsize=65536)
-def _parsed_bounds(stats: str, partition_types: tuple) -> tuple[tuple, tuple, tuple]:
+def parsed_bounds(stats: str, partition_types: tuple) -> tuple[tuple, tuple, tuple]:
     """A manifest's ``partition_stats`` as (lower, upper, nulls); a manifest's bounds never change."""
     try:
         doc = json.loads(stats)

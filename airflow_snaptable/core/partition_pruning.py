@@ -17,15 +17,14 @@ last entry (an ADD).
 
 from __future__ import annotations
 
-import json
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_snaptable.core.data_skipping import may_match, may_select
 from airflow_snaptable.core.errors import CorruptMetadataError
 from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestFileMeta, ManifestIO, apply_entries, decode_manifest_table
-from airflow_snaptable.core.schema import TableSchema, decode_partition, decode_partition_value
+from airflow_snaptable.core.partition_bounds import parsed_bounds
+from airflow_snaptable.core.schema import TableSchema, decode_partition
 
 
 def _value_condition(schema: TableSchema, partition: tuple) -> pc.Expression:
@@ -40,14 +39,14 @@ def _bounds_condition(schema: TableSchema, stats: str | None) -> pc.Expression |
     """What a manifest's ``partition_stats`` say of its partitions (None: nothing known)."""
     if stats is None:
         return None
-    doc = json.loads(stats)
+    lower, upper, nulls = parsed_bounds(stats, tuple(schema.partition_types()))
     condition = None
-    for key, t, lower, upper, nulls in zip(schema.partition_keys, schema.partition_types(), doc["lower"], doc["upper"], doc["nulls"]):
+    for key, t, low, high, has_null in zip(schema.partition_keys, schema.partition_types(), lower, upper, nulls):
         field = pc.field(key)
         term = None
-        if lower is not None:
-            term = (field >= pa.scalar(decode_partition_value(lower, t), t)) & (field <= pa.scalar(decode_partition_value(upper, t), t))
-        if nulls:
+        if low is not None:
+            term = (field >= pa.scalar(low, t)) & (field <= pa.scalar(high, t))
+        if has_null:
             term = field.is_null() if term is None else term | field.is_null()
         if term is None:
             continue

@@ -128,3 +128,19 @@ def test_a_filter_that_does_not_fit_is_a_typed_error(tmp_path, bad):
     table.append(rows(1, [1]))
     with pytest.raises(InvalidArgumentError):
         table.scan(filter=bad).to_arrow()
+
+
+def test_unreadable_partition_bounds_in_a_list_are_a_typed_error(tmp_path):
+    """A list entry whose ``partition_stats`` is not the bounds' JSON: CorruptMetadataError, never a stray exception."""
+    from airflow_snaptable.core.errors import CorruptMetadataError
+    from airflow_snaptable.core.manifest import _LIST_SCHEMA
+
+    uri = str(tmp_path / "t")
+    table = Table.create(uri, SCHEMA, partition_by=["p"], options={"manifest.merge-min-count": "1000"})
+    table.append(rows(1, [1]))
+    path = f"{uri}/{manifest_path(table.latest_snapshot().delta_manifest_list)}"
+    damaged = pq.read_table(path).cast(_LIST_SCHEMA)
+    damaged = damaged.set_column(damaged.schema.get_field_index("partition_stats"), "partition_stats", pa.array(["{not json"], pa.string()))
+    pq.write_table(damaged, path, compression="zstd")
+    with pytest.raises(CorruptMetadataError):
+        Table.open(uri).scan(filter=[("p", "=", 1)]).files()
