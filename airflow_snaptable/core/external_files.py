@@ -34,7 +34,7 @@ from airflow_snaptable.core.errors import (
     SchemaMismatchError,
     SnapshotNotFoundError,
 )
-from airflow_snaptable.core.manifest import DataFile, apply_entries
+from airflow_snaptable.core.manifest import DataFile
 from airflow_snaptable.core.partition_bounds import PartitionBounds
 from airflow_snaptable.core.plans import read_plans
 from airflow_snaptable.core.schema import TableSchema
@@ -185,7 +185,7 @@ def refuse_known_paths(store: TableStore, files: list[DataFile]) -> None:
     known.update((path, f"named by the metadata of {referenced[path]}") for path in paths if path in referenced)
     if known:
         path = min(known)
-        holder = _holder(store, path, next(f.partition for f in files if f.path == path))
+        holder = _holder(store, path)
         if holder is not None:
             known[path] = f"referenced by {holder}"
         raise InvalidArgumentError(
@@ -231,18 +231,12 @@ def known_data_paths(store: TableStore, partitions: set[tuple]) -> dict[str, str
     return known
 
 
-def _holder(store: TableStore, path: str, partition: tuple) -> str | None:
+def _holder(store: TableStore, path: str) -> str | None:
     """The first retained snapshot, else tag, whose state holds ``path`` (for the error message only)."""
-    holds = PartitionBounds(store.files.manifests.partition_types, {partition})
     snapshots = store.snapshots
     earliest, latest = snapshots.earliest_id(), snapshots.latest_id()
-    history = [s for s, _size in snapshots.read_ids(range(earliest, latest + 1)).values()] if earliest is not None else []
+    history = snapshots.read_range(earliest, latest) if earliest is not None and latest is not None else []
     for owner, snapshot in [(f"snapshot {s.id}", s) for s in history] + [(f"tag {t.name}", t.snapshot) for t in store.tags.tags()]:
-        state: dict = {}
-        for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
-            names = [m.file_name for m in store.files.manifests.read_list(list_name) if holds.may_hold(m)]
-            for name in names:
-                apply_entries(state, store.files.manifests.read_manifest(name))
-        if path in state:
+        if path in store.files.state(snapshot):
             return owner
     return None
