@@ -1,6 +1,9 @@
 """Local files written so that readers see the old or the new bytes, never a part.
 
 - A replace writes a temp file in the same directory, fsyncs it and renames it over the target.
+  A durable replace then fsyncs the directory (a rename is durable only once its directory is)
+  and the parent of every directory it found missing, so that after a power loss the file is
+  there under its name on any POSIX filesystem, not only where journaling orders it (ext4).
 - A create-if-absent (the commit point of a snapshot on local disk) hard-links the fsynced temp
   file to the target: ``link`` fails if the target exists, and the target appears whole.
 - A writer's directory may be removed by an empty-directory clean between ``makedirs`` and
@@ -18,6 +21,7 @@ from airflow_snaptable.core.errors import StorageError
 
 def write_replace(path: str, data: bytes, durable: bool) -> None:
     tmp = _temp_name(path)
+    fresh = missing_directories(os.path.dirname(path)) if durable else []
     try:
         with open_new(tmp) as f:
             f.write(data)
@@ -28,10 +32,13 @@ def write_replace(path: str, data: bytes, durable: bool) -> None:
     except BaseException:
         unlink_quietly(tmp)
         raise
+    if durable:
+        sync_entries(path, fresh)
 
 
 def create_exclusive(path: str, data: bytes) -> bool:
     tmp = _temp_name(path)
+    fresh = missing_directories(os.path.dirname(path))
     try:
         with open_new(tmp) as f:
             f.write(data)
@@ -43,7 +50,7 @@ def create_exclusive(path: str, data: bytes) -> bool:
             return False
         except OSError as exc:
             raise StorageError(f"atomic create of {path} failed: {exc}") from exc
-        fsync_dir(os.path.dirname(path))
+        sync_entries(path, fresh)
         return True
     finally:
         unlink_quietly(tmp)
@@ -66,6 +73,29 @@ def unlink_quietly(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def missing_directories(directory: str) -> list[str]:
+    """The directories of ``directory``'s path that do not exist yet, outermost first."""
+    missing = []
+    while directory and not os.path.isdir(directory):
+        missing.append(directory)
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    return missing[::-1]
+
+
+def sync_entries(path: str, fresh_directories: list[str]) -> None:
+    """Make ``path``'s directory entry durable, and the entries of the directories made for it.
+
+    A directory found missing may have been created by this writer or a racing one; either way
+    its entry in its parent is synced here, since the racing writer may not sync it (hints).
+    """
+    directories = {os.path.dirname(path)} | {os.path.dirname(d) for d in fresh_directories}
+    for directory in sorted(directories, key=len, reverse=True):
+        fsync_dir(directory)
 
 
 def fsync_dir(directory: str) -> None:
