@@ -85,3 +85,4 @@ class ConsumerManager:
 
     def delete(self, consumer_id: str) -> None:
         self.storage.delete(consumer_path(consumer_id))
+        self.storage.sync_directory(CONSUMER_DIR)  # as for tags: it must not come back over expired snapshots

@@ -280,6 +280,14 @@ class Storage:
         except FileNotFoundError:
             pass
 
+    def sync_directory(self, rel_dir: str) -> None:
+        """Make the removals and renames done so far in ``rel_dir`` durable (a local directory's
+        fsync; object stores apply each request durably). Called where a removal must survive a
+        power loss before the next step relies on it: a deleted tag before expiry may free its files,
+        unpublished snapshots before their files go."""
+        if self._is_local:
+            local_files.fsync_dir(self.full_path(rel_dir))
+
     def remove_empty_dirs(self, rels: Sequence[str], stop_at: str) -> int:
         """Remove the directories of ``rels`` (and their parents, up to ``stop_at``, which stays) that are
         empty now; returns how many went. Only local filesystems have directories to remove (object stores

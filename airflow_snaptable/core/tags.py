@@ -152,3 +152,5 @@ class TagManager:
 
     def delete(self, name: str) -> None:
         self.storage.delete(tag_path(name))
+        # A deletion a power loss takes back would bring the tag back over files expiry freed since.
+        self.storage.sync_directory(TAG_DIR)

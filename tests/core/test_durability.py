@@ -68,3 +68,20 @@ def test_every_file_a_snapshot_names_is_durable_before_the_snapshot_is_linked(tm
         assert os.path.dirname(directory) in before, f"the new partition directory's entry in {os.path.dirname(directory)} was not synced"
     manifest_dirs = {d for d in before if d.endswith("/manifest")}
     assert manifest_dirs, "the manifests' directory was not synced before the commit"
+
+
+def test_a_deleted_tag_or_consumer_is_durably_gone_before_the_call_returns(tmp_path, synced):
+    """Expiry may free a deleted tag's files next: a power loss must not bring the tag back over them."""
+    schema = pa.schema([("v", pa.int64())])
+    table = Table.create(str(tmp_path / "t"), schema)
+    snapshot = table.append(pa.table({"v": [1]}, schema=schema))
+    table.create_tag("keep", snapshot.id)
+    table.update_consumer("reader", snapshot.id)
+    root = os.path.realpath(tmp_path / "t")
+
+    synced.clear()
+    table.delete_tag("keep")
+    assert ("dir", f"{root}/tag") in synced
+    synced.clear()
+    table.delete_consumer("reader")
+    assert ("dir", f"{root}/consumer") in synced

@@ -124,6 +124,8 @@ class PaimonTagStore:
 
     def delete(self, name: str) -> None:
         self.storage.delete(tag_path(name))
+        # A deletion a power loss takes back would bring the tag back over files expiry freed since.
+        self.storage.sync_directory(TAG_DIR)
 
 
 def parse_consumer_file(data: bytes, where: str, consumer_id: str = "", modified: float | None = None) -> Consumer:
@@ -189,3 +191,4 @@ class PaimonConsumerStore:
 
     def delete(self, consumer_id: str) -> None:
         self.storage.delete(f"{CONSUMER_DIR}/{CONSUMER_PREFIX}{consumer_id}")
+        self.storage.sync_directory(CONSUMER_DIR)  # as for tags: it must not come back over expired snapshots
