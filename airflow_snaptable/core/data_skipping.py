@@ -34,8 +34,9 @@ from airflow_snaptable.core.column_stats import Bounds, bound_type, column_condi
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.schema import TableSchema
 
-#: Fragments per file at most: a column with nulls doubles them (its non-null rows and its null rows).
-_MAX_ALTERNATIVES = 16
+#: Columns described with two alternatives at most (a column with nulls: its non-null rows and its null rows),
+#: so 2 ** 4 = 16 fragments per file at most.
+_PAIRED = 4
 #: Blocks per block of the next coarser level, and files per block of the finest; a level of blocks of
 #: ``size`` files is used when more than ``2 * size`` files are left to judge (fewer: judging them costs
 #: about as much). A small fan-out judges few more blocks than match at each level.
@@ -153,11 +154,17 @@ Key = tuple  # per column the Bounds of a file or block (None: nothing known)
 
 
 def _conditions(schema: TableSchema, columns: list[str], key: Key) -> list[pc.Expression | None]:
-    """Conditions that together cover every row described by ``key`` (each row satisfies one of them)."""
+    """Conditions that together cover every row described by ``key`` (each row satisfies one of them).
+
+    Monotone: wider bounds (a block's, a manifest's) never give a condition that proves more than a member's
+    do, since a manifest is skipped only when the files inside would be (core/partition_pruning.py). So which
+    columns are described depends on the column's place, never on what other columns' bounds are: the first
+    ``_PAIRED`` columns with their alternatives (a column with nulls has two), any later column only when it
+    has one (no nulls, or all null: then so has every member's)."""
     combos: list[list[pc.Expression]] = [[]]
-    for name, bounds in zip(columns, key):
+    for place, (name, bounds) in enumerate(zip(columns, key)):
         alternatives = column_condition(name, schema.arrow_schema.field(name).type, bounds)
-        if alternatives is None or len(combos) * len(alternatives) > _MAX_ALTERNATIVES:
+        if alternatives is None or (place >= _PAIRED and len(alternatives) > 1):
             continue  # nothing known of this column (still a correct, weaker, description of the rows)
         combos = [combo + [a] for combo in combos for a in alternatives]
     return [functools.reduce(operator.and_, combo) if combo else None for combo in combos]

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.column_stats import ColumnStats, FileStats, stats_of_table
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.manifest import _MANIFEST_SCHEMA_WITHOUT_STATS, DataFile, manifest_path
+from airflow_snaptable.core.manifest import _LIST_SCHEMA_WITHOUT_COLUMN_STATS, _MANIFEST_SCHEMA_WITHOUT_STATS, DataFile, manifest_path
 from airflow_snaptable.core.partition_pruning import prune_files
 
 UTC = dt.timezone.utc
@@ -173,8 +173,8 @@ def test_a_selective_filter_on_a_sorted_column_reads_only_the_files_that_may_mat
 
 
 def test_manifests_written_before_statistics_still_read(tmp_path):
-    """A table whose manifests predate the ``stats`` column (the old five columns): files have no statistics,
-    none is skipped, and filtered scans give the right rows."""
+    """A table whose manifests predate the ``stats`` column (the old five columns), and whose lists predate
+    ``column_stats``: files have no statistics, none is skipped, and filtered scans give the right rows."""
     uri = str(tmp_path / "t")
     table = Table.create(uri, SCHEMA, partition_by=["p"], options={"manifest.merge-min-count": "1000"})
     for c in range(6):
@@ -183,6 +183,7 @@ def test_manifests_written_before_statistics_still_read(tmp_path):
     rewritten = 0
     for path in (tmp_path / "t" / "manifest").iterdir():
         if path.name.startswith("manifest-list-"):
+            pq.write_table(pq.read_table(path).select(_LIST_SCHEMA_WITHOUT_COLUMN_STATS.names), path, compression="zstd")
             continue
         old = pq.read_table(path).select(_MANIFEST_SCHEMA_WITHOUT_STATS.names).cast(_MANIFEST_SCHEMA_WITHOUT_STATS)
         pq.write_table(old, path, compression="zstd")
