@@ -68,8 +68,7 @@ class ManifestFileMeta:
     #: The bounds of its entries' partition values (``partition_stats``; Paimon's ``_PARTITION_STATS``),
     #: so a filtered scan skips it unread. None: unknown (written before there were bounds) or unpartitioned.
     partition_stats: str | None = None
-    #: The union of its entries' column statistics (``column_stats``, core/column_bounds.py), so a filtered
-    #: scan skips it unread on any column. None: unknown (written before there were any, or a file without).
+    #: The union of its entries' column statistics (core/column_bounds.py): skipped unread on any column. None: unknown.
     column_stats: str | None = None
 
 
@@ -216,13 +215,8 @@ def encode_manifest_list(metas: list[ManifestFileMeta]) -> bytes:
 def decode_manifest_list(data: bytes, where: str) -> list[ManifestFileMeta]:
     columns = _from_parquet(data, _LIST_SCHEMA, where, _LIST_SCHEMA_WITHOUT_COLUMN_STATS, _LIST_SCHEMA_WITHOUT_STATS).to_pydict()
     unknown = [None] * len(columns["file_name"])
-    return [
-        ManifestFileMeta(*row)
-        for row in zip(
-            columns["file_name"], columns["file_size"], columns["num_added_files"], columns["num_deleted_files"], columns["schema_id"],
-            columns.get("partition_stats") or unknown, columns.get("column_stats") or unknown,
-        )
-    ]
+    names = ("file_name", "file_size", "num_added_files", "num_deleted_files", "schema_id", "partition_stats", "column_stats")
+    return [ManifestFileMeta(*row) for row in zip(*(columns.get(name) or unknown for name in names))]
 
 
 def apply_entries(state: dict[str, DataFile], entries: Iterable[ManifestEntry]) -> dict[str, DataFile]:
@@ -368,9 +362,7 @@ class ManifestIO:
         self.storage.write_bytes(manifest_path(name), data)
         self._remember(name, list(entries))
         added = sum(1 for e in entries if e.kind is FileKind.ADD)
-        return ManifestFileMeta(
-            name, len(data), added, len(entries) - added, schema_id, partition_stats_of(entries), column_stats_of(entries)
-        )
+        return ManifestFileMeta(name, len(data), added, len(entries) - added, schema_id, partition_stats_of(entries), column_stats_of(entries))
 
     def read_entries(self, list_name: str) -> list[ManifestEntry]:
         entries: list[ManifestEntry] = []
