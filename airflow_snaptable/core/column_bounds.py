@@ -28,11 +28,16 @@ For that the judgment must never keep a file whose manifest it rules out. Hence 
 
 from __future__ import annotations
 
+import json
 import math
 from functools import lru_cache
 from typing import Iterable
 
-from airflow_snaptable.core.column_stats import ColumnStats, FileStats
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from airflow_snaptable.core.column_stats import _FIELDS, ColumnStats, FileStats
 from airflow_snaptable.core.errors import CorruptMetadataError
 
 _COUNT_LIMIT = 2**63  # rows and nulls are parsed as int64
@@ -52,8 +57,17 @@ class _Irregular(Exception):
     """Some file's statistics would not parse as the united ones: the manifest gets no bounds."""
 
 
+def _count(value) -> int:
+    """A row or null count as the files' JSON reader parses it (int64, not a boolean), else irregular."""
+    if type(value) is not int or not 0 <= value < _COUNT_LIMIT:
+        raise _Irregular
+    return value
+
+
 class _ColumnUnion:
     """The union of one column's statistics over a manifest's files."""
+
+    __slots__ = ("files", "nulls", "has_nan", "values", "lower_missing", "upper_missing")
 
     def __init__(self) -> None:
         self.files = 0  # files with statistics for the column
@@ -63,22 +77,24 @@ class _ColumnUnion:
         self.lower_missing = False
         self.upper_missing = False
 
-    def add(self, column: ColumnStats, rows: int, counted_rows: int) -> None:
-        if not 0 <= column.null_count < _COUNT_LIMIT:
+    def add(self, column, rows: int, counted_rows: int) -> None:
+        """One file's statistics of the column (its JSON object), the file's rows, and the rows it counts for."""
+        if type(column) is not dict or not column.keys() <= _FIELDS or type(column.get("nan")) is not bool:
             raise _Irregular
+        nulls = _count(column.get("nulls"))
         self.files += 1
-        all_null = column.null_count >= rows
-        self.nulls += counted_rows if all_null else column.null_count
-        self.has_nan = self.has_nan or column.has_nan
-        for value, is_lower in ((column.lower, True), (column.upper, False)):
-            if value is None:
-                if not all_null:  # the file's bound is unknown, so is the manifest's
-                    self.lower_missing = self.lower_missing or is_lower
-                    self.upper_missing = self.upper_missing or not is_lower
-            elif isinstance(value, float) and not math.isfinite(value):
-                raise _Irregular
-            else:
+        all_null = nulls >= rows
+        self.nulls += counted_rows if all_null else nulls
+        self.has_nan = self.has_nan or column["nan"]
+        lower, upper = column.get("lower"), column.get("upper")
+        for value in (lower, upper):
+            if value is not None:
+                if type(value) is float and not math.isfinite(value) or not isinstance(value, (int, float, str)):
+                    raise _Irregular
                 self.values.append(value)
+        if not all_null:  # a file's unknown bound leaves the manifest's unknown
+            self.lower_missing = self.lower_missing or lower is None
+            self.upper_missing = self.upper_missing or upper is None
 
     def stats(self, files: int) -> ColumnStats:
         """The column's statistics over ``files`` files; unknown (``nan``) if some file has none for it, its
@@ -102,31 +118,123 @@ class _ColumnUnion:
 def column_stats_of(entries: Iterable) -> str | None:
     """:class:`FileStats` JSON uniting the statistics of the entries' files (both kinds of entries); None when
     there are no entries, an entry has no statistics (or unreadable ones), or they would not parse alike."""
-    decoded: dict[str, FileStats] = {}
+    texts = []
+    for entry in entries:
+        if entry.file.stats is None:
+            return None
+        texts.append(entry.file.stats)
+    if not texts:
+        return None
+    try:
+        return _arrow_union(texts)
+    except _Unusual:
+        return _python_union(texts)
+
+
+class _Unusual(Exception):
+    """The statistics are not of the shape the vectorised union handles: the per-file union decides."""
+
+
+#: Bound types Arrow's JSON reader infers that the vectorised union handles (others, e.g. a string inferred as a
+#: timestamp, go to the per-file union).
+_BOUND_TYPES = (pa.int64(), pa.float64(), pa.bool_(), pa.string(), pa.null())
+_READ = pj.ReadOptions(use_threads=False, block_size=1 << 26)
+
+
+def _arrow_union(texts: list[str]) -> str | None:
+    """The union, with Arrow: the texts parsed at once (types inferred), reduced column-wise. Statistics of an
+    unusual shape (kinds mixed, a text that does not parse, other inferred types) raise :class:`_Unusual`.
+    Ints and floats together are inferred as doubles: written as floats, as in the per-file union."""
+    try:
+        joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(texts)], pa.int32()), pa.array(texts, pa.string())), "\n")
+        parsed = pj.read_json(pa.BufferReader(joined[0].as_buffer()), read_options=_READ).combine_chunks()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise _Unusual from None
+    if parsed.num_rows != len(texts) or parsed.schema.names != ["rows", "columns"] or parsed.schema.field("rows").type != pa.int64():
+        raise _Unusual
+    columns_type = parsed.schema.field("columns").type
+    rows, columns = parsed["rows"].chunk(0), parsed["columns"].chunk(0)
+    if not pa.types.is_struct(columns_type) or rows.null_count or columns.null_count or pc.min(rows).as_py() < 0:
+        raise _Unusual
+    counted = pc.max_element_wise(rows, 1)  # an empty file is all null: it must count a null
+    rows_total = pc.sum(counted).as_py()
+    if rows_total >= _COUNT_LIMIT:
+        return None
+    united = {}
+    for field in columns_type:
+        fields = {f.name: f.type for f in field.type} if pa.types.is_struct(field.type) else None
+        if fields is None or fields.get("nulls") != pa.int64() or fields.get("nan") != pa.bool_() or not fields.keys() <= _FIELDS:
+            raise _Unusual
+        if any(fields.get(bound, pa.null()) not in _BOUND_TYPES for bound in ("lower", "upper")):
+            raise _Unusual
+        column = pc.struct_field(columns, field.name)
+        present = pc.is_valid(column)
+        nulls, nan = pc.struct_field(column, "nulls").filter(present), pc.struct_field(column, "nan").filter(present)
+        if nulls.null_count or nan.null_count or (len(nulls) and pc.min(nulls).as_py() < 0):
+            raise _Unusual
+        values = _bound_values([pc.struct_field(column, bound).drop_null() for bound in ("lower", "upper") if bound in fields])
+        if pa.types.is_floating(values.type) and not pc.all(pc.is_finite(values)).as_py():
+            return None
+        extremes = pc.min_max(values) if len(values) else None
+        low, high = (extremes["min"].as_py(), extremes["max"].as_py()) if extremes is not None else (None, None)
+        if len(nulls) < len(texts):  # some file has no statistics for it: unknown, extremes kept
+            united[field.name] = ColumnStats(0, low, high, True)
+            continue
+        all_null = pc.greater_equal(nulls, rows)
+        some = pc.invert(all_null)
+        missing = [
+            bool(pc.any(pc.and_(some, pc.is_null(pc.struct_field(column, bound)))).as_py()) if bound in fields else bool(pc.any(some).as_py())
+            for bound in ("lower", "upper")
+        ]
+        null_count = pc.sum(pc.if_else(all_null, counted, nulls)).as_py() or 0
+        united[field.name] = ColumnStats(
+            null_count, None if missing[0] else low, None if missing[1] else high, bool(pc.any(nan).as_py())
+        )
+    return FileStats(rows_total, united).encode()
+
+
+def _bound_values(arrays: list[pa.Array]) -> pa.Array:
+    """A column's lower and upper bounds in one array: ints and floats as floats, other kinds mixed unusual."""
+    arrays = [a for a in arrays if a.type != pa.null()]
+    types = {a.type for a in arrays}
+    if not types:
+        return pa.array([], pa.null())
+    if len(types) > 1:
+        if types != {pa.int64(), pa.float64()}:
+            raise _Unusual
+        try:
+            arrays = [a.cast(pa.float64()) for a in arrays]
+        except pa.ArrowInvalid:  # an int a float cannot hold exactly
+            raise _Unusual from None
+    return pa.concat_arrays(arrays)
+
+
+def _python_union(texts: list[str]) -> str | None:
+    """The union, one file at a time (any shape of statistics)."""
+    weights: dict[str, int] = {}  # each distinct statistics text once, with the number of entries carrying it
+    for text in texts:
+        weights[text] = weights.get(text, 0) + 1
     rows_total = files = 0
     unions: dict[str, _ColumnUnion] = {}
     try:
-        for entry in entries:
-            text = entry.file.stats
-            if text is None:
+        for text, weight in weights.items():
+            doc = json.loads(text)
+            if type(doc) is not dict or type(doc.get("columns")) is not dict:
                 return None
-            stats = decoded.get(text)
-            if stats is None:
-                stats = decoded[text] = FileStats.decode(text)
-            if not 0 <= stats.rows < _COUNT_LIMIT:
-                return None
-            counted = max(stats.rows, 1)  # an empty file is all null: it must count a null
-            rows_total += counted
-            files += 1
-            for name, column in stats.columns.items():
+            rows = _count(doc.get("rows"))
+            counted = max(rows, 1)  # an empty file is all null: it must count a null
+            rows_total += weight * counted
+            files += weight
+            for name, column in doc["columns"].items():
                 union = unions.get(name)
                 if union is None:
                     union = unions[name] = _ColumnUnion()
-                union.add(column, stats.rows, counted)
+                for _ in range(weight):
+                    union.add(column, rows, counted)
         if not files or rows_total >= _COUNT_LIMIT:
             return None
         return FileStats(rows_total, {name: union.stats(files) for name, union in unions.items()}).encode()
-    except (_Irregular, ValueError, TypeError):
+    except (_Irregular, ValueError, TypeError, RecursionError):
         return None
 
 

@@ -11,9 +11,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.column_bounds import column_stats_of
+from airflow_snaptable.core.column_bounds import _python_union, column_stats_of
 from airflow_snaptable.core.column_stats import ColumnStats, FileStats
 from airflow_snaptable.core.errors import CorruptMetadataError
 from airflow_snaptable.core.manifest import _LIST_SCHEMA, _LIST_SCHEMA_WITHOUT_COLUMN_STATS, DataFile, FileKind, ManifestEntry, manifest_path
@@ -195,3 +196,30 @@ def test_column_bounds_are_json_of_the_file_statistics_form(tmp_path):
     metas = table.manifest_io.read_list(table.latest_snapshot().delta_manifest_list)
     doc = json.loads(metas[0].column_stats)
     assert doc["rows"] == 10 and doc["columns"]["id"] == {"nulls": 0, "lower": 900, "upper": 909, "nan": False}
+
+
+_BOUNDS = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 5), st.sampled_from([2**62, 2**70, -(2**63)]), st.sampled_from([-1.5, 0.0, -0.0, 2.0, 1e300]),
+    st.sampled_from(["", "a", "b", "é", "2026-01-01", "x" * 70]),
+)
+_COLUMN = st.builds(ColumnStats, st.integers(0, 6), _BOUNDS, _BOUNDS, st.booleans())
+_FILE = st.builds(FileStats, st.integers(0, 5), st.dictionaries(st.sampled_from(["a", "b", "c"]), _COLUMN, max_size=3))
+
+
+@settings(max_examples=300, deadline=None)
+@given(files=st.lists(_FILE, min_size=1, max_size=6), uniform=st.booleans())
+def test_the_vectorised_union_is_the_per_file_union(files, uniform):
+    """Arrow unites the statistics of a manifest's files column-wise (shapes it does not handle go to the per-file
+    union, core/column_bounds.py): whenever it answers, its answer is the per-file union's."""
+    if uniform:  # the usual case: every file with the same columns, of one kind each
+        files = [FileStats(f.rows, {"a": ColumnStats(c.null_count, _int(c.lower), _int(c.upper), c.has_nan) for c in f.columns.values()}) for f in files]
+    texts = [f.encode() for f in files]
+    vectorised = column_stats_of([entry(f, name=str(i)) for i, f in enumerate(files)])
+    per_file = _python_union(texts)
+    assert (vectorised is None) == (per_file is None)
+    if vectorised is not None:
+        assert FileStats.decode(vectorised) == FileStats.decode(per_file)
+
+
+def _int(value):
+    return value if type(value) is int else None
