@@ -11,8 +11,12 @@ Per column: the smallest lower and largest upper bound of its files (a file with
 bounds if it has any), the null count that makes "all null" and "has nulls" come out as in the files (an
 all-null file counts ``max(rows, 1)`` nulls and rows), and whether any file has a NaN. A column some file has no
 statistics for is unknown here (may match: written with ``nan`` true); an entry without statistics leaves the
-manifest without bounds. A long string's bounds need no rule of their own: a cut lower bound is still a lower bound, and a
-dropped upper bound leaves the manifest's unknown.
+manifest without bounds. A long string's bounds need no rule of their own: a cut lower bound is still a lower
+bound, and a dropped upper bound leaves the manifest's unknown.
+
+Arrow unites the usual statistics column-wise (one JSON read of all the entries' texts, types inferred);
+statistics of another shape (kinds mixed, a string Arrow takes for a timestamp, ...) are united one file at a
+time, with the same answer (tests/core/test_column_bounds.py holds the two to it).
 
 Entries of both kinds count: a DELETE entry carries the deleted file's statistics, so a manifest holding the
 DELETE of a file that may match is read, and a file is never planned live because its DELETE went unread.
@@ -23,7 +27,8 @@ For that the judgment must never keep a file whose manifest it rules out. Hence 
   JSON kinds in a column (strings and numbers, booleans and numbers), a non-finite number, a count outside
   0..2**63; an int and a float mixed are written as floats, which parse only where the files' floats do;
 - an out-of-range int (e.g. 2**70 for an int64 column) is one of the extremes, so the manifest's bounds fail
-  to parse where the file's do.
+  to parse where the file's do; the extremes of a column some file has no statistics for are written too
+  (the column is unknown, but its bounds still fail to parse where a file's would).
 """
 
 from __future__ import annotations
