@@ -1,12 +1,13 @@
 """Data skipping by column statistics: selective filters on sorted and on unsorted columns against the full plan.
 
-``python -m benchmarks.data_skipping [--commits 40] [--files-per-commit 500]``
+``python -m benchmarks.data_skipping [--commits 40] [--files-per-commit 500] [--manifest-target-size 256kb]``
 
 Builds (with ``commit_files``: metadata only, no data files) an unpartitioned table whose files carry
 statistics (core/column_stats.py) for three columns: ``id``, rising over commits (100 ids per file, as
 in benchmarks/scale.py); ``r``, an int range of width 5,000 at a random place in 0..1,000,000 (seeded),
 with nulls; ``s``, the same range as zero-padded strings. Then times, median of 3 plans each on a freshly
-opened table (no manifest cache): the full plan (every live file: the lower bound of a plan that reads
+opened table (no manifest cache), with the manifests each reads, and each filter once more reading every manifest (as without manifest column
+bounds, core/column_bounds.py): the full plan (every live file: the lower bound of a plan that reads
 all manifests), and filters keeping about 1% of the files on each column, and an OR of two of them. Target: each selective plan
 costs at most the full plan (core/data_skipping.py judges blocks of files in the order of the filtered
 column's lower bound, so unsorted files are skipped as cheaply as sorted ones).
@@ -25,7 +26,7 @@ RANGE = 1_000_000
 WIDTH = 5_000
 
 
-def build(uri: str, commits: int, files_per_commit: int) -> None:
+def build(uri: str, commits: int, files_per_commit: int, manifest_target_size: str | None = None) -> None:
     import pyarrow as pa
 
     from airflow_snaptable.core import Table
@@ -33,7 +34,8 @@ def build(uri: str, commits: int, files_per_commit: int) -> None:
     from airflow_snaptable.core.manifest import DataFile
 
     rng = random.Random(15)
-    table = Table.create(uri, pa.schema([("id", pa.int64()), ("r", pa.int64()), ("s", pa.string())]))
+    options = {} if manifest_target_size is None else {"manifest.target-file-size": manifest_target_size}
+    table = Table.create(uri, pa.schema([("id", pa.int64()), ("r", pa.int64()), ("s", pa.string())]), options=options)
     n = 0
     for c in range(commits):
         files = []
@@ -49,17 +51,36 @@ def build(uri: str, commits: int, files_per_commit: int) -> None:
         table.commit_files(files)
 
 
-def timed(uri: str, expression) -> tuple[float, int]:
-    """Median seconds of 3 plans, and the files planned."""
+def _is_manifest(rel: str) -> bool:
+    return rel.startswith("manifest/manifest-") and not rel.startswith("manifest/manifest-list-")
+
+
+def timed(uri: str, expression, manifest_bounds: bool = True) -> tuple[float, int, int]:
+    """Median seconds of 3 plans, the files planned and the manifests (not lists) read; ``manifest_bounds=False``:
+    as if the manifests had no column bounds (none skipped unread), the peer of the same run."""
+    import airflow_snaptable.core.partition_pruning as pruning
+
+    judge = pruning._by_column_bounds
+    if not manifest_bounds:
+        pruning._by_column_bounds = lambda schema, metas, expression: metas
+    try:
+        return _timed(uri, expression)
+    finally:
+        pruning._by_column_bounds = judge
+
+
+def _timed(uri: str, expression) -> tuple[float, int, int]:
     from airflow_snaptable.core import Table
 
     runs = []
     for _ in range(3):
         table = Table.open(uri)
+        manifests = []
+        table.storage.on_operation = lambda kind, rel: manifests.append(rel) if kind == "read" and _is_manifest(rel) else None
         started = time.perf_counter()
         planned = len(table.scan(filter=expression).files())
         runs.append(time.perf_counter() - started)
-    return sorted(runs)[1], planned
+    return sorted(runs)[1], planned, len(manifests)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.data_skipping", description=__doc__.splitlines()[0])
     parser.add_argument("--commits", type=int, default=40)
     parser.add_argument("--files-per-commit", type=int, default=500)
+    parser.add_argument("--manifest-target-size", help="the table's manifest.target-file-size (default: the option's default)")
     args = parser.parse_args(argv)
     total = args.commits * args.files_per_commit
     middle = total * 100 // 2
@@ -80,13 +102,15 @@ def main(argv: list[str] | None = None) -> int:
     }
     with tempfile.TemporaryDirectory(prefix="skipping-") as tmp:
         uri = str(Path(tmp) / "t")
-        build(uri, args.commits, args.files_per_commit)
-        full, _ = timed(uri, None)
+        build(uri, args.commits, args.files_per_commit, args.manifest_target_size)
+        full, _, all_manifests = timed(uri, None)
         print(f"Table: {args.commits} commits x {args.files_per_commit} files = {total:,} data files (unpartitioned)")
-        print(f"  full plan: {full:.3f} s")
+        print(f"  full plan: {full:.3f} s, {all_manifests} manifests read")
         for label, expression in filters.items():
-            seconds, planned = timed(uri, expression)
-            print(f"  {label}: {seconds:.3f} s, {planned:,} files = {100 * planned / total:.2f}%, {seconds / full:.2f}x the full plan (target <= 1x)")
+            seconds, planned, manifests = timed(uri, expression)
+            unskipped, _, _ = timed(uri, expression, manifest_bounds=False)
+            print(f"  {label}: {seconds:.3f} s, {planned:,} files = {100 * planned / total:.2f}%, {seconds / full:.2f}x the full plan (target <= 1x), "
+                  f"{manifests} of {all_manifests} manifests read; reading every manifest: {unskipped:.3f} s")
     return 0
 
 

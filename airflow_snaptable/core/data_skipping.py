@@ -12,6 +12,14 @@ row matches a filter, decided column-wise without a Python object per file.
    ``_FANOUT`` times the blocks kept at the level above).
 3. Judge files: the members of the blocks left, one decision per distinct statistics.
 
+A filter whose top level is an OR is judged term by term (core/filter_terms.py), each term on its own columns
+and with neighbours along its own columns (a file is kept if a term may select its rows): a curve over two
+columns makes blocks wide on each, so an OR on two columns left several times the matching files to step 3.
+
+The same judgment decides which manifests to read, on their column bounds (core/column_bounds.py: the union
+of their files' statistics), so it must be monotone: bounds that hold a file's never prove more than the
+file's (``_conditions``), or a manifest holding a file's DELETE entry could be skipped while the file is kept.
+
 A block or a file is judged by Arrow: what its bounds prove of each column becomes a fragment whose partition
 expression is that guarantee (column_stats.column_condition), and ``get_fragments(filter)`` keeps those the
 filter may select. When in doubt a file is kept: no statistics, statistics that are not the format's or whose
@@ -32,10 +40,12 @@ import pyarrow.json as pj
 
 from airflow_snaptable.core.column_stats import Bounds, bound_type, column_condition
 from airflow_snaptable.core.errors import InvalidArgumentError
+from airflow_snaptable.core.filter_terms import or_terms
 from airflow_snaptable.core.schema import TableSchema
 
-#: Fragments per file at most: a column with nulls doubles them (its non-null rows and its null rows).
-_MAX_ALTERNATIVES = 16
+#: Columns described with two alternatives at most (a column with nulls: its non-null rows and its null rows),
+#: so 2 ** 4 = 16 fragments per file at most.
+_PAIRED = 4
 #: Blocks per block of the next coarser level, and files per block of the finest; a level of blocks of
 #: ``size`` files is used when more than ``2 * size`` files are left to judge (fewer: judging them costs
 #: about as much). A small fan-out judges few more blocks than match at each level.
@@ -153,11 +163,17 @@ Key = tuple  # per column the Bounds of a file or block (None: nothing known)
 
 
 def _conditions(schema: TableSchema, columns: list[str], key: Key) -> list[pc.Expression | None]:
-    """Conditions that together cover every row described by ``key`` (each row satisfies one of them)."""
+    """Conditions that together cover every row described by ``key`` (each row satisfies one of them).
+
+    Monotone: wider bounds (a block's, a manifest's) never give a condition that proves more than a member's
+    do, since a manifest is skipped only when the files inside would be (core/partition_pruning.py). So which
+    columns are described depends on the column's place, never on what other columns' bounds are: the first
+    ``_PAIRED`` columns with their alternatives (a column with nulls has two), any later column only when it
+    has one (no nulls, or all null: then so has every member's)."""
     combos: list[list[pc.Expression]] = [[]]
-    for name, bounds in zip(columns, key):
+    for place, (name, bounds) in enumerate(zip(columns, key)):
         alternatives = column_condition(name, schema.arrow_schema.field(name).type, bounds)
-        if alternatives is None or len(combos) * len(alternatives) > _MAX_ALTERNATIVES:
+        if alternatives is None or (place >= _PAIRED and len(alternatives) > 1):
             continue  # nothing known of this column (still a correct, weaker, description of the rows)
         combos = [combo + [a] for combo in combos for a in alternatives]
     return [functools.reduce(operator.and_, combo) if combo else None for combo in combos]
@@ -196,6 +212,7 @@ _UNION = (
     ("known", "all"), ("all_null", "all"), ("has_nulls", "any"),
     ("lower", "min"), ("lower_missing", "any"), ("upper", "max"), ("upper_missing", "any"),
 )
+_PARTS = tuple(part for part, _how in _UNION)
 
 
 def _judge_blocks(schema: TableSchema, columns: list[str], files: pa.Table, size: int, expression: pc.Expression) -> pa.Table:
@@ -227,19 +244,9 @@ def _neighbour_order(files: pa.Table, columns: list[str]) -> pa.Array:
     return pc.sort_indices(key)
 
 
-def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression: pc.Expression) -> pa.BooleanArray:
-    """For each data file's statistics text (``DataFile.stats``; null: unknown), may ``expression`` select rows
-    of the file? True unless its statistics prove that no row matches."""
-    everything = pa.array([True] * len(stats), pa.bool_())
-    if stats.null_count == len(stats):
-        return everything
-    candidates = [c for c in schema.arrow_schema.names if c not in schema.partition_keys and bound_type(schema.arrow_schema.field(c).type) is not None]
-    columns = referenced_columns(schema.arrow_schema, expression, candidates)
-    if not columns:
-        return everything
-    texts = stats.combine_chunks() if isinstance(stats, pa.ChunkedArray) else stats
-    every_file = _file_bounds(texts, columns, _json_schema(schema, columns))
-    files = every_file.filter(every_file["parsed"]).drop_columns(["parsed"])
+def _judge(schema: TableSchema, columns: list[str], files: pa.Table, expression: pc.Expression) -> list[int]:
+    """The ``index`` of the files (rows of ``_file_bounds``' columns for ``columns``) ``expression`` may select:
+    blocks of neighbours first, coarsest first, then the members of the blocks left one by one."""
     files = files.take(_neighbour_order(files, columns))
     files = files.append_column("order", pa.array(range(files.num_rows), pa.int64()))
     sizes = [_FANOUT]
@@ -251,5 +258,26 @@ def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression
     keys = _keys(files.drop_columns(["index", "order"]).to_pylist(), columns)
     distinct = list(dict.fromkeys(keys))
     kept = {k for k, c in zip(distinct, _may_match(schema, columns, distinct, expression)) if c}
-    chosen = [i for i, k in zip(files["index"].to_pylist(), keys) if k in kept]
-    return pc.or_(pc.invert(every_file["parsed"]), pc.is_in(every_file["index"], value_set=pa.array(chosen, pa.int64()))).combine_chunks()
+    return [i for i, k in zip(files["index"].to_pylist(), keys) if k in kept]
+
+
+def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression: pc.Expression) -> pa.BooleanArray:
+    """For each data file's statistics text (``DataFile.stats``; null: unknown), may ``expression`` select rows
+    of the file? True unless its statistics prove that no row matches."""
+    everything = pa.array([True] * len(stats), pa.bool_())
+    if stats.null_count == len(stats):
+        return everything
+    candidates = [c for c in schema.arrow_schema.names if c not in schema.partition_keys and bound_type(schema.arrow_schema.field(c).type) is not None]
+    # Each term of a top-level OR on its own columns (core/filter_terms.py): a file may match if it may match a term.
+    terms = [(term, referenced_columns(schema.arrow_schema, term, candidates)) for term in or_terms(expression)]
+    if any(not columns for _term, columns in terms):
+        return everything  # a term on no column with statistics may select rows of any file
+    columns = list(dict.fromkeys(c for _term, term_columns in terms for c in term_columns))
+    texts = stats.combine_chunks() if isinstance(stats, pa.ChunkedArray) else stats
+    every_file = _file_bounds(texts, columns, _json_schema(schema, columns))
+    files = every_file.filter(every_file["parsed"]).drop_columns(["parsed"])
+    chosen: set[int] = set()
+    for term, term_columns in terms:
+        parts = [f"{c}.{part}" for c in term_columns for part in _PARTS]
+        chosen.update(_judge(schema, term_columns, files.select(["index", *parts]), term))
+    return pc.or_(pc.invert(every_file["parsed"]), pc.is_in(every_file["index"], value_set=pa.array(sorted(chosen), pa.int64()))).combine_chunks()

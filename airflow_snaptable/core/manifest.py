@@ -21,6 +21,7 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from airflow_snaptable.core.column_bounds import column_stats_of
 from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError
 from airflow_snaptable.core.partition_bounds import partition_stats_of
 from airflow_snaptable.core.schema import decode_partition, encode_partition
@@ -67,6 +68,8 @@ class ManifestFileMeta:
     #: The bounds of its entries' partition values (``partition_stats``; Paimon's ``_PARTITION_STATS``),
     #: so a filtered scan skips it unread. None: unknown (written before there were bounds) or unpartitioned.
     partition_stats: str | None = None
+    #: The union of its entries' column statistics (core/column_bounds.py): skipped unread on any column. None: unknown.
+    column_stats: str | None = None
 
 
 _MANIFEST_SCHEMA_WITHOUT_STATS = pa.schema(
@@ -89,8 +92,9 @@ _LIST_SCHEMA_WITHOUT_STATS = pa.schema(
         ("schema_id", pa.int64()),
     ]
 )
-#: Lists written since partition bounds exist; both forms read.
-_LIST_SCHEMA = _LIST_SCHEMA_WITHOUT_STATS.append(pa.field("partition_stats", pa.string()))
+#: Lists written since partition bounds exist, and since column bounds exist; all three forms read.
+_LIST_SCHEMA_WITHOUT_COLUMN_STATS = _LIST_SCHEMA_WITHOUT_STATS.append(pa.field("partition_stats", pa.string()))
+_LIST_SCHEMA = _LIST_SCHEMA_WITHOUT_COLUMN_STATS.append(pa.field("column_stats", pa.string()))
 
 
 def new_manifest_name() -> str:
@@ -201,6 +205,7 @@ def encode_manifest_list(metas: list[ManifestFileMeta]) -> bytes:
             pa.array([m.num_deleted_files for m in metas], pa.int64()),
             pa.array([m.schema_id for m in metas], pa.int64()),
             pa.array([m.partition_stats for m in metas], pa.string()),
+            pa.array([m.column_stats for m in metas], pa.string()),
         ],
         schema=_LIST_SCHEMA,
     )
@@ -208,15 +213,10 @@ def encode_manifest_list(metas: list[ManifestFileMeta]) -> bytes:
 
 
 def decode_manifest_list(data: bytes, where: str) -> list[ManifestFileMeta]:
-    columns = _from_parquet(data, _LIST_SCHEMA, where, _LIST_SCHEMA_WITHOUT_STATS).to_pydict()
-    stats = columns.get("partition_stats") or [None] * len(columns["file_name"])
-    return [
-        ManifestFileMeta(*row)
-        for row in zip(
-            columns["file_name"], columns["file_size"], columns["num_added_files"], columns["num_deleted_files"], columns["schema_id"],
-            stats,
-        )
-    ]
+    columns = _from_parquet(data, _LIST_SCHEMA, where, _LIST_SCHEMA_WITHOUT_COLUMN_STATS, _LIST_SCHEMA_WITHOUT_STATS).to_pydict()
+    unknown = [None] * len(columns["file_name"])
+    names = ("file_name", "file_size", "num_added_files", "num_deleted_files", "schema_id", "partition_stats", "column_stats")
+    return [ManifestFileMeta(*row) for row in zip(*(columns.get(name) or unknown for name in names))]
 
 
 def apply_entries(state: dict[str, DataFile], entries: Iterable[ManifestEntry]) -> dict[str, DataFile]:
@@ -362,7 +362,7 @@ class ManifestIO:
         self.storage.write_bytes(manifest_path(name), data)
         self._remember(name, list(entries))
         added = sum(1 for e in entries if e.kind is FileKind.ADD)
-        return ManifestFileMeta(name, len(data), added, len(entries) - added, schema_id, partition_stats_of(entries))
+        return ManifestFileMeta(name, len(data), added, len(entries) - added, schema_id, partition_stats_of(entries), column_stats_of(entries))
 
     def read_entries(self, list_name: str) -> list[ManifestEntry]:
         entries: list[ManifestEntry] = []

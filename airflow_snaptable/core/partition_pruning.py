@@ -13,6 +13,12 @@ selective plan costs about what its kept entries cost plus one parse of each ent
 Dropping an ADD entry whose statistics prove no row matches before the fold is exact too: DELETE entries
 are all kept, so a file is in the result only if it is live, and a live file that may match keeps its
 last entry (an ADD).
+
+A manifest is also skipped unread when its column bounds (``column_stats``: the union of its entries'
+statistics, core/column_bounds.py), judged by the same code as files' statistics, prove no row matches.
+Its ADD entries would all have been dropped; its DELETE entries are of files whose statistics lie inside
+those bounds, and the judgment is monotone (bounds that rule out a manifest rule out every file inside;
+core/data_skipping.py keeps it so), so each such file's ADD entries are dropped too.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_snaptable.core.column_bounds import check_column_stats
 from airflow_snaptable.core.data_skipping import may_match, may_select
 from airflow_snaptable.core.errors import CorruptMetadataError
 from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestFileMeta, ManifestIO, apply_entries, decode_manifest_table
@@ -70,10 +77,23 @@ def prune_files(schema: TableSchema, files: list[DataFile], expression: pc.Expre
     return [f for f, m in zip(files, matching) if m]
 
 
+def _by_column_bounds(schema: TableSchema, metas: list[ManifestFileMeta], expression: pc.Expression) -> list[ManifestFileMeta]:
+    """The manifests whose column bounds (``column_stats``, core/column_bounds.py) may hold a matching row,
+    judged as files are (``may_match``: the bounds are statistics of the union of the manifest's files)."""
+    texts = [m.column_stats for m in metas]
+    if all(text is None for text in texts):
+        return metas
+    for text in texts:
+        if text is not None:
+            check_column_stats(text)
+    matching = may_match(schema, pa.array(texts, pa.string()), expression).to_pylist()
+    return [m for m, keep in zip(metas, matching) if keep]
+
+
 def pruned_state(manifests: ManifestIO, schema: TableSchema, snapshot, expression: pc.Expression | None) -> dict[str, DataFile]:
     """The snapshot's live files that ``expression`` may select (``prune_files``' result), reading only the
-    manifests whose partition bounds may match (all of them for lists written before there were bounds)
-    and decoding only the entries kept. Without a filter: every live file."""
+    manifests whose partition bounds, and then column bounds, may match (all of them for lists written
+    before there were bounds) and decoding only the entries kept. Without a filter: every live file."""
     if expression is None:
         return manifests.read_state(snapshot)
     metas: list[ManifestFileMeta] = []
@@ -81,6 +101,7 @@ def pruned_state(manifests: ManifestIO, schema: TableSchema, snapshot, expressio
         metas += manifests.read_list(list_name)
     if schema.partition_keys:
         metas = [m for m, s in zip(metas, may_select(schema, [_bounds_condition(schema, m.partition_stats) for m in metas], expression)) if s]
+    metas = _by_column_bounds(schema, metas, expression)
     wanted = list(dict.fromkeys(m.file_name for m in metas))
     tables = manifests.read_manifest_tables(wanted)
     types = schema.partition_types()

@@ -1,5 +1,5 @@
-"""Column statistics (core/column_stats.py) and data skipping: a filtered scan skips files whose statistics
-prove no row matches and still returns exactly what the unfiltered scan, filtered in memory, returns
+"""Column statistics (core/column_stats.py) and data skipping: a filtered scan skips manifests whose column
+bounds (core/column_bounds.py) and files whose statistics prove no row matches and still returns exactly what the unfiltered scan, filtered in memory, returns
 (nulls, NaN, infinities, long strings included); manifests written before statistics still read."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.column_stats import ColumnStats, FileStats, stats_of_table
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.manifest import _MANIFEST_SCHEMA_WITHOUT_STATS, DataFile, manifest_path
+from airflow_snaptable.core.manifest import _LIST_SCHEMA_WITHOUT_COLUMN_STATS, _MANIFEST_SCHEMA_WITHOUT_STATS, DataFile, manifest_path
 from airflow_snaptable.core.partition_pruning import prune_files
 
 UTC = dt.timezone.utc
@@ -79,7 +79,7 @@ filters = st.recursive(
 operations = st.lists(
     st.tuples(st.sampled_from(["append", "append", "append", "overwrite", "delete", "compact"]), st.lists(row, min_size=1, max_size=8)),
     min_size=1,
-    max_size=6,
+    max_size=8,
 )
 
 
@@ -97,6 +97,15 @@ def _sorted_rows(table: pa.Table) -> list:
 @example(ops=[("append", [{"id": 1, "value": math.nan, "name": "a"}, {"id": 2, "value": 1.5, "name": LONG}])], expression=pc.field("name") == LONG, partitioned=False)
 @example(ops=[("append", [{"id": 1}, {"id": 2}])], expression=pc.field("day").is_null(), partitioned=True)
 @example(ops=[("append", [{"id": 1}, {"id": None}])], expression=pc.field("id").is_null() | (pc.field("id") > 5), partitioned=False)
+# Manifests skipped by their column bounds (core/column_bounds.py): commits of different ranges, and DELETE entries
+# (overwrite, delete, compact) in a manifest whose other files cannot match: the deleted file must stay deleted.
+@example(ops=[("append", [{"id": 20}]), ("append", [{"id": 1}]), ("overwrite", [{"id": 2}])], expression=pc.field("id") == 20, partitioned=False)
+@example(ops=[("append", [{"p": 0, "id": 20}, {"p": 1, "id": 1}]), ("delete", [{"p": 0}])], expression=pc.field("id") == 20, partitioned=True)
+@example(
+    ops=[("append", [{"id": 1, "value": math.nan}]), ("append", [{"id": 9, "name": LONG}]), ("append", [{"id": 2}]), ("compact", [{}])],
+    expression=(pc.field("id") > 5) | (pc.field("name") == LONG), partitioned=False,
+)
+@example(ops=[("append", [{"id": 1, "day": dt.date(2026, 1, 1)}]), ("append", [{"id": 9, "ts": None}])], expression=pc.field("ts").is_valid(), partitioned=False)
 def test_a_scan_skipping_files_by_statistics_is_the_unfiltered_scan_filtered_in_memory(tmp_path_factory, ops, expression, partitioned):
     # A tiny target file size: several files per partition per write, each with its own statistics.
     table = Table.create(
@@ -173,8 +182,8 @@ def test_a_selective_filter_on_a_sorted_column_reads_only_the_files_that_may_mat
 
 
 def test_manifests_written_before_statistics_still_read(tmp_path):
-    """A table whose manifests predate the ``stats`` column (the old five columns): files have no statistics,
-    none is skipped, and filtered scans give the right rows."""
+    """A table whose manifests predate the ``stats`` column (the old five columns), and whose lists predate
+    ``column_stats``: files have no statistics, none is skipped, and filtered scans give the right rows."""
     uri = str(tmp_path / "t")
     table = Table.create(uri, SCHEMA, partition_by=["p"], options={"manifest.merge-min-count": "1000"})
     for c in range(6):
@@ -183,6 +192,7 @@ def test_manifests_written_before_statistics_still_read(tmp_path):
     rewritten = 0
     for path in (tmp_path / "t" / "manifest").iterdir():
         if path.name.startswith("manifest-list-"):
+            pq.write_table(pq.read_table(path).select(_LIST_SCHEMA_WITHOUT_COLUMN_STATS.names), path, compression="zstd")
             continue
         old = pq.read_table(path).select(_MANIFEST_SCHEMA_WITHOUT_STATS.names).cast(_MANIFEST_SCHEMA_WITHOUT_STATS)
         pq.write_table(old, path, compression="zstd")
