@@ -195,6 +195,19 @@ def orphan_lower_bound(uri: str) -> dict:
     }
 
 
+def verify_table(uri: str) -> dict:
+    """``Table.verify()`` of the whole table in this (fresh) process (its listing and in-use pass are the orphan clean's)."""
+    from airflow_snaptable.core import Table
+
+    table = Table.open(uri)
+    started = time.perf_counter()
+    result = table.verify()
+    return {
+        "seconds": time.perf_counter() - started, "unreferenced": len(result.unreferenced_files),
+        "missing": len(result.missing_files), "peak_rss_mb": _peak_rss_mb(),
+    }
+
+
 def orphan_step(uri: str, base_mb: float) -> None:
     """The orphan clean and its lower bound, each in a fresh interpreter, printed."""
     clean = _in_fresh_process("orphan_clean", uri)
@@ -209,6 +222,11 @@ def orphan_step(uri: str, base_mb: float) -> None:
     print(
         f"    orphan lower bound: {bound['seconds']:.2f} s (listing {files:,} files: {bound['list_seconds']:.2f} s; "
         f"reading {bound['entries_read']:,} manifest entries: {bound['read_seconds']:.2f} s), peak RSS {bound['peak_rss_mb']:.0f} MB"
+    )
+    checked = _in_fresh_process("verify_table", uri)
+    print(
+        f"    verify: {checked['seconds']:.2f} s, {checked['unreferenced']:,} unreferenced, {checked['missing']:,} missing, "
+        f"peak RSS {checked['peak_rss_mb']:.0f} MB"
     )
 
 
