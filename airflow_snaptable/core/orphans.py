@@ -94,10 +94,11 @@ class OrphanFilesClean:
     ``batch`` at a time.
     """
 
-    def __init__(self, store: TableStore, clock: Callable[[], int], batch: int = ORPHAN_BATCH):
+    def __init__(self, store: TableStore, clock: Callable[[], int], batch: int | None = None):
+        """:param batch: listed files checked against the in-use set at once (default ``ORPHAN_BATCH``)."""
         self.store = store
         self.clock = clock
-        self.batch = batch
+        self.batch = batch or ORPHAN_BATCH
 
     def clean(self, older_than=None, dry_run: bool = True, now=None) -> OrphanResult:
         """Delete (or, on a dry run, list) files under the table that nothing references and that are
