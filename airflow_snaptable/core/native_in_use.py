@@ -26,8 +26,11 @@ from airflow_snaptable.core.path_set import PathHashSet, PathHashSetBuilder
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.tags import Tag
 
-#: Snapshots whose lists and delta manifests are read at once (one bulk read each).
-SNAPSHOT_CHUNK = 256
+#: Snapshots whose lists and delta manifests are read at once (one bulk ``Storage.read_many`` each):
+#: their 5,000 lists reach the Spark job's threshold for reading on executors
+#: (spark/maintenance.py ``DEFAULT_READ_THRESHOLD``), and their deltas' bytes stay a few tens of MB
+#: (a delta of 1,000 files is ~25 KB).
+SNAPSHOT_CHUNK = 2_500
 #: Manifest rows decoded at once.
 BATCH_ROWS = 65_536
 
