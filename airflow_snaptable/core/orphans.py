@@ -122,14 +122,12 @@ class OrphanFilesClean:
                     if in_use:
                         continue
                     result.add(path, size)
-                    doomed.append(path)
-                if not dry_run and len(doomed) >= DELETE_BUFFER:
+                    if not dry_run:
+                        doomed.append(path)
+                if len(doomed) >= DELETE_BUFFER:
                     delete_with_progress("deleting orphan files", doomed, files.delete)
                     doomed = []
-                elif dry_run:
-                    doomed = []
-            if not dry_run:
-                delete_with_progress("deleting orphan files", doomed, files.delete)
+            delete_with_progress("deleting orphan files", doomed, files.delete)  # nothing on a dry run
         return result
 
 
