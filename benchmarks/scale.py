@@ -21,7 +21,9 @@ The lifecycle part (``--only lifecycle``; the default runs both) builds the "spr
 more, with an empty file on disk for every data file, and then runs, each in a fresh interpreter:
 
 - an orphan clean (dry run, every file older than the window) of the whole table, with
-  ``--orphans`` unreferenced files beside the data files;
+  ``--orphans`` unreferenced files beside the data files, and its lower bound measured in the same
+  run: listing the same tree with ``os.scandir`` and reading the manifests the in-use pass must read
+  once (``--only orphans`` runs this step alone; ``--table DIR`` builds the table there, or reuses it);
 - "overwrite everything" (one file replaces the table: ``commit_files(..., mode="overwrite")``);
 - the lower bound of the expiry that follows, measured in the same run: deleting as many
   empty files (a scratch copy of the data and manifest files it deletes) through the same
@@ -151,6 +153,85 @@ def orphan_clean(uri: str) -> dict:
     return {"seconds": time.perf_counter() - started, "orphans": result.orphan_count, "peak_rss_mb": _peak_rss_mb()}
 
 
+def orphan_lower_bound(uri: str) -> dict:
+    """What any orphan clean of the table cannot avoid, in this (fresh) process: listing every file
+    under ``data/`` and ``manifest/`` (plain ``os.scandir``, nothing kept) and reading what the in-use
+    pass must read once (every snapshot's two lists, the first snapshot's manifests, every later
+    snapshot's delta manifests), parsing the manifests' ``path`` column as Arrow and letting it go."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_snaptable.core import Table
+    from airflow_snaptable.core.manifest import manifest_path
+
+    table = Table.open(uri)
+    started = time.perf_counter()
+    listed, pending = 0, [os.path.join(uri, "data"), os.path.join(uri, "manifest")]
+    while pending:
+        with os.scandir(pending.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir():
+                    pending.append(entry.path)
+                else:
+                    entry.stat()
+                    listed += 1
+    list_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    snapshots = table.snapshot_manager
+    io = table.manifest_io
+    entries = 0
+    for snapshot_id in range(snapshots.earliest_id(), snapshots.latest_id() + 1):
+        snapshot = snapshots.snapshot(snapshot_id)
+        lists = io.read_lists([snapshot.base_manifest_list, snapshot.delta_manifest_list])
+        names = [m.file_name for name in lists for m in lists[name]] if snapshot_id == snapshots.earliest_id() else [
+            m.file_name for m in lists[snapshot.delta_manifest_list]
+        ]
+        for name in names:
+            data = table.storage.read_bytes(manifest_path(name))
+            entries += pq.ParquetFile(pa.BufferReader(data)).read(columns=["path"], use_threads=False).num_rows
+    read_seconds = time.perf_counter() - started
+    return {
+        "seconds": list_seconds + read_seconds, "list_seconds": list_seconds, "read_seconds": read_seconds, "files_listed": listed, "entries_read": entries, "peak_rss_mb": _peak_rss_mb(),
+    }
+
+
+def verify_table(uri: str) -> dict:
+    """``Table.verify()`` of the whole table in this (fresh) process (its listing and in-use pass are the orphan clean's)."""
+    from airflow_snaptable.core import Table
+
+    table = Table.open(uri)
+    started = time.perf_counter()
+    result = table.verify()
+    return {
+        "seconds": time.perf_counter() - started, "unreferenced": len(result.unreferenced_files),
+        "missing": len(result.missing_files), "peak_rss_mb": _peak_rss_mb(),
+    }
+
+
+def orphan_step(uri: str, base_mb: float) -> None:
+    """The orphan clean and its lower bound, each in a fresh interpreter, printed."""
+    clean = _in_fresh_process("orphan_clean", uri)
+    bound = _in_fresh_process("orphan_lower_bound", uri)
+    files = bound["files_listed"]
+    per_file = (clean["peak_rss_mb"] - base_mb) * 1024 * 1024 / max(files, 1)
+    print(
+        f"    orphan clean (dry run): {clean['seconds']:.2f} s ({clean['seconds'] / bound['seconds']:.2f}x the lower bound), "
+        f"{clean['orphans']:,} orphans of {files:,} files listed, peak RSS {clean['peak_rss_mb']:.0f} MB "
+        f"(target <= 500 MB at 1M files), {per_file:,.0f} bytes per listed file over the empty interpreter"
+    )
+    print(
+        f"    orphan lower bound: {bound['seconds']:.2f} s (listing {files:,} files: {bound['list_seconds']:.2f} s; "
+        f"reading {bound['entries_read']:,} manifest entries: {bound['read_seconds']:.2f} s), peak RSS {bound['peak_rss_mb']:.0f} MB"
+    )
+    checked = _in_fresh_process("verify_table", uri)
+    print(
+        f"    verify: {checked['seconds']:.2f} s, {checked['unreferenced']:,} unreferenced, {checked['missing']:,} missing, "
+        f"peak RSS {checked['peak_rss_mb']:.0f} MB"
+    )
+
+
 def overwrite(uri: str) -> dict:
     """One file replaces the whole table (what makes every earlier file expirable)."""
     from airflow_snaptable.core import Table
@@ -215,18 +296,35 @@ def expire(uri: str) -> dict:
     }
 
 
+def build_lifecycle_table(uri: str, commits: int, files_per_commit: int, partitions: int, orphans: int) -> None:
+    """The "spread" table with a file on disk for every data file (reused if ``uri`` holds one: ``--table``)."""
+    if (Path(uri) / "snapshot").is_dir():
+        print(f"\n  lifecycle table reused: {uri}")
+        return
+    started = time.perf_counter()
+    _in_fresh_process("build", uri, commits, files_per_commit, partitions, "spread")
+    _in_fresh_process("make_data_files", uri, orphans)
+    print(f"\n  lifecycle (every commit writes every partition; built in {time.perf_counter() - started:.0f} s):")
+
+
+def orphans_only(commits: int, files_per_commit: int, partitions: int, orphans: int, table: str | None) -> None:
+    """``--only orphans``: the lifecycle table and the orphan step, nothing else."""
+    base = _in_fresh_process("baseline")["peak_rss_mb"]
+    with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
+        uri = table or str(Path(tmp) / "t")
+        build_lifecycle_table(uri, commits, files_per_commit, partitions, orphans)
+        print(f"    empty interpreter: peak RSS {base:.0f} MB")
+        orphan_step(uri, base)
+
+
 def lifecycle(commits: int, files_per_commit: int, partitions: int, orphans: int) -> None:
     """Orphan clean, overwrite, lower bound and expiry of one table, each step in a fresh interpreter."""
     base = _in_fresh_process("baseline")["peak_rss_mb"]
     with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
         uri, scratch = str(Path(tmp) / "t"), str(Path(tmp) / "scratch")
-        started = time.perf_counter()
-        _in_fresh_process("build", uri, commits, files_per_commit, partitions, "spread")
-        _in_fresh_process("make_data_files", uri, orphans)
-        print(f"\n  lifecycle (every commit writes every partition; built in {time.perf_counter() - started:.0f} s):")
+        build_lifecycle_table(uri, commits, files_per_commit, partitions, orphans)
         print(f"    empty interpreter: peak RSS {base:.0f} MB")
-        clean = _in_fresh_process("orphan_clean", uri)
-        print(f"    orphan clean (dry run): {clean['seconds']:.2f} s, {clean['orphans']:,} orphans, peak RSS {clean['peak_rss_mb']:.0f} MB")
+        orphan_step(uri, base)
         written = _in_fresh_process("overwrite", uri)
         print(f"    overwrite everything: {written['seconds']:.2f} s, peak RSS {written['peak_rss_mb']:.0f} MB")
         bound = _in_fresh_process("lower_bound", uri, scratch)
@@ -257,11 +355,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files-per-commit", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--orphans", type=int, default=1000, help="unreferenced files beside the data files (lifecycle)")
-    parser.add_argument("--only", choices=("plans", "lifecycle"), help="run only the planning or only the lifecycle part")
+    parser.add_argument(
+        "--only", choices=("plans", "lifecycle", "orphans"),
+        help="run only the planning or only the lifecycle part, or of the lifecycle part only the orphan clean",
+    )
+    parser.add_argument("--table", help="--only orphans: build the table here, or reuse the one built there before")
     args = parser.parse_args(argv)
     total = args.commits * args.files_per_commit
     median = lambda runs: sorted(r["seconds"] for r in runs)[1]  # noqa: E731
     print(f"Table: {args.commits} commits x {args.files_per_commit} files = {total:,} data files in {args.partitions} partitions")
+    if args.only == "orphans":
+        orphans_only(args.commits, args.files_per_commit, args.partitions, args.orphans, args.table)
+        return 0
     if args.only != "plans":
         lifecycle(args.commits, args.files_per_commit, args.partitions, args.orphans)
     if args.only == "lifecycle":

@@ -16,6 +16,8 @@ from airflow_snaptable.core.errors import MissingMetadataError
 from airflow_snaptable.core.manifest import (
     MANIFEST_DIR, DataFile, ManifestEntry, ManifestIO, apply_entries, iter_manifest, manifest_path,
 )
+from airflow_snaptable.core.native_in_use import native_paths_in_use
+from airflow_snaptable.core.path_set import PathHashSet
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.store import ExpiringMetadata, InUse, StoredFile
@@ -183,19 +185,23 @@ class NativeFiles:
 
     # -- listings -------------------------------------------------------------------------------
 
-    def listed_files(self) -> list[StoredFile]:
-        """Everything under ``data/`` and ``manifest/``."""
-        return [StoredFile(*found) for found in self.storage.list_files(DATA_DIR) + self.storage.list_files(MANIFEST_DIR)]
+    def paths_in_use(self, snapshots: Sequence[Snapshot], tags: Sequence[Tag]) -> PathHashSet:
+        """What :meth:`referenced_by` references, streamed into 8 bytes per path (core/native_in_use.py)."""
+        return native_paths_in_use(self.manifests, snapshots, tags)
 
-    def leftover_files(self) -> list[StoredFile]:
+    def listed_files(self) -> Iterator[StoredFile]:
+        """Everything under ``data/`` and ``manifest/``, a directory at a time."""
+        for directory in (DATA_DIR, MANIFEST_DIR):
+            for found in self.storage.iter_files(directory):
+                yield StoredFile(*found)
+
+    def leftover_files(self) -> Iterator[StoredFile]:
         """Temp files of interrupted atomic writes in the metadata directories, and ``Table.create``'s probes."""
-        found = []
         for directory in _METADATA_DIRS:
-            for rel, size, mtime in self.storage.list_files(directory):
+            for rel, size, mtime in self.storage.iter_files(directory):
                 name = rel.rsplit("/", 1)[-1]
                 if (name.startswith(".") and name.endswith(".tmp")) or directory == "_probe":
-                    found.append(StoredFile(rel, size, mtime))
-        return found
+                    yield StoredFile(rel, size, mtime)
 
 
 class DeltaEntries:

@@ -14,19 +14,37 @@ Rules (Paimon OrphanFilesClean, and its bugs not repeated):
 
 from __future__ import annotations
 
+import itertools
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
-from typing import Callable
+from typing import Callable, Iterable, Iterator
+
+import pyarrow as pa
 
 from airflow_snaptable.core.checks import check_bool
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
 from airflow_snaptable.core.options import parse_duration
+from airflow_snaptable.core.path_set import PathHashSet
 from airflow_snaptable.core.progress import delete_with_progress
-from airflow_snaptable.core.store import InUse, TableStore
+from airflow_snaptable.core.store import InUse, StoredFile, TableStore
 from airflow_snaptable.core.timeutil import to_millis
 
 DEFAULT_ORPHAN_WINDOW = timedelta(days=1)
+#: Listed files checked against the in-use set at once.
+ORPHAN_BATCH = 65_536
+#: Orphans gathered before a deleting run deletes them (``delete_with_progress``: 10 chunks of 10,000).
+DELETE_BUFFER = 100_000
+#: Orphan paths a result lists at most (``orphan_count`` and ``bytes`` count every one): a dry
+#: run of a million orphans returns counts and the first paths, not a million strings.
+MAX_LISTED_ORPHANS = 10_000
+
+
+def _history(store: TableStore) -> list:
+    snapshots = store.snapshots
+    earliest, latest = snapshots.earliest_id(), snapshots.latest_id()
+    return [s for s, _size in snapshots.read_ids(range(earliest, latest + 1)).values()] if earliest is not None and latest is not None else []
 
 
 def files_in_use(store: TableStore) -> InUse:
@@ -35,30 +53,52 @@ def files_in_use(store: TableStore) -> InUse:
     Every retained snapshot must be readable: a missing or unreadable one raises (what it
     references is unknown, so nothing may be deleted on the strength of this set).
     """
-    snapshots = store.snapshots
-    earliest, latest = snapshots.earliest_id(), snapshots.latest_id()
-    history = [s for s, _size in snapshots.read_ids(range(earliest, latest + 1)).values()] if earliest is not None and latest is not None else []
-    return store.files.referenced_by(history, store.tags.tags())
+    return store.files.referenced_by(_history(store), store.tags.tags())
+
+
+def paths_in_use(store: TableStore) -> PathHashSet:
+    """:func:`files_in_use` as a compact set of paths (8 bytes per file, core/path_set.py); fails closed alike."""
+    return store.files.paths_in_use(_history(store), store.tags.tags())
 
 
 @dataclass
 class OrphanResult:
+    #: The orphans' paths, in listing order, at most ``MAX_LISTED_ORPHANS`` of them.
     orphan_files: list[str] = field(default_factory=list)
     orphan_count: int = 0
     bytes: int = 0
     older_than_millis: int = 0
     dry_run: bool = True
+    #: True when ``orphan_files`` lists fewer paths than ``orphan_count`` (the cap).
+    orphan_files_truncated: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def add(self, path: str, size: int) -> None:
+        """Count an orphan; list it while under the cap."""
+        self.orphan_count += 1
+        self.bytes += size
+        if len(self.orphan_files) < MAX_LISTED_ORPHANS:
+            self.orphan_files.append(path)
+        else:
+            self.orphan_files_truncated = True
+
 
 class OrphanFilesClean:
-    """Removes the files of one table that nothing references (Paimon's OrphanFilesClean)."""
+    """Removes the files of one table that nothing references (Paimon's OrphanFilesClean).
 
-    def __init__(self, store: TableStore, clock: Callable[[], int]):
+    Memory does not grow with the listing: the candidates are spilled to a local temporary file
+    (:class:`CandidateSpill`) while the tree is listed a directory at a time, the in-use set is
+    8 bytes per referenced file (core/path_set.py), and the candidates are read back and checked
+    ``batch`` at a time.
+    """
+
+    def __init__(self, store: TableStore, clock: Callable[[], int], batch: int | None = None):
+        """:param batch: listed files checked against the in-use set at once (default ``ORPHAN_BATCH``)."""
         self.store = store
         self.clock = clock
+        self.batch = batch or ORPHAN_BATCH
 
     def clean(self, older_than=None, dry_run: bool = True, now=None) -> OrphanResult:
         """Delete (or, on a dry run, list) files under the table that nothing references and that are
@@ -67,23 +107,59 @@ class OrphanFilesClean:
         cutoff = cutoff_millis(self.clock() if now is None else to_millis(now), older_than)
 
         files = self.store.files
-        # Candidates first, then the in-use set: a file committed in between is in the set.
-        listed = files.listed_files() + files.leftover_files()
-        candidates = [(rel, size) for rel, size, mtime in listed if mtime is not None and mtime * 1000 < cutoff]
-        del listed  # the listing's records are the size of the table: keep only the candidates
-        used_paths = files_in_use(self.store).all_paths()  # one set of paths; the per-file records go at once
-        if not used_paths and self.store.snapshots.latest_id() is not None:
-            raise CorruptMetadataError("the table has snapshots but no file is in use: refusing to delete anything")
         result = OrphanResult(older_than_millis=cutoff, dry_run=dry_run)
-        for rel, size in candidates:
-            if rel in used_paths:
-                continue
-            result.orphan_files.append(rel)
-            result.bytes += size
-        if not dry_run:
-            delete_with_progress("deleting orphan files", result.orphan_files, files.delete)
-        result.orphan_count = len(result.orphan_files)
+        with CandidateSpill(self.batch) as candidates:
+            # Candidates first, then the in-use set: a file committed in between is in the set.
+            listed = itertools.chain(files.listed_files(), files.leftover_files())
+            candidates.write(found for found in listed if found.modified is not None and found.modified * 1000 < cutoff)
+            used = paths_in_use(self.store)
+            if not len(used) and self.store.snapshots.latest_id() is not None:
+                raise CorruptMetadataError("the table has snapshots but no file is in use: refusing to delete anything")
+            doomed: list[str] = []
+            for paths, sizes in candidates.batches():
+                kept = used.contains(paths)
+                for path, size, in_use in zip(paths, sizes, kept.tolist()):
+                    if in_use:
+                        continue
+                    result.add(path, size)
+                    if not dry_run:
+                        doomed.append(path)
+                if len(doomed) >= DELETE_BUFFER:
+                    delete_with_progress("deleting orphan files", doomed, files.delete)
+                    doomed = []
+            delete_with_progress("deleting orphan files", doomed, files.delete)  # nothing on a dry run
         return result
+
+
+class CandidateSpill:
+    """The orphan candidates (path, size), written to a local temporary Arrow IPC file as they are
+    listed and read back ``batch`` rows at a time: the listing of a table of millions of files is
+    never in memory. The file goes when the ``with`` block ends."""
+
+    _SCHEMA = pa.schema([("path", pa.string()), ("size", pa.int64())])
+
+    def __init__(self, batch: int):
+        self.batch = batch
+        self._file = None
+
+    def __enter__(self) -> "CandidateSpill":
+        self._file = tempfile.TemporaryFile(prefix="snaptable-orphans-")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._file.close()
+
+    def write(self, found: Iterable[StoredFile]) -> None:
+        with pa.ipc.new_stream(self._file, self._SCHEMA) as writer:
+            found = iter(found)
+            while chunk := list(itertools.islice(found, self.batch)):
+                writer.write_batch(pa.record_batch([[f.path for f in chunk], [f.size for f in chunk]], schema=self._SCHEMA))
+
+    def batches(self) -> Iterator[tuple[list[str], list[int]]]:
+        self._file.seek(0)
+        with pa.ipc.open_stream(self._file) as reader:
+            for batch in reader:
+                yield batch.column("path").to_pylist(), batch.column("size").to_pylist()
 
 
 def cutoff_millis(now_millis: int, older_than) -> int:

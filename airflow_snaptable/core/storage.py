@@ -12,13 +12,14 @@ import os
 import posixpath
 import threading
 from collections import Counter
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
 import airflow_snaptable.core.local_files as local_files
+from airflow_snaptable.core.listing import list_directory
 from airflow_snaptable.core.errors import (
     CorruptMetadataError,
     InvalidArgumentError,
@@ -256,21 +257,31 @@ class Storage:
         return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries if str(e).rstrip("/") != own)
 
     def list_files(self, rel_dir: str) -> list[tuple[str, int, float | None]]:
-        """Every file under ``rel_dir`` recursively: (relative path, size, modified epoch seconds)."""
-        self._op("list", rel_dir)
-        base = self.full_path(rel_dir)
-        try:
-            found = self.fs.find(base, detail=True)
-        except FileNotFoundError:
-            return []
-        out = []
-        prefix = self.root.rstrip("/") + "/"
-        for path, info in found.items():
-            if info.get("type") == "directory":
-                continue
-            rel = path[len(prefix):] if path.startswith(prefix) else path
-            out.append((rel, int(info.get("size") or 0), _modified_seconds(info)))
-        return sorted(out)
+        """Every file under ``rel_dir`` recursively, sorted: (relative path, size, modified epoch seconds).
+
+        For the small directories (plans, intents, consumers); a tree the size of the table is
+        walked with :meth:`iter_files`, which never holds its listing.
+        """
+        return sorted(self.iter_files(rel_dir))
+
+    def iter_files(self, rel_dir: str) -> Iterator[tuple[str, int, float | None]]:
+        """Every file under ``rel_dir`` recursively, as (relative path, size, modified epoch seconds),
+        listed one directory at a time: memory holds one directory's entries and the directories
+        still to visit, never the tree's listing (orphan cleaning and ``verify`` of a table of
+        millions of files).
+
+        Order: a directory's files by name, then its subdirectories by name, depth first. Directories
+        are not yielded; a directory that does not exist (or vanishes while the walk reaches it: an
+        expiry removing an emptied partition) lists as empty; ``rel_dir`` naming a file yields that
+        file. Every directory listed is one counted ``list`` operation.
+        """
+        pending = [rel_dir]
+        while pending:
+            current = pending.pop()
+            self._op("list", current)
+            files, directories = list_directory(self.fs, self.root, self.full_path(current), local=self._is_local)
+            yield from files
+            pending.extend(sorted(directories, reverse=True))  # popped in name order
 
     def delete(self, rel: str) -> None:
         """Delete a file; deleting a missing file is success (it is already gone)."""
@@ -369,17 +380,3 @@ def check_location(uri: object) -> str:
     if not fsspec.core.split_protocol(uri)[1].strip("/"):
         raise InvalidArgumentError(f"table location {uri!r} names no path (only a protocol)")
     return uri
-
-
-def _modified_seconds(info: dict) -> float | None:
-    for key in ("mtime", "LastModified", "last_modified", "created"):
-        value = info.get(key)
-        if value is None:
-            continue
-        if hasattr(value, "timestamp"):
-            return float(value.timestamp())
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            continue
-    return None

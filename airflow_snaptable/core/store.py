@@ -32,6 +32,7 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence
 from airflow_snaptable.core.errors import SnapTableError
 from airflow_snaptable.core.consumers import Consumer
 from airflow_snaptable.core.manifest import DataFile, ManifestEntry
+from airflow_snaptable.core.path_set import PathHashSet
 from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage
@@ -173,11 +174,17 @@ class FileStore(Protocol):
         """Every data and metadata file these snapshots (ascending ids) and tags reference."""
         ...
 
-    def listed_files(self) -> list[StoredFile]:
-        """Every data and metadata file the format keeps under the table (orphan cleaning's candidates)."""
+    def paths_in_use(self, snapshots: Sequence[Snapshot], tags: Sequence[Tag]) -> PathHashSet:
+        """The paths ``referenced_by`` would return, as a compact set (orphan cleaning's in-use set):
+        a store may build it without holding one object per file."""
         ...
 
-    def leftover_files(self) -> list[StoredFile]:
+    def listed_files(self) -> Iterable[StoredFile]:
+        """Every data and metadata file the format keeps under the table (orphan cleaning's candidates),
+        listed as iterated (``Storage.iter_files``): a table of millions of files is never one list."""
+        ...
+
+    def leftover_files(self) -> Iterable[StoredFile]:
         """Temporary files of interrupted writes, which nothing ever references."""
         ...
 

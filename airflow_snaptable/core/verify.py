@@ -103,19 +103,29 @@ def verify(
     except CorruptMetadataError as exc:
         result.missing_files.append({"path": str(exc), "referenced_by": "metadata"})
         used = None
-    recorded = dict(written)
-    if used is not None:
-        owners = {**used.metadata_files, **used.data_files}
-        recorded.update((path, (size, owners.get(path, "metadata"))) for path, size in used.recorded_sizes.items())
-    for path, (size, owner) in sorted(recorded.items()):
+    # No merged copies of the per-file dicts (a table of a million files): each check walks them once.
+    def check_size(path: str, size: int, owner: str) -> None:
         if path in present and present[path] != size:
             result.size_mismatches.append({"path": path, "recorded_size": size, "actual_size": present[path], "referenced_by": owner})
+
+    if used is not None:
+        for path, size in used.recorded_sizes.items():  # a data file's owner before a metadata file's
+            check_size(path, size, used.data_files[path] if path in used.data_files else used.metadata_files.get(path, "metadata"))
+    for path, (size, owner) in written.items():
+        if used is None or path not in used.recorded_sizes:
+            check_size(path, size, owner)
+    result.size_mismatches.sort(key=lambda m: m["path"])
     if used is None:
         return result
-    for path, owner in sorted({**used.data_files, **used.metadata_files}.items()):
+    for path, owner in used.data_files.items():
+        if path not in present and path not in used.metadata_files:  # a metadata file's owner wins
+            result.missing_files.append({"path": path, "referenced_by": owner})
+    for path, owner in used.metadata_files.items():
         if path not in present:
             result.missing_files.append({"path": path, "referenced_by": owner})
-    result.unreferenced_files = sorted((set(present) - used.all_paths()) | set(leftovers))
+    result.missing_files.sort(key=lambda m: m["path"])
+    unreferenced = {path for path in present if path not in used.data_files and path not in used.metadata_files}
+    result.unreferenced_files = sorted(unreferenced.union(leftovers))
     return result
 
 

@@ -35,17 +35,14 @@ def remove_orphan_files(table_loader, storage: Storage, now_millis: int, older_t
     cutoff = cutoff_millis(now_millis, DEFAULT_WINDOW if older_than is None else older_than)
     # Candidates first, then what is valid: a file committed in between is valid.
     candidates = [
-        f for f in storage.list_files("")
+        f for f in storage.iter_files("")
         if not f[0].startswith(LIFECYCLE_DIR + "/") and f[2] is not None and f[2] * 1000 < cutoff
     ]
     valid = valid_files(table_loader(), storage)
     orphans = sorted((rel, size) for rel, size, _mtime in candidates if rel not in valid)
     if not dry_run:
         storage.delete_files([rel for rel, _size in orphans])
-    return OrphanResult(
-        orphan_files=[rel for rel, _size in orphans],
-        orphan_count=len(orphans),
-        bytes=sum(size for _rel, size in orphans),
-        older_than_millis=cutoff,
-        dry_run=dry_run,
-    )
+    result = OrphanResult(older_than_millis=cutoff, dry_run=dry_run)
+    for rel, size in orphans:
+        result.add(rel, size)  # lists at most MAX_LISTED_ORPHANS, counts all
+    return result

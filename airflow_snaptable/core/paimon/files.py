@@ -12,7 +12,7 @@ directories; temporary files of interrupted atomic writes are in ``snapshot/``, 
 from __future__ import annotations
 
 import json
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from airflow_snaptable.core.manifest import DataFile, ManifestEntry
 from airflow_snaptable.core.paimon.binary_row import PartitionLayout, escape_path_name
@@ -26,6 +26,7 @@ from airflow_snaptable.core.paimon.manifests import (
     manifest_path,
 )
 from airflow_snaptable.core.paimon.snapshots import RAW_KEY
+from airflow_snaptable.core.path_set import PathHashSet
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.store import ExpiringMetadata, InUse, StoredFile
@@ -162,21 +163,23 @@ class PaimonFiles:
         prefix = f"{escape_path_name(self.layout.keys[0])}=" if self.layout.keys else "bucket-"
         return [name for name in self.storage.list_names("") if name.startswith(prefix)]
 
-    def listed_files(self) -> list[StoredFile]:
-        found = []
-        for directory in self._data_roots() + [MANIFEST_DIR]:
-            found += [StoredFile(*f) for f in self.storage.list_files(directory)]
-        return found
+    def paths_in_use(self, snapshots: Sequence[Snapshot], tags: Sequence[Tag]) -> PathHashSet:
+        """:meth:`referenced_by`'s paths as a compact set (the per-file records go once it is built)."""
+        return PathHashSet.of(self.referenced_by(snapshots, tags).all_paths())
 
-    def leftover_files(self) -> list[StoredFile]:
-        found = []
+    def listed_files(self) -> Iterator[StoredFile]:
+        """The data and manifest directories, a directory at a time (``Storage.iter_files``)."""
+        for directory in self._data_roots() + [MANIFEST_DIR]:
+            for found in self.storage.iter_files(directory):
+                yield StoredFile(*found)
+
+    def leftover_files(self) -> Iterator[StoredFile]:
         directories = list(_METADATA_DIRS) + [f"{self.lifecycle_dir}/{d}" for d in _LIFECYCLE_DIRS]
         for directory in directories:
-            for rel, size, mtime in self.storage.list_files(directory):
+            for rel, size, mtime in self.storage.iter_files(directory):
                 name = rel.rsplit("/", 1)[-1]
                 if name.startswith(".") and name.endswith(".tmp"):
-                    found.append(StoredFile(rel, size, mtime))
-        return found
+                    yield StoredFile(rel, size, mtime)
 
 
 def _list_sizes(snapshot: Snapshot) -> dict[str, int]:
