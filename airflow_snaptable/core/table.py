@@ -192,33 +192,33 @@ class Table(TableWrites):
     # -- reads -------------------------------------------------------------------
 
     def scan(
-        self,
-        snapshot_id: int | None = None,
-        as_of=None,
-        filter=None,
-        columns: Sequence[str] | None = None,
-        tag: str | None = None,
+        self, snapshot_id: int | None = None, as_of=None, filter=None, columns: Sequence[str] | None = None, tag: str | None = None,
     ) -> TableScan:
         """Read the latest snapshot, a given snapshot id, a tag, or the state as of a time."""
-        if sum(x is not None for x in (snapshot_id, as_of, tag)) > 1:
-            raise InvalidArgumentError("give at most one of snapshot_id, as_of and tag")
         expression = check_filter(self.schema, to_expression(filter))
         columns = check_columns(self.schema, columns)
-        if tag is not None:
-            snapshot = self.tag_manager.tag(tag).snapshot
-        elif snapshot_id is not None:
-            snapshot = self.snapshot(snapshot_id)
-        elif as_of is not None:
-            snapshot = self.snapshot_at(as_of)
-            if snapshot is None:
-                raise SnapshotNotFoundError(f"no snapshot at or before {as_of} (or it has expired)")
-        else:
-            snapshot = self.latest_snapshot()
-        self._check_readable()
+        snapshot = self.snapshot_to_read(snapshot_id, as_of, tag)
         # With a filter, only the manifests whose partition bounds may match are read, and only the entries whose
         # partition and column statistics may match are decoded (core/partition_pruning.py, core/data_skipping.py).
         files = [] if snapshot is None else list(pruned_state(self.manifest_io, self.schema, snapshot, expression).values())
         return TableScan(self.storage, self.schema, snapshot, files, expression, columns)
+
+    def snapshot_to_read(self, snapshot_id: int | None = None, as_of=None, tag: str | None = None) -> Snapshot | None:
+        """The snapshot a read of a snapshot id, a tag or a time sees (the latest without any; None for an
+        empty table), checked readable: what ``scan`` plans, for planners that read its files later."""
+        if sum(x is not None for x in (snapshot_id, as_of, tag)) > 1:
+            raise InvalidArgumentError("give at most one of snapshot_id, as_of and tag")
+        self._check_readable()
+        if tag is not None:
+            return self.tag_manager.tag(tag).snapshot
+        if snapshot_id is not None:
+            return self.snapshot(snapshot_id)
+        if as_of is None:
+            return self.latest_snapshot()
+        snapshot = self.snapshot_at(as_of)
+        if snapshot is None:
+            raise SnapshotNotFoundError(f"no snapshot at or before {as_of} (or it has expired)")
+        return snapshot
 
     def read_files(self, files: Sequence[DataFile], columns: Sequence[str] | None = None, filter=None) -> pa.Table:
         """Rows of the given data files (as planned by a scan, a change set or a stream)."""

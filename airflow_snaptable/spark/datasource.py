@@ -41,7 +41,7 @@ from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchEr
 from airflow_snaptable.core.incremental import added_after, snapshot_adds
 from airflow_snaptable.core.manifest import DataFile
 from airflow_snaptable.core.options import OPTION_SPECS
-from airflow_snaptable.core.partition_pruning import prune_files
+from airflow_snaptable.core.partition_pruning import prune_files, pruned_state
 from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage
@@ -105,8 +105,9 @@ class SnapTableDataSource(DataSource):
 # -- reading -----------------------------------------------------------------------
 
 
-def select_read(table: Table, options: dict) -> tuple[Snapshot | None, tuple[int, int] | None, list[DataFile]]:
-    """The snapshot (time travel) or change range (incremental) a batch read asks for, and its files."""
+def select_read(table: Table, options: dict) -> tuple[Snapshot | None, tuple[int, int] | None, list[DataFile] | None]:
+    """The snapshot (time travel) or change range (incremental) a batch read asks for; a change range's
+    files too. A snapshot's files are planned once the filters are pushed (``planned_files``)."""
     snapshot_id = int_option(options, "snapshot-id", minimum=1)
     tag = options.get("tag")
     as_of = options.get("as-of")
@@ -126,8 +127,7 @@ def select_read(table: Table, options: dict) -> tuple[Snapshot | None, tuple[int
         text = str(as_of).strip()
         as_of = int(text) if text.lstrip("-").isdigit() else text
     # core resolves and validates (expired ids, unknown tags, times before the first snapshot)
-    scan = table.scan(snapshot_id=snapshot_id, tag=tag, as_of=as_of)
-    return scan.snapshot, None, scan.all_files
+    return table.snapshot_to_read(snapshot_id=snapshot_id, tag=tag, as_of=as_of), None, None
 
 
 class SnapTableBatchReader(DataSourceReader):
@@ -152,16 +152,16 @@ class SnapTableBatchReader(DataSourceReader):
 
     def planned_files(self) -> list[DataFile]:
         files_reader = self.files_reader
+        if self.change_range is None and self.snapshot is None:
+            return []
         files = self._files
-        if files is None:  # planning on an unpickled copy: read the same snapshot / range again
-            table = Table.open(files_reader.uri, files_reader.storage_options)
-            if self.change_range is not None:
-                files = table.changes(*self.change_range).added_files
-            elif self.snapshot is None:
-                files = []
-            else:
-                files = list(table.manifest_io.read_state(self.snapshot).values())
-        return prune_files(files_reader.table_schema, files, self.expression)
+        if files is not None:  # a change range's files, read when the reader was made
+            return prune_files(files_reader.table_schema, files, self.expression)
+        table = Table.open(files_reader.uri, files_reader.storage_options)
+        if self.change_range is not None:  # planning on an unpickled copy: read the same range again
+            return prune_files(files_reader.table_schema, table.changes(*self.change_range).added_files, self.expression)
+        # A snapshot: only the manifests whose partition and column bounds may match are read (as core's scan).
+        return list(pruned_state(table.manifest_io, files_reader.table_schema, self.snapshot, self.expression).values())
 
     def partitions(self):
         groups = group_files(self.planned_files(), self.split_size)

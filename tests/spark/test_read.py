@@ -6,6 +6,7 @@ import datetime as dt
 import decimal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from airflow_snaptable.core import Table
@@ -205,3 +206,28 @@ def test_read_table_fast_path_matches_core(spark, history):
     dnf = [[("p", "=", 0), ("id", ">", 10)], [("id", "=", 100)]]
     assert rows_of(read_table(spark, uri, filter=dnf)) == arrow_rows(table.scan(filter=dnf).to_arrow())
     assert rows_of(read_table(spark, uri, snapshot_id=2, columns=["id"])) == arrow_rows(table.scan(snapshot_id=2, columns=["id"]).to_arrow())
+
+
+def test_a_pushed_filter_on_a_non_partition_column_skips_manifests_unread(tmp_path, monkeypatch):
+    """Planning reads only the manifests whose column bounds may match, as core's filtered scan does."""
+    from pyspark.sql.datasource import GreaterThanOrEqual
+
+    from airflow_snaptable.core.storage import Storage
+    from airflow_snaptable.spark.datasource import SnapTablePushdownDataSource
+
+    uri = str(tmp_path / "t")
+    table = Table.create(uri, SCHEMA, partition_by=["p"], options={"manifest.merge-min-count": "100"})
+    for start in range(0, 50, 10):  # five appends, five manifests of disjoint id ranges
+        table.append(make_rows(range(start, start + 10)))
+    source = SnapTablePushdownDataSource({"path": uri})
+    reader = source.reader(source.schema())
+    assert reader.pushFilters([GreaterThanOrEqual(("id",), 45)]) == [GreaterThanOrEqual(("id",), 45)]  # Spark still filters
+
+    reads = []
+    real_op = Storage._op
+    monkeypatch.setattr(Storage, "_op", lambda self, kind, rel, n=1: (reads.append(rel) if kind == "read" else None, real_op(self, kind, rel, n))[1])
+    planned = reader.planned_files()
+    manifests = [rel for rel in reads if rel.startswith("manifest/manifest-") and not rel.startswith("manifest/manifest-list-")]
+    assert len(manifests) == 1, manifests
+    assert {f.path for f in planned} == {f.path for f in table.scan(filter=pc.field("id") >= 45).files()}
+    assert planned and all(f.stats is not None for f in planned)
