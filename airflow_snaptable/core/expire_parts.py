@@ -37,7 +37,7 @@ from airflow_snaptable.core import expire_subranges
 from airflow_snaptable.core.expire_plan import SnapshotCache, first_deleting
 from airflow_snaptable.core.manifest import FileKind
 from airflow_snaptable.core.path_hashes import LastAdded, path_hash
-from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan
+from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan, PlanManager
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.store import TableStore
 
@@ -131,9 +131,21 @@ def candidate_parts(store: TableStore, plan: DeletionPlan) -> Iterator[list[Data
 
 
 def candidates_among(store: TableStore, plan: DeletionPlan, paths: set[str]) -> set[str]:
-    """The ``paths`` that ``plan`` may delete (its candidates, protected or not), streaming a plan in parts."""
+    """The ``paths`` that ``plan`` may delete (its candidates, protected or not).
+
+    A plan in parts: the paths a DELETE entry of its recorded deltas names, in one pass without
+    the fold: a superset of its candidates, which only ever refuses or backs out more.
+    """
     if plan.parted is None:
         return {c.path for c in plan.data_files if c.path in paths}
-    if not paths:
-        return set()
-    return {c.path for part in candidate_parts(store, plan) for c in part if c.path in paths}
+    snaps = recorded_snapshots(plan)
+    first, end = plan.parted["changes_from"], max(snaps)
+    if not paths or first > end or PlanManager(store).recorded_part(plan)[1]:
+        return set()  # all parts done: it deletes no data file any more (its metadata may be partly gone)
+    changes = store.files.expiring(snaps, changes_from=first).changes
+    return {
+        entry.file.path
+        for snapshot_id in range(first, end + 1)
+        for entry in changes.pop(snapshot_id)
+        if entry.kind is FileKind.DELETE and entry.file.path in paths
+    }

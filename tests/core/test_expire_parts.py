@@ -13,6 +13,7 @@ import pytest
 from airflow_snaptable.core import Table, expire_parts, expire_subranges, path_hashes
 from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestEntry
 from airflow_snaptable.core.path_hashes import LastAdded, PathHashSet
+from airflow_snaptable.core.expire_parts import candidates_among
 from airflow_snaptable.core.plans import PlanManager
 from tests.core.test_expire_subranges import _appends_then_overwrite, _data_files, _without_plans
 from tests.core.test_lifecycle import FAR_FUTURE, build_rich_history, check_clean, check_readable, diff, make_table, tree
@@ -209,3 +210,30 @@ def test_a_parted_expiry_with_every_path_colliding_deletes_nothing_a_tag_holds(t
     assert result.deleted_data_files == 0  # every deletion looks followed by an add-back: all kept
     fresh = check_readable(uri, history.model)
     assert fresh.verify().missing_files == []
+
+
+def test_an_unfinished_plan_in_parts_names_what_it_deletes_to_commit_files_and_rollback(tmp_path, parts):
+    """commit_files and a keep_history rollback ask each unfinished plan which of their paths it
+    deletes (expire_parts.candidates_among): a plan in parts answers from its recorded deltas."""
+    uri = str(tmp_path / "table")
+    history = _appends_then_overwrite(uri)
+    history.table.create_tag("mid", 3)
+    tag_files = set(history.table.store.files.state(history.table.tag("mid").snapshot))
+    parts(4, 2)
+    table = _open(uri)
+    answers = []
+
+    def ask_the_plan(kind: str, path: str) -> None:
+        # Before each part is recorded, and as its metadata goes (after "all parts done").
+        if (kind == "write" and path.endswith(".part")) or (kind == "delete" and path.startswith("manifest/")):
+            store = Table.open(uri).store
+            (plan,) = PlanManager(store).plans()
+            if plan.parted is not None:
+                answers.append(candidates_among(store, plan, tag_files | {"data/p=0/never.parquet"}))
+
+    table.storage.on_operation = ask_the_plan
+    table.expire_snapshots(**EXPIRE_ARGS)
+    table.storage.on_operation = None
+    assert answers[0] == tag_files  # deleted by the overwrite: candidates (the tag protects them)
+    assert answers[-1] == set()  # "all parts done": it deletes no data file any more
+    check_clean(uri, history.model)
