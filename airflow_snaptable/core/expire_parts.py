@@ -97,12 +97,14 @@ def candidate_parts(store: TableStore, plan: DeletionPlan) -> Iterator[list[Data
     if first > end:
         return
     last_added = LastAdded()
-    changes = store.files.expiring(snaps, changes_from=first).changes
-    for snapshot_id in range(first, end + 1):
-        for entry in changes.pop(snapshot_id):
-            if entry.kind is FileKind.ADD:
-                last_added.add(entry.file.path, snapshot_id)
-    del changes
+    if not all((snaps[i].summary or {}).get("added_files") == 0 for i in range(first, end + 1)):
+        # The first pass, unless every delta records adding nothing.
+        changes = store.files.expiring(snaps, changes_from=first).changes
+        for snapshot_id in range(first, end + 1):
+            for entry in changes.pop(snapshot_id):
+                if entry.kind is FileKind.ADD:
+                    last_added.add(entry.file.path, snapshot_id)
+        del changes
     last_added.seal()
 
     # Hashes of paths deleted, then added back at or after that deletion: deleted again later,
