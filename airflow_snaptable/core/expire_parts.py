@@ -97,13 +97,25 @@ def candidate_parts(store: TableStore, plan: DeletionPlan) -> Iterator[list[Data
     if first > end:
         return
     last_added = LastAdded()
-    if not all((snaps[i].summary or {}).get("added_files") == 0 for i in range(first, end + 1)):
-        # The first pass, unless every delta records adding nothing.
+    recorded = {i: (snaps[i].summary or {}).get("added_files") for i in range(first, end + 1)}
+    if any(count != 0 for count in recorded.values()):
+        # The first pass, over the deltas that may add. A delta lists its ADD entries first
+        # (core/commit.py) and its snapshot records how many (``added_files``, written from the
+        # same request, as ``deleted_files`` is, which expiry already trusts to skip an append's
+        # delta): once that many are seen, the rest of it (the deletions) is not decoded here.
         changes = store.files.expiring(snaps, changes_from=first).changes
         for snapshot_id in range(first, end + 1):
-            for entry in changes.pop(snapshot_id):
+            entries = changes.pop(snapshot_id)
+            expected = recorded[snapshot_id]
+            if expected == 0:
+                continue
+            seen = 0
+            for entry in entries:
                 if entry.kind is FileKind.ADD:
                     last_added.add(entry.file.path, snapshot_id)
+                    seen += 1
+                    if isinstance(expected, int) and seen >= expected:
+                        break
         del changes
     last_added.seal()
 

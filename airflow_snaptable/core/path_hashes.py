@@ -27,6 +27,8 @@ import pyarrow.compute as pc
 from airflow_snaptable.core.manifest import FileKind, ManifestEntry
 
 _MASK = (1 << 64) - 1
+#: Up to this many added paths, LastAdded keeps a dict (~100 bytes an entry) instead of arrays.
+_SMALL = 65_536
 
 
 def path_hash(path: str) -> int:
@@ -106,11 +108,12 @@ class LastAdded:
     """The newest snapshot at which each path was added, by hash (a collision answers the newer of
     the two: a later add-back, which only ever keeps a file)."""
 
-    __slots__ = ("_hashes", "_snapshots")
+    __slots__ = ("_hashes", "_snapshots", "_small")
 
     def __init__(self) -> None:
         self._hashes = array("Q")
         self._snapshots = array("q")
+        self._small: dict[int, int] | None = None
 
     def add(self, path: str, snapshot_id: int) -> None:
         """Record an ADD; call :meth:`seal` once all are in."""
@@ -118,6 +121,14 @@ class LastAdded:
         self._snapshots.append(snapshot_id)
 
     def seal(self) -> "LastAdded":
+        if len(self._hashes) <= _SMALL:
+            # Few adds (an overwrite adds a handful): a dict answers faster than a bisection.
+            small: dict[int, int] = {}
+            for value, snapshot_id in zip(self._hashes, self._snapshots):
+                small[value] = max(small.get(value, snapshot_id), snapshot_id)
+            self._small = small
+            self._hashes, self._snapshots = array("Q"), array("q")
+            return self
         order = _sorted_order(self._hashes)
         hashes, snapshots = _take(self._hashes, order), _take(self._snapshots, order)
         # Keep one slot per hash: the newest snapshot of its run.
@@ -132,8 +143,8 @@ class LastAdded:
 
     def get(self, path: str) -> int | None:
         """The newest snapshot that added ``path`` (None: none recorded)."""
-        if not self._hashes:
-            return None
+        if self._small is not None:
+            return self._small.get(path_hash(path)) if self._small else None
         value = path_hash(path)
         i = bisect_left(self._hashes, value)
         if i < len(self._hashes) and self._hashes[i] == value:
@@ -141,4 +152,4 @@ class LastAdded:
         return None
 
     def __len__(self) -> int:
-        return len(self._hashes)
+        return len(self._small) if self._small is not None else len(self._hashes)

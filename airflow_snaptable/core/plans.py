@@ -148,12 +148,17 @@ _JSON_CHUNK = 10_000
 
 
 def _candidate_json(candidate: DataCandidate) -> str:
-    fields = {"path": candidate.path, "size": candidate.size, "below": candidate.below}
+    # Formatted directly (json.dumps per candidate was most of a large plan's encoding); the path
+    # is escaped by json's own string encoder, the rest are ints and a bool.
+    text = f'{{"path":{_json_string(candidate.path)},"size":{int(candidate.size)},"below":{int(candidate.below)}'
     if candidate.from_id is not None:
-        fields["from_id"] = candidate.from_id
+        text += f',"from_id":{int(candidate.from_id)}'
     if candidate.readded:
-        fields["readded"] = True
-    return json.dumps(fields, separators=(",", ":"))
+        text += ',"readded":true'
+    return text + "}"
+
+
+_json_string = json.encoder.encode_basestring_ascii
 
 
 @dataclass

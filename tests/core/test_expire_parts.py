@@ -237,3 +237,15 @@ def test_an_unfinished_plan_in_parts_names_what_it_deletes_to_commit_files_and_r
     assert answers[0] == tag_files  # deleted by the overwrite: candidates (the tag protects them)
     assert answers[-1] == set()  # "all parts done": it deletes no data file any more
     check_clean(uri, history.model)
+
+
+@pytest.mark.parametrize("small", [0, 65_536])
+def test_last_added_answers_the_newest_add_as_arrays_and_as_a_dict(monkeypatch, small):
+    monkeypatch.setattr(path_hashes, "_SMALL", small)
+    last = LastAdded()
+    for snapshot_id, path in [(2, "a"), (5, "b"), (7, "a"), (3, "c")]:
+        last.add(path, snapshot_id)
+    last.seal()
+    assert (last.get("a"), last.get("b"), last.get("c"), last.get("never")) == (7, 5, 3, None)
+    assert len(last) == 3
+    assert LastAdded().seal().get("a") is None
