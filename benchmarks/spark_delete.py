@@ -27,7 +27,8 @@ clean, the same files on storage, all ``--files`` data files gone.
 (default count 2,000 there).
 
 ``--driver-rss N`` measures memory instead of time: it builds one table of N files and runs
-the expiry once in process and once distributed, each in a fresh interpreter, and prints each
+the expiry once in process and once distributed, each in a fresh interpreter (the table is built in
+another: a peak RSS is inherited across fork and exec), and prints each
 one's Python peak RSS (``ru_maxrss``; the distributed run's is the driver's, which plans with
 core and holds one part of a plan in parts at a time, core/expire_parts.py), the
 distributed driver's also as its growth over the started session. ``--parted-bound B`` sets
@@ -235,7 +236,11 @@ def driver_rss(args: argparse.Namespace) -> int:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with tempfile.TemporaryDirectory(prefix="snaptable-driver-rss-", dir=args.dir) as base:
         started = time.perf_counter()
-        build_table(f"{base}/built", args.driver_rss, None)
+        # Built in its own interpreter: Linux carries a process's peak RSS across fork and exec, so
+        # a parent that built a large table would pass its peak on to every run it starts.
+        subprocess.run([sys.executable, "-c", "import sys; from benchmarks.spark_delete import build_table; "
+                        "build_table(sys.argv[1], int(sys.argv[2]), None)", f"{base}/built", str(args.driver_rss)],
+                       check=True, cwd=root)
         print(f"spark_delete --driver-rss: expiry deleting {args.driver_rss:,} data files (local files), "
               f"MAX_DELETED_FILES {args.parted_bound or 'default'}; built in {time.perf_counter() - started:.0f} s")
         for mode in ("in-process", "distributed"):

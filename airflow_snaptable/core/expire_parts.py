@@ -31,11 +31,11 @@ snapshot's whole state.
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from airflow_snaptable.core import expire_subranges
 from airflow_snaptable.core.expire_plan import SnapshotCache, first_deleting
-from airflow_snaptable.core.manifest import FileKind
+from airflow_snaptable.core.manifest import FileKind, ManifestEntry
 from airflow_snaptable.core.path_hashes import LastAdded, path_hash
 from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan, PlanManager
 from airflow_snaptable.core.snapshot import Snapshot
@@ -105,17 +105,7 @@ def candidate_parts(store: TableStore, plan: DeletionPlan) -> Iterator[list[Data
         # delta): once that many are seen, the rest of it (the deletions) is not decoded here.
         changes = store.files.expiring(snaps, changes_from=first).changes
         for snapshot_id in range(first, end + 1):
-            entries = changes.pop(snapshot_id)
-            expected = recorded[snapshot_id]
-            if expected == 0:
-                continue
-            seen = 0
-            for entry in entries:
-                if entry.kind is FileKind.ADD:
-                    last_added.add(entry.file.path, snapshot_id)
-                    seen += 1
-                    if isinstance(expected, int) and seen >= expected:
-                        break
+            _record_adds(changes.pop(snapshot_id), snapshot_id, recorded[snapshot_id], last_added)
         del changes
     last_added.seal()
 
@@ -142,6 +132,26 @@ def candidate_parts(store: TableStore, plan: DeletionPlan) -> Iterator[list[Data
                 part = []
     if part:
         yield part
+
+
+def _record_adds(entries: Iterable[ManifestEntry], snapshot_id: int, expected, last_added: LastAdded) -> None:
+    """Record the ADD entries of one delta, stopping after the ``expected`` many it records (an int).
+
+    A function of its own so that a delta left half-decoded (its batch of decoded entries) is let go
+    on return, not held while the next pass decodes.
+    """
+    if expected == 0:
+        return
+    seen = 0
+    for entry in entries:
+        if entry.kind is FileKind.ADD:
+            last_added.add(entry.file.path, snapshot_id)
+            seen += 1
+            if isinstance(expected, int) and seen >= expected:
+                break
+    close = getattr(entries, "close", None)
+    if close is not None:
+        close()  # a generator: its decoded batch goes now
 
 
 def candidates_among(store: TableStore, plan: DeletionPlan, paths: set[str]) -> set[str]:
