@@ -118,10 +118,10 @@ class PlanExecutor:
             outcome.deleted_data_files = [c.path for c in effect.data_files]
             outcome.bytes_freed = effect.bytes
             outcome.protected_data_files = effect.protected_data_files
-            registry.forget(outcome.deleted_data_files)
 
         for entry in protection.discarded_readds:
             registry.retire(entry)
+        registry.forget(outcome.deleted_data_files)  # a plan in parts forgot each part's as it went
         self.plans.finished(plan)
         return outcome
 
