@@ -29,7 +29,9 @@ more, with an empty file on disk for every data file, and then runs, each in a f
   empty files (a scratch copy of the data and manifest files it deletes) through the same
   ``Storage.delete_files``, plus reading the manifests it must read (the deltas) once and
   parsing them as Arrow tables;
-- the expiry of every snapshot but the last (``retain_min=1``), which deletes every data file.
+- the expiry of every snapshot but the last (``retain_min=1``), which deletes every data file; the
+  overwrite deletes more than ``--max-deleted-files`` (default: core's 500,000) files, its expiry
+  is a plan in parts (core/expire_parts.py).
 
 Each prints its time and peak RSS (``ru_maxrss``); the expiry's per-file memory is its peak RSS
 minus an empty interpreter's (the ``baseline`` step), divided by the data files it deleted.
@@ -280,9 +282,13 @@ def lower_bound(uri: str, scratch: str) -> dict:
     }
 
 
-def expire(uri: str) -> dict:
-    """The expiry of every snapshot but the last in this (fresh) process."""
-    from airflow_snaptable.core import Table
+def expire(uri: str, max_deleted_files: int | None = None) -> dict:
+    """The expiry of every snapshot but the last in this (fresh) process; ``max_deleted_files``: the
+    sub-range bound past which one snapshot's deletes are a plan in parts (default: core's)."""
+    from airflow_snaptable.core import Table, expire_subranges
+
+    if max_deleted_files is not None:
+        expire_subranges.MAX_DELETED_FILES = max_deleted_files
 
     table = Table.open(uri)
     latest = table.latest_snapshot().id
@@ -292,7 +298,7 @@ def expire(uri: str) -> dict:
     return {
         "seconds": seconds, "snapshots": len(result.expired_snapshot_ids), "data_files": result.deleted_data_files,
         "manifest_files": result.deleted_manifest_files, "peak_rss_mb": _peak_rss_mb(),
-        "operations": table.storage.snapshot_counts(),
+        "operations": table.storage.snapshot_counts(), "max_deleted_files": expire_subranges.MAX_DELETED_FILES,
     }
 
 
@@ -317,7 +323,7 @@ def orphans_only(commits: int, files_per_commit: int, partitions: int, orphans: 
         orphan_step(uri, base)
 
 
-def lifecycle(commits: int, files_per_commit: int, partitions: int, orphans: int) -> None:
+def lifecycle(commits: int, files_per_commit: int, partitions: int, orphans: int, max_deleted_files: int | None = None) -> None:
     """Orphan clean, overwrite, lower bound and expiry of one table, each step in a fresh interpreter."""
     base = _in_fresh_process("baseline")["peak_rss_mb"]
     with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
@@ -333,14 +339,15 @@ def lifecycle(commits: int, files_per_commit: int, partitions: int, orphans: int
             f"{bound['entries_read']:,} entries: {bound['read_seconds']:.2f} s; deleting {bound['files_deleted']:,} files: "
             f"{bound['delete_seconds']:.2f} s), peak RSS {bound['peak_rss_mb']:.0f} MB"
         )
-        done = _in_fresh_process("expire", uri)
+        done = _in_fresh_process("expire", uri, max_deleted_files)
         per_file = (done["peak_rss_mb"] - base) * 1024 * 1024 / max(done["data_files"], 1)
         print(
             f"    expiry: {done['seconds']:.2f} s ({done['seconds'] / bound['seconds']:.2f}x the lower bound, target <= 1.5x), "
             f"{done['snapshots']:,} snapshots, {done['data_files']:,} data files, {done['manifest_files']:,} metadata files, "
             f"peak RSS {done['peak_rss_mb']:.0f} MB (target <= 500 MB at 1M files), {per_file:,.0f} bytes per data file over the empty interpreter"
         )
-        print(f"    expiry operations: {done['operations']}")
+        print(f"    expiry operations: {done['operations']} (MAX_DELETED_FILES {done['max_deleted_files']:,}: "
+              f"a snapshot deleting more is expired as a plan in parts)")
 
 
 def _in_fresh_process(function: str, *args) -> dict:
@@ -360,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
         help="run only the planning or only the lifecycle part, or of the lifecycle part only the orphan clean",
     )
     parser.add_argument("--table", help="--only orphans: build the table here, or reuse the one built there before")
+    parser.add_argument("--max-deleted-files", type=int,
+                        help="lifecycle: expire_subranges.MAX_DELETED_FILES in the expiry (default core's 500,000)")
     args = parser.parse_args(argv)
     total = args.commits * args.files_per_commit
     median = lambda runs: sorted(r["seconds"] for r in runs)[1]  # noqa: E731
@@ -368,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         orphans_only(args.commits, args.files_per_commit, args.partitions, args.orphans, args.table)
         return 0
     if args.only != "plans":
-        lifecycle(args.commits, args.files_per_commit, args.partitions, args.orphans)
+        lifecycle(args.commits, args.files_per_commit, args.partitions, args.orphans, args.max_deleted_files)
     if args.only == "lifecycle":
         return 0
     for layout, label in (("spread", "every commit writes every partition"), ("clustered", "each commit writes one partition")):

@@ -25,6 +25,15 @@ clean, the same files on storage, all ``--files`` data files gone.
 
 ``--s3 seaweedfs|moto`` runs the same on a local S3 server from tests/s3_servers.py
 (default count 2,000 there).
+
+``--driver-rss N`` measures memory instead of time: it builds one table of N files and runs
+the expiry once in process and once distributed, each in a fresh interpreter (the table is built in
+another: a peak RSS is inherited across fork and exec), and prints each
+one's Python peak RSS (``ru_maxrss``; the distributed run's is the driver's, which plans with
+core and holds one part of a plan in parts at a time, core/expire_parts.py), the
+distributed driver's also as its growth over the started session. ``--parted-bound B`` sets
+``expire_subranges.MAX_DELETED_FILES`` in those interpreters (default: core's, 500,000): with
+B < N the expiry is a plan in parts; with B >= N, one plan holding every candidate.
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_snaptable.spark.maintenance import DEFAULT_FILES_PER_TASK
+from airflow_snaptable.spark.maintenance import DEFAULT_FILES_PER_TASK, DEFAULT_PARALLEL_THRESHOLD
 from benchmarks.common import describe_load, machine_load
 
 SCHEMA = pa.schema([pa.field("p", pa.int64()), pa.field("id", pa.int64()), pa.field("value", pa.float64())])
@@ -60,6 +69,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--s3", choices=("seaweedfs", "moto"), help="run on a local S3 server instead of local files")
     parser.add_argument("--dir", help="where to build the tables (default: a temporary directory)")
     parser.add_argument("--quick", action="store_true", help="smoke test: 2,000 files (200 on S3), 1 round")
+    parser.add_argument("--driver-rss", type=int, metavar="N", help="measure peak RSS of one expiry of N files instead")
+    parser.add_argument("--parted-bound", type=int, metavar="B", help="with --driver-rss: MAX_DELETED_FILES in the runs")
     return parser.parse_args(argv)
 
 
@@ -192,8 +203,73 @@ def start_spark(master: str):
     return spark, session_seconds, time.perf_counter() - started
 
 
+def _peak_rss_mb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def driver_rss_child(uri: str, mode: str, master: str, bound: int | None) -> dict:
+    """One expiry of the table at ``uri`` in this (fresh) interpreter: its peak RSS, and for the
+    distributed run the driver's peak RSS once the session ran its first tasks (before the expiry)."""
+    from airflow_snaptable.core import expire_subranges
+
+    if bound is not None:
+        expire_subranges.MAX_DELETED_FILES = bound
+    if mode == "in-process":
+        measured = expire_in_process(uri, None)
+        return {"seconds": measured.seconds, "data_files": measured.data_files_deleted, "peak_rss_mb": _peak_rss_mb()}
+    spark, _session, _warmup = start_spark(master)
+    try:
+        before = _peak_rss_mb()
+        measured = expire_distributed(spark, uri, None, DEFAULT_PARALLEL_THRESHOLD, DEFAULT_FILES_PER_TASK)
+        return {"seconds": measured.seconds, "data_files": measured.data_files_deleted, "peak_rss_mb": _peak_rss_mb(),
+                "session_rss_mb": before, "spark_jobs": measured.spark_jobs, "on_executors": measured.deleted_on_executors}
+    finally:
+        spark.stop()
+
+
+def driver_rss(args: argparse.Namespace) -> int:
+    import json
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory(prefix="snaptable-driver-rss-", dir=args.dir) as base:
+        started = time.perf_counter()
+        # Built in its own interpreter: Linux carries a process's peak RSS across fork and exec, so
+        # a parent that built a large table would pass its peak on to every run it starts.
+        subprocess.run([sys.executable, "-c", "import sys; from benchmarks.spark_delete import build_table; "
+                        "build_table(sys.argv[1], int(sys.argv[2]), None)", f"{base}/built", str(args.driver_rss)],
+                       check=True, cwd=root)
+        print(f"spark_delete --driver-rss: expiry deleting {args.driver_rss:,} data files (local files), "
+              f"MAX_DELETED_FILES {args.parted_bound or 'default'}; built in {time.perf_counter() - started:.0f} s")
+        for mode in ("in-process", "distributed"):
+            uri = f"{base}/{mode}"
+            copy_table(f"{base}/built", uri, None)
+            code = ("import json, sys; from benchmarks.spark_delete import driver_rss_child; "
+                    "print(json.dumps(driver_rss_child(*json.loads(sys.argv[1]))))")
+            done = subprocess.run([sys.executable, "-c", code, json.dumps([uri, mode, args.master, args.parted_bound])],
+                                  capture_output=True, text=True, cwd=root)
+            if done.returncode:
+                raise SystemExit(f"{mode} run failed:\n{done.stderr[-3000:]}")
+            got = json.loads(done.stdout.strip().splitlines()[-1])
+            if got["data_files"] != args.driver_rss:
+                raise SystemExit(f"{mode} deleted {got['data_files']} data files, expected {args.driver_rss}")
+            line = f"  {mode:<12} {got['seconds']:7.1f} s, peak RSS {got['peak_rss_mb']:6.0f} MB"
+            if mode == "distributed":
+                line += (f" (driver; {got['session_rss_mb']:.0f} MB with the session started, +"
+                         f"{got['peak_rss_mb'] - got['session_rss_mb']:.0f} MB for the expiry; {got['spark_jobs']} Spark jobs, "
+                         f"{got['on_executors']:,} files deleted on executors)")
+            print(line)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if args.driver_rss:
+        return driver_rss(args)
     if args.files is None:
         args.files = (200 if args.s3 else 2_000) if args.quick else (2_000 if args.s3 else 20_000)
     if args.quick:

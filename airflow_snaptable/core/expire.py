@@ -25,6 +25,7 @@ from airflow_snaptable.core.expire_plan import (
     plan_expiry,
     resolve_settings,
 )
+from airflow_snaptable.core.expire_parts import needs_parts, plan_parted_expiry
 from airflow_snaptable.core.expire_subranges import subrange_end
 from airflow_snaptable.core.options import TableOptions
 from airflow_snaptable.core.plan_executor import PlanExecutor
@@ -116,7 +117,7 @@ class SnapshotExpiry:
         if dry_run:
             return self._dry_run(settings, result, missing, delete_files)
         snapshots = self.store.snapshots
-        result.recovered_data_files = len(self.executor.finish_all().deleted_data_files)
+        result.recovered_data_files = self.executor.finish_all().data_file_count
         result.earliest_before = snapshots.earliest_id()
         expired = 0  # snapshots this run expired: a rule planned again counts its limit from where it started
         first_end: int | None = None  # the range the rules decided first: planning again never widens it
@@ -153,7 +154,7 @@ class SnapshotExpiry:
                 continue  # a consumer moved into the range: plan again
             result.expired_snapshot_ids += plan.snapshot_ids
             result.deleted_snapshot_files += outcome.deleted_snapshot_files
-            result.deleted_data_files += len(outcome.deleted_data_files)
+            result.deleted_data_files += outcome.data_file_count
             result.deleted_manifest_files += len(outcome.deleted_manifest_files)
             result.bytes_freed += outcome.bytes_freed + sum(read.file_size(i) for i in plan.snapshot_ids)
             result.protected_data_files += outcome.protected_data_files
@@ -190,6 +191,8 @@ class SnapshotExpiry:
     ) -> DeletionPlan:
         """plan_expiry (without its files when ``delete_files`` is off), naming the way out when metadata is missing."""
         try:
+            if delete_files and needs_parts(read, *bounds, missing):
+                return plan_parted_expiry(self.store, *bounds, read=read)  # candidates streamed when executed
             plan = plan_expiry(self.store, *bounds, read=read, missing=missing)
             return plan if delete_files else dataclasses.replace(plan, data_files=[], manifest_files=[])
         except MissingMetadataError as exc:

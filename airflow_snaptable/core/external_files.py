@@ -34,6 +34,7 @@ from airflow_snaptable.core.errors import (
     SchemaMismatchError,
     SnapshotNotFoundError,
 )
+from airflow_snaptable.core.expire_parts import candidates_among
 from airflow_snaptable.core.manifest import DataFile
 from airflow_snaptable.core.partition_bounds import PartitionBounds
 from airflow_snaptable.core.plans import read_plans
@@ -180,7 +181,7 @@ def refuse_known_paths(store: TableStore, files: list[DataFile]) -> None:
         return
     paths = {f.path for f in files}
     known = {path: f"deleted by an unfinished {plan.kind} plan" for plan in read_plans(store.lifecycle)
-             for path in (c.path for c in plan.data_files) if path in paths}
+             for path in candidates_among(store, plan, paths)}
     referenced = known_data_paths(store, {f.partition for f in files})
     known.update((path, f"named by the metadata of {referenced[path]}") for path in paths if path in referenced)
     if known:

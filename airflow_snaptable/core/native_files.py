@@ -39,6 +39,16 @@ class NativeFiles:
     def state(self, snapshot: Snapshot) -> dict[str, DataFile]:
         return self.manifests.read_state(snapshot)
 
+    def state_entries(self, snapshot: Snapshot) -> Iterator[ManifestEntry]:
+        """The entries that fold to the snapshot's state (its base list's manifests, then its delta's),
+        read one manifest at a time and decoded in batches: a tag of millions of files is streamed,
+        never held (core/protection.py builds its compact path set from this)."""
+        manifests = self.manifests
+        for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
+            for meta in manifests.read_list(list_name):
+                data = manifests.read_manifest_bytes([meta.file_name])[meta.file_name]
+                yield from iter_manifest(data, manifests.partition_types, where=meta.file_name)
+
     def metadata_files(self, snapshot: Snapshot) -> dict[str, int]:
         """Its two lists and their manifests, with byte sizes (a list's own size is 0 until this instance read or wrote it)."""
         return self.manifests.sizes_of(snapshot)

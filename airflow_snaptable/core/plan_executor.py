@@ -12,12 +12,15 @@
 6. execute: unpublish first (restore a rolled-back-to snapshot, delete the tags, unpublish
    the snapshots, move the hints), then delete the candidates nothing protects, then the
    plan. Each step is idempotent; a crash in between leaks files, never loses them.
+   A plan in parts (core/expire_parts.py) deletes its data files part by part, each part
+   recorded first, and its metadata files (which the parts are streamed from) after the last.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+from airflow_snaptable.core.expire_parts import candidate_parts
 from airflow_snaptable.core.intents import IntentManager
 from airflow_snaptable.core.plans import EXPIRE, ROLLBACK, DeletionPlan, PlanEffect, PlanManager, PlanOutcome
 from airflow_snaptable.core.progress import delete_with_progress
@@ -64,6 +67,7 @@ class PlanExecutor:
             outcome = self.execute(plan)
             total.deleted_snapshot_files += outcome.deleted_snapshot_files
             total.deleted_data_files += outcome.deleted_data_files
+            total.streamed_data_files += outcome.streamed_data_files
             total.deleted_manifest_files += outcome.deleted_manifest_files
             total.bytes_freed += outcome.bytes_freed
         self.plans.drop_abandoned()
@@ -98,30 +102,80 @@ class PlanExecutor:
             if plan.restore_snapshot is not None:
                 snapshots.write_earliest_hint(plan.ceiling)
 
-        effect = self.effect(plan, protection)
-        delete_with_progress("deleting manifest files", [files.metadata_path(name) for name, _size in effect.manifest_files], files.delete)
-        outcome.deleted_manifest_files = [name for name, _size in effect.manifest_files]
-        delete_with_progress("deleting data files", [c.path for c in effect.data_files], files.delete)
-        outcome.deleted_data_files = [c.path for c in effect.data_files]
-        outcome.bytes_freed = effect.bytes
-        outcome.protected_data_files = effect.protected_data_files
-
         registry = ReaddRegistry(self.store.lifecycle)
+        if plan.parted is not None:
+            self._delete_parts(plan, protection, outcome, registry)
+            # Metadata last: the parts were streamed from it, and a rerun streams them again.
+            manifests = self._unheld_manifests(plan, protection)
+            delete_with_progress("deleting manifest files", [files.metadata_path(name) for name, _size in manifests], files.delete)
+            outcome.deleted_manifest_files = [name for name, _size in manifests]
+            outcome.bytes_freed += sum(size for _name, size in manifests)
+        else:
+            effect = self.effect(plan, protection)
+            delete_with_progress("deleting manifest files", [files.metadata_path(name) for name, _size in effect.manifest_files], files.delete)
+            outcome.deleted_manifest_files = [name for name, _size in effect.manifest_files]
+            delete_with_progress("deleting data files", [c.path for c in effect.data_files], files.delete)
+            outcome.deleted_data_files = [c.path for c in effect.data_files]
+            outcome.bytes_freed = effect.bytes
+            outcome.protected_data_files = effect.protected_data_files
+
         for entry in protection.discarded_readds:
             registry.retire(entry)
-        registry.forget(outcome.deleted_data_files)
+        registry.forget(outcome.deleted_data_files)  # a plan in parts forgot each part's as it went
         self.plans.finished(plan)
         return outcome
 
-    @staticmethod
-    def effect(plan: DeletionPlan, protection: Protection) -> PlanEffect:
+    def _delete_parts(self, plan: DeletionPlan, protection: Protection, outcome: PlanOutcome, registry: ReaddRegistry) -> None:
+        """Delete a plan in parts' data files a part at a time: each part recorded, then deleted; then
+        "all parts done" recorded, before the metadata they are streamed from goes.
+
+        Parts below the recorded one were deleted before an interruption: streamed past (the same
+        parts in the same order) and counted, not deleted again. Once all are done, a rerun
+        streams nothing (the metadata may be partly gone).
+        """
+        resume, done = self.plans.recorded_part(plan)
+        if done:
+            return
+        number = 0
+        for number, (doomed, protected) in enumerate(self._parts(plan, protection), start=1):
+            outcome.protected_data_files += protected
+            outcome.streamed_data_files += len(doomed)
+            outcome.bytes_freed += sum(c.size for c in doomed)
+            if number - 1 < resume:
+                continue
+            self.plans.record_part(plan, number - 1, doomed)
+            paths = [c.path for c in doomed]
+            delete_with_progress(f"deleting data files (part {number})", paths, self.store.files.delete)
+            registry.forget(paths)
+        self.plans.record_part(plan, number, [], done=True)
+
+    def _parts(self, plan: DeletionPlan, protection: Protection):
+        """Each part of a plan in parts: (the candidates to delete, how many ``protection`` holds)."""
+        for part in candidate_parts(self.store, plan):
+            held = self.protection.protected(part, protection)
+            yield [c for c in part if c.path not in held], len(held)
+
+    def effect(self, plan: DeletionPlan, protection: Protection) -> PlanEffect:
         """The metadata and data files executing ``plan`` deletes: its candidates minus what ``protection`` holds.
 
-        The one rule both a real run and a dry run apply.
+        The one rule both a real run and a dry run apply (a plan in parts: streamed part by part,
+        and listed whole, as a dry run reports them).
         """
+        if plan.parted is not None:
+            data, protected = [], 0
+            # All parts done (an interrupted run's plan): only metadata is left, maybe partly gone.
+            parts = [] if self.plans.recorded_part(plan)[1] else self._parts(plan, protection)
+            for doomed, held in parts:
+                data += doomed
+                protected += held
+            return PlanEffect(self._unheld_manifests(plan, protection), data, protected)
         data = [c for c in plan.data_files if c.path not in protection.protected_paths]
         return PlanEffect(
-            manifest_files=[(name, size) for name, size in plan.manifest_files if name not in protection.held_manifests],
+            manifest_files=self._unheld_manifests(plan, protection),
             data_files=data,
             protected_data_files=len(plan.data_files) - len(data),
         )
+
+    @staticmethod
+    def _unheld_manifests(plan: DeletionPlan, protection: Protection) -> list[tuple[str, int]]:
+        return [(name, size) for name, size in plan.manifest_files if name not in protection.held_manifests]

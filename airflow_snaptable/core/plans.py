@@ -75,6 +75,10 @@ class DeletionPlan:
     #: snapshot it was planned on. Its owner activates it only while that snapshot is still the latest, so
     #: once it is gone the plan is dead.
     planned_latest: list | None = None
+    #: A plan in parts (core/expire_parts.py): ``data_files`` is empty and the candidates are streamed
+    #: from the deltas of the snapshots recorded here (``{"snapshots": [snapshot dicts], "changes_from": id}``),
+    #: a part at a time, each part recorded (:meth:`PlanManager.record_part`) before its deletes.
+    parted: dict | None = None
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     #: Read from a pending file (set by read_plans; not stored).
     pending: bool = False
@@ -82,6 +86,11 @@ class DeletionPlan:
     @property
     def path(self) -> str:
         return f"{PLAN_DIR}/plan-{self.id}.json"
+
+    @property
+    def part_path(self) -> str:
+        """Where a plan in parts records the part it is deleting (not ``.json``: never read as a plan)."""
+        return f"{PLAN_DIR}/plan-{self.id}.part"
 
     def to_json(self, fence_only: bool = False) -> bytes:
         """The plan as JSON; ``fence_only`` leaves out the file lists (all a pending plan's readers need).
@@ -103,6 +112,8 @@ class DeletionPlan:
             "planned_latest": self.planned_latest,
             "id": self.id,
         }
+        if self.parted is not None:
+            doc["parted"] = self.parted  # absent otherwise: plans without parts read as before
         candidates = [] if fence_only else self.data_files
         # One growing buffer whose getvalue() hands over its bytes without a copy (joining parts
         # would hold the text twice).
@@ -137,12 +148,17 @@ _JSON_CHUNK = 10_000
 
 
 def _candidate_json(candidate: DataCandidate) -> str:
-    fields = {"path": candidate.path, "size": candidate.size, "below": candidate.below}
+    # Formatted directly (json.dumps per candidate was most of a large plan's encoding); the path
+    # is escaped by json's own string encoder, the rest are ints and a bool.
+    text = f'{{"path":{_json_string(candidate.path)},"size":{int(candidate.size)},"below":{int(candidate.below)}'
     if candidate.from_id is not None:
-        fields["from_id"] = candidate.from_id
+        text += f',"from_id":{int(candidate.from_id)}'
     if candidate.readded:
-        fields["readded"] = True
-    return json.dumps(fields, separators=(",", ":"))
+        text += ',"readded":true'
+    return text + "}"
+
+
+_json_string = json.encoder.encode_basestring_ascii
 
 
 @dataclass
@@ -163,6 +179,13 @@ class PlanOutcome:
     deleted_manifest_files: list[str] = field(default_factory=list)
     bytes_freed: int = 0
     protected_data_files: int = 0
+    #: Data files a plan in parts deleted: counted, not listed (it holds one part at a time).
+    streamed_data_files: int = 0
+
+    @property
+    def data_file_count(self) -> int:
+        """Data files deleted, listed or counted."""
+        return len(self.deleted_data_files) + self.streamed_data_files
 
 
 def read_plans(storage: Storage, prefix: str = "") -> list[DeletionPlan]:
@@ -250,18 +273,50 @@ class PlanManager:
         self.storage.delete(self._pending_path(plan))
 
     def finished(self, plan: DeletionPlan) -> None:
-        """The plan has run to its end: its fence goes."""
+        """The plan has run to its end: its fence goes, then a plan in parts' part record (which a rerun
+        must find while the plan stands; one left behind is dropped by :meth:`drop_abandoned`)."""
         self.storage.delete(plan.path)
+        if plan.parted is not None:
+            self.storage.delete(plan.part_path)
+
+    def record_part(self, plan: DeletionPlan, number: int, candidates: list[DataCandidate], done: bool = False) -> None:
+        """Record part ``number`` of a plan in parts (its candidates) before any of them is deleted; parts
+        below it are done. ``done``: every part is (what is left is metadata the parts were streamed from)."""
+        head = json.dumps({"plan": plan.id, "part": number, "done": done}, separators=(",", ":"))[:-1]
+        body = ",".join(_candidate_json(c) for c in candidates)
+        self.storage.write_bytes(plan.part_path, f'{head},"data_files":[{body}]}}'.encode())
+
+    def recorded_part(self, plan: DeletionPlan) -> tuple[int, bool]:
+        """(the part a plan in parts was deleting when it stopped, whether all were done); (0, False) if
+        none was recorded. Fails closed on an unreadable record."""
+        try:
+            data = self.storage.read_bytes(plan.part_path)
+        except FileNotFoundError:
+            return 0, False
+        try:
+            doc = json.loads(data)
+            number, done = doc["part"], doc.get("done", False)
+            if doc.get("plan") != plan.id or not isinstance(number, int) or number < 0 or not isinstance(done, bool):
+                raise ValueError(f"not a part record of plan {plan.id}")
+            return number, done
+        except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
+            raise CorruptMetadataError(f"{self.storage.full_uri(plan.part_path)}: cannot parse part record: {exc}") from exc
 
     def drop_abandoned(self) -> None:
-        """Delete pending plans whose owner died (older than STALE_PENDING_SECONDS) and dead pending rollbacks.
+        """Delete pending plans whose owner died (older than STALE_PENDING_SECONDS), dead pending rollbacks
+        and part records of finished plans.
 
         A pending plan deleted nothing, so dropping it loses nothing.
         """
         now = time.time()  # compared with storage modification times, not the table's clock
-        for rel, _size, mtime in self.storage.list_files(PLAN_DIR):
+        listed = self.storage.list_files(PLAN_DIR)
+        names = {rel.rsplit("/", 1)[-1] for rel, _size, _mtime in listed}
+        for rel, _size, mtime in listed:
             name = rel.rsplit("/", 1)[-1]
             if name.startswith("pending-") and mtime is not None and now - mtime > STALE_PENDING_SECONDS:
+                self.storage.delete(rel)
+            elif name.startswith("plan-") and name.endswith(".part") and name[:-len(".part")] + ".json" not in names:
+                # A part record is written only while its plan stands: without the plan, the plan finished.
                 self.storage.delete(rel)
         for plan in read_plans(self.storage, "pending-"):
             if is_dead_rollback(self.snapshots, plan):

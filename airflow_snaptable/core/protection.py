@@ -13,17 +13,25 @@ Rules (docs/lifecycle.md, "Expiry"):
 - Tags being created right now (intents, core/intents.py) hold their files like tags.
 - Everything is read before anything is unpublished, and any unreadable tag, manifest or
   registry entry raises (fail closed): what cannot be read may be what holds a file.
+- A tag's files are asked through a compact set of their path hashes (core/path_hashes.py,
+  8 bytes a file, built by streaming the tag's manifests where the store can): a collision
+  only keeps a file, never deletes a referenced one. A plan in parts (core/expire_parts.py)
+  asks :meth:`ProtectionReader.protected` one part at a time with the same Protection.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable, Iterator
 
 from airflow_snaptable.core.errors import MissingMetadataError, TagNotFoundError
 from airflow_snaptable.core.intents import IntentManager
+from airflow_snaptable.core.manifest import FileKind, ManifestEntry
+from airflow_snaptable.core.path_hashes import PathHashSet
 from airflow_snaptable.core.plans import ROLLBACK, DataCandidate, DeletionPlan
 from airflow_snaptable.core.readds import ReaddEntry, ReaddRegistry
-from airflow_snaptable.core.store import TableStore
+from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.store import FileStore, TableStore
 from airflow_snaptable.core.tags import Tag
 
 
@@ -35,6 +43,10 @@ class Protection:
     protected_paths: set[str]
     #: Re-add entries of snapshots a rollback discards: retired once it has run.
     discarded_readds: list[ReaddEntry]
+    #: What each candidate is checked against (also part by part, for a plan in parts).
+    tags: tuple[Tag, ...] = ()
+    readds: tuple[ReaddEntry, ...] = ()
+    multi_interval: frozenset[str] = frozenset()
 
 
 class ProtectionReader:
@@ -44,7 +56,7 @@ class ProtectionReader:
         self.store = store
         self.intents = IntentManager(store.lifecycle)
         self.readds = ReaddRegistry(store.lifecycle)
-        self._files_by_tag: dict[tuple, set[str]] = {}
+        self._files_by_tag: dict[tuple, PathHashSet] = {}
 
     def read(self, plan: DeletionPlan) -> Protection:
         """Raises on anything unreadable."""
@@ -64,11 +76,28 @@ class ProtectionReader:
         # A re-add at an expired snapshot says nothing about files live now (its entry stays as a marker).
         earliest = self.store.snapshots.earliest_id() or 0
         readds = [e for e in readds if e not in discarded and (e.pending or (e.live and e.snapshot_id >= earliest))]
-        return Protection(
+        protection = Protection(
             held_manifests=self._metadata_held_by(tags),
-            protected_paths={c.path for c in plan.data_files if self.is_protected(c, tags, readds, multi_interval)},
+            protected_paths=set(),
             discarded_readds=discarded,
+            tags=tuple(tags),
+            readds=tuple(readds),
+            multi_interval=multi_interval,
         )
+        protection.protected_paths = self.protected(plan.data_files, protection)
+        if plan.parted is not None:
+            # A plan in parts asks its tags part by part, after unpublishing: read the tags its
+            # candidates' deletions have below them now, so an unreadable one stops it here.
+            for deleted_at in range(plan.parted["changes_from"], plan.fence + 1):
+                below = [t for t in tags if t.snapshot_id < deleted_at]
+                if below:
+                    self._tag_files(below[-1])
+        return protection
+
+    def protected(self, candidates: Iterable[DataCandidate], protection: Protection) -> set[str]:
+        """The paths of ``candidates`` that ``protection`` holds (a plan's, or one part's of a plan in parts)."""
+        tags, readds, multi = list(protection.tags), list(protection.readds), protection.multi_interval
+        return {c.path for c in candidates if self.is_protected(c, tags, readds, multi)}
 
     def doomed_tag_names(self, plan: DeletionPlan) -> set[str]:
         """The plan's tags that are still the very tags it planned for (a new tag of the same name is not)."""
@@ -122,11 +151,11 @@ class ProtectionReader:
                 return True
         return False
 
-    def _tag_files(self, tag: Tag) -> set[str]:
+    def _tag_files(self, tag: Tag) -> PathHashSet:
         key = (tag.name, tag.create_time_millis, tag.snapshot_id)  # an announced tag may share a name with a tag
         files = self._files_by_tag.get(key)
         if files is None:
-            files = self._files_by_tag[key] = set(self.store.files.state(tag.snapshot))
+            files = self._files_by_tag[key] = PathHashSet.of_live(state_entries(self.store.files, tag.snapshot))
         return files
 
     def _metadata_held_by(self, tags: list[Tag]) -> set[str]:
@@ -134,3 +163,12 @@ class ProtectionReader:
         for tag in tags:
             held |= set(self.store.files.metadata_files(tag.snapshot))
         return held
+
+
+def state_entries(files: FileStore, snapshot: Snapshot) -> Iterator[ManifestEntry]:
+    """The entries folding to ``snapshot``'s state: streamed where the store can (the native
+    store's ``state_entries``), else its state as ADDs (a store that reads states whole)."""
+    stream = getattr(files, "state_entries", None)
+    if stream is not None:
+        return stream(snapshot)
+    return (ManifestEntry(FileKind.ADD, data_file) for data_file in files.state(snapshot).values())

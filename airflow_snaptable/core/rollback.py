@@ -32,6 +32,7 @@ from airflow_snaptable.core.checks import check_exclusive, check_int
 from airflow_snaptable.core.commit_request import WHOLE_TABLE, CommitRequest
 from airflow_snaptable.core.consumers import Consumer
 from airflow_snaptable.core.errors import CommitConflictError, InvalidArgumentError, SnapshotNotFoundError
+from airflow_snaptable.core.expire_parts import candidates_among
 from airflow_snaptable.core.manifest import FileKind
 from airflow_snaptable.core.plan_executor import PlanExecutor
 from airflow_snaptable.core.plans import ROLLBACK, DataCandidate, DeletionPlan
@@ -190,7 +191,12 @@ class Rollback:
         # Register first, then check: either a deletion plan's executor sees the registry entry,
         # or this sees the plan (or the file already gone) and backs out.
         pending = registry.add_pending([f.path for f in readded])
-        doomed = {c.path for plan in self.executor.plans.plans() for c in plan.data_files}
+        try:
+            wanted = {f.path for f in readded}
+            doomed = {path for plan in self.executor.plans.plans() for path in candidates_among(self.store, plan, wanted)}
+        except BaseException:
+            registry.discard(pending)
+            raise
         missing = [f.path for f in readded if f.path in doomed or not files.exists(f.path)]
         if missing:
             registry.discard(pending)
