@@ -112,7 +112,9 @@ class DeletionPlan:
         for first in range(0, len(candidates), _JSON_CHUNK):
             if first:
                 out.write(b",")
-            out.write(",".join(_candidate_json(c) for c in candidates[first:first + _JSON_CHUNK]).encode())
+            # One encoder call per chunk (its list brackets cut off): per-candidate calls cost 5x more.
+            chunk = [_candidate_fields(c) for c in candidates[first:first + _JSON_CHUNK]]
+            out.write(json.dumps(chunk, separators=(",", ":"))[1:-1].encode())
         out.write(b"]}")
         return out.getvalue()
 
@@ -136,13 +138,13 @@ class DeletionPlan:
 _JSON_CHUNK = 10_000
 
 
-def _candidate_json(candidate: DataCandidate) -> str:
+def _candidate_fields(candidate: DataCandidate) -> dict:
     fields = {"path": candidate.path, "size": candidate.size, "below": candidate.below}
     if candidate.from_id is not None:
         fields["from_id"] = candidate.from_id
     if candidate.readded:
         fields["readded"] = True
-    return json.dumps(fields, separators=(",", ":"))
+    return fields
 
 
 @dataclass

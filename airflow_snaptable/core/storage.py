@@ -25,7 +25,7 @@ from airflow_snaptable.core.errors import (
     StorageError,
     UnsupportedStorageError,
 )
-from airflow_snaptable.core.io_pool import IO_THREADS, map_io
+from airflow_snaptable.core.io_pool import UNLINK_THREADS, map_io
 
 #: The kinds of operation that are counted.
 OPERATION_KINDS = ("read", "write", "list", "delete", "exists")
@@ -159,6 +159,10 @@ class Storage:
         """Read a whole file. A missing file raises FileNotFoundError; a directory CorruptMetadataError."""
         self._op("read", rel)
         try:
+            if self._is_local:
+                # Straight from the OS: fsspec's open path costs more than a small file's read.
+                with open(self.full_path(rel), "rb") as f:
+                    return f.read()
             return self.fs.cat_file(self.full_path(rel))
         except (IsADirectoryError, NotADirectoryError) as exc:
             raise self._not_a_file(rel, exc) from None
@@ -276,9 +280,27 @@ class Storage:
         """Delete a file; deleting a missing file is success (it is already gone)."""
         self._op("delete", rel)
         try:
-            self.fs.rm_file(self.full_path(rel))
+            if self._is_local:
+                os.unlink(self.full_path(rel))
+            else:
+                self.fs.rm_file(self.full_path(rel))
         except FileNotFoundError:
             pass
+
+    def move_aside(self, rel: str, aside: str) -> bool:
+        """Take the file ``rel`` out of its place by renaming it to ``aside`` (a missing ``rel`` is success),
+        for a bulk delete of ``aside`` later; counted as a delete of ``rel``. Local filesystems only, where a
+        rename costs a fraction of an unlink (measured: 15 vs 100 us; the unlink frees the file's blocks):
+        elsewhere this returns False without doing anything, and the caller deletes ``rel`` itself.
+        """
+        if not self._is_local:
+            return False
+        self._op("delete", rel)
+        try:
+            os.replace(self.full_path(rel), self.full_path(aside))
+        except FileNotFoundError:
+            pass
+        return True
 
     def remove_empty_dirs(self, rels: Sequence[str], stop_at: str) -> int:
         """Remove the directories of ``rels`` (and their parents, up to ``stop_at``, which stays) that are
@@ -327,8 +349,8 @@ class Storage:
             elif self._is_local:
                 # os.unlink in one chunk per pool thread: a future and fsspec's path handling per file
                 # cost more than the unlink itself (measured: 3,000 unlinks 420 ms per file, 210 ms chunked).
-                per_chunk = -(-len(paths) // IO_THREADS)
-                map_io(_unlink_quietly, [paths[i:i + per_chunk] for i in range(0, len(paths), per_chunk)])
+                per_chunk = -(-len(paths) // UNLINK_THREADS)
+                map_io(_unlink_quietly, [paths[i:i + per_chunk] for i in range(0, len(paths), per_chunk)], threads=UNLINK_THREADS)
             else:
                 map_io(self._remove_quietly, paths)
 
