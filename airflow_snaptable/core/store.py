@@ -54,7 +54,9 @@ class SnapshotChanges(Protocol):
     native store decodes each snapshot's when asked, so planning holds one snapshot's at a time)."""
 
     def pop(self, snapshot_id: int) -> Iterable[ManifestEntry]:
-        """That snapshot's entries, in order, to be iterated once."""
+        """That snapshot's entries, in order, to be iterated once. Planning reads an entry's ``kind``,
+        ``file.path`` and ``file.file_size`` only (the native store hands out just those:
+        core/manifest_changes.py ``EntryChange``)."""
         ...
 
 
