@@ -25,6 +25,8 @@ from airflow_snaptable.core.storage import Storage
 SNAPSHOT_DIR = "snapshot"
 LATEST_HINT = f"{SNAPSHOT_DIR}/LATEST"
 EARLIEST_HINT = f"{SNAPSHOT_DIR}/EARLIEST"
+#: Where ``unpublish`` renames snapshot ``{}``'s file: id listings skip it, orphan cleaning removes it as a leftover.
+UNPUBLISHED = f"{SNAPSHOT_DIR}/.snapshot-{{}}.unpublished.tmp"
 _SNAPSHOT_FILE = re.compile(r"^snapshot-(\d+)$")
 #: The snapshot file format this code reads and writes; another one is refused, never half understood.
 FORMAT_VERSION = 1
@@ -103,13 +105,6 @@ class Snapshot:
 
 def snapshot_path(snapshot_id: int) -> str:
     return f"{SNAPSHOT_DIR}/snapshot-{snapshot_id}"
-
-
-def unpublished_path(snapshot_id: int) -> str:
-    """Where ``SnapshotManager.unpublish`` moves a snapshot's file until it is deleted: a hidden temp
-    name in the same directory, which listings of snapshot ids skip and orphan cleaning removes as a
-    leftover (core/native_files.py ``leftover_files``) should no rerun of its plan do it first."""
-    return f"{SNAPSHOT_DIR}/.snapshot-{snapshot_id}.unpublished.tmp"
 
 
 def parse_snapshot_id(name: str) -> int | None:
@@ -209,23 +204,14 @@ class SnapshotManager:
     # -- unpublishing (the format's part of a deletion plan, core/plan_executor.py) --------
 
     def unpublish(self, snapshot_ids: Iterable[int]) -> list[str]:
-        """Remove these snapshots from the history, one file at a time in the order given
-        (a crash leaves a prefix removed). Removing one that is gone already is success.
-
-        On local disks each file is renamed aside (:func:`unpublished_path`, a name no reader
-        parses as a snapshot) instead of unlinked, about 7x cheaper one at a time; the returned
-        paths are those files, for the caller to delete in bulk with the plan's other files.
-        They are no longer part of the table: any order, any time. All of them are returned
-        on a rerun too (deleting one that is gone is success). Elsewhere the files are deleted
-        here and nothing is returned.
-        """
+        """Remove these snapshots from the history one file at a time in order (a crash leaves a prefix removed; one gone is
+        success). Local disks rename each aside (7x cheaper than an unlink) and return those paths, on a rerun too, to delete."""
         aside = []
         for snapshot_id in snapshot_ids:
-            path, unpublished = snapshot_path(snapshot_id), unpublished_path(snapshot_id)
-            if self.storage.move_aside(path, unpublished):
-                aside.append(unpublished)
-            else:
-                self.storage.delete(path)
+            aside.append(UNPUBLISHED.format(snapshot_id))
+            if not self.storage.move_aside(snapshot_path(snapshot_id), aside[-1]):
+                self.storage.delete(snapshot_path(snapshot_id))  # no cheap rename here (object stores)
+                aside.pop()
         return aside
 
     def restore(self, snapshot: Snapshot) -> None:

@@ -15,7 +15,7 @@ import fsspec
 import pytest
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.snapshot import SnapshotManager, unpublished_path
+from airflow_snaptable.core.snapshot import UNPUBLISHED, SnapshotManager
 from airflow_snaptable.core.storage import Storage
 from tests.conftest import InjectedCrash
 from tests.core.test_lifecycle import FAR_FUTURE, Clock, check_clean, check_readable, make_table
@@ -69,7 +69,7 @@ def test_crash_after_moving_aside_keeps_a_prefix_and_the_rerun_deletes_the_rest(
     _crash_after_renames(uri, renames)
     # The first `renames` snapshots are out of the history, in order; the others are whole.
     assert Table.open(uri).snapshot_manager.list_ids() == list(range(renames + 1, 8))
-    assert _aside_files(uri) == sorted(os.path.basename(unpublished_path(i)) for i in range(1, renames + 1))
+    assert _aside_files(uri) == sorted(os.path.basename(UNPUBLISHED.format(i)) for i in range(1, renames + 1))
     check_readable(uri, model)
     # The rerun finishes the plan, the files moved aside included.
     rerun = Table.open(uri)
@@ -106,7 +106,7 @@ def test_unpublish_moves_aside_locally_and_a_rerun_returns_the_same_paths(tmp_pa
         storage.write_bytes(f"snapshot/snapshot-{i}", b"{}")
     manager = SnapshotManager(storage)
     aside = manager.unpublish([1, 2])
-    assert aside == [unpublished_path(1), unpublished_path(2)]
+    assert aside == [UNPUBLISHED.format(1), UNPUBLISHED.format(2)]
     assert manager.list_ids() == [3]
     assert manager.unpublish([1, 2]) == aside  # gone already: success, same paths to delete
     storage.delete_files(aside)
