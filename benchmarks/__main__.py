@@ -53,6 +53,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write every figure (and the raw timings) as JSON to PATH")
     parser.add_argument("--seed", type=int, default=42, help="seed of the data generator (default 42)")
     parser.add_argument("--appends", type=int, help="W1 and W2: number of appends (default 200, --quick 50)")
+    parser.add_argument("--repeats", type=int, help="W2: timed runs per system, each on a fresh copy, medians reported (default 3, --quick 2)")
+    parser.add_argument("--skip-flat", action="store_true", help="W2: skip the flat-in-n part (two long histories of ours)")
     parser.add_argument("--history", type=int, help="W1: extend ours to this many commits (default 1000, --quick 300; 0 = skip)")
     parser.add_argument(
         "--order",
@@ -131,7 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         quick=args.quick,
         seed=args.seed,
         verbose=not args.quiet,
-        overrides={"appends": args.appends, "history_commits": args.history, "order": args.order},
+        overrides={
+            "appends": args.appends, "history_commits": args.history, "order": args.order, "repeats": args.repeats,
+            "skip_flat": args.skip_flat,
+        },
     )
     env = environment_info(root)
     report: dict[str, Any] = {

@@ -131,10 +131,14 @@ class W2Config:
         config = replace(config, seed=ctx.seed)
         if ctx.overrides.get("appends") is not None:
             config = replace(config, appends=ctx.overrides["appends"])
+        if ctx.overrides.get("repeats") is not None:
+            config = replace(config, repeats=ctx.overrides["repeats"])
         config.check()
         return config
 
     def check(self) -> None:
+        if self.repeats < 1:
+            raise BenchmarkError(f"W2 needs at least one timed run per system; got repeats={self.repeats}")
         if self.appends + 1 <= self.retain:
             raise BenchmarkError(f"W2 needs more than {self.retain} snapshots after W1; got {self.appends} appends")
         small, large = self.flat_n
@@ -720,7 +724,7 @@ def run(ctx: RunContext) -> dict[str, Any]:
             }
     result["ratios"] = ratios
 
-    if "ours" in ctx.systems:
+    if "ours" in ctx.systems and not ctx.overrides.get("skip_flat"):
         collect_garbage(3)
         result["flat"] = flat_in_n(ctx, config)
     result["load_end"] = machine_load()

@@ -98,6 +98,11 @@ def sync_entries(path: str, fresh_directories: list[str]) -> None:
         fsync_dir(directory)
 
 
+def unlink_all_quietly(paths: list[str]) -> None:
+    for path in paths:
+        unlink_quietly(path)
+
+
 def fsync_dir(directory: str) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)

@@ -16,6 +16,7 @@ from airflow_snaptable.core.errors import MissingMetadataError
 from airflow_snaptable.core.manifest import (
     MANIFEST_DIR, DataFile, ManifestEntry, ManifestIO, apply_entries, iter_manifest, manifest_path,
 )
+from airflow_snaptable.core.manifest_changes import iter_changes
 from airflow_snaptable.core.native_in_use import native_paths_in_use
 from airflow_snaptable.core.path_set import PathHashSet
 from airflow_snaptable.core.snapshot import Snapshot
@@ -94,7 +95,8 @@ class NativeFiles:
         # The deltas' bytes in one bulk read (compressed: a few bytes per entry); their entries are
         # decoded one snapshot at a time, when planning asks for them, and let go once used.
         contents = _read_some(manifests.read_manifest_bytes, (name for names in deltas.values() for name in names), missing)
-        changes = DeltaEntries(deltas, contents, lambda name, data: iter_manifest(data, manifests.partition_types, where=name))
+        # Planning uses each entry's kind, path and size only: those three columns are read (core/manifest_changes.py).
+        changes = DeltaEntries(deltas, contents, lambda name, data: iter_changes(data, where=name))
 
         def sizes(snapshot: Snapshot) -> dict[str, int]:
             """Its lists and their manifests with byte sizes; a skipped (missing) list contributes nothing."""

@@ -87,13 +87,14 @@ class PlanExecutor:
             snapshots.restore(Snapshot.from_json(plan.restore_snapshot.encode(), where=self.store.lifecycle.full_uri(plan.path)))
         for name in doomed:
             self.store.tags.delete(name)
-        snapshots.unpublish(plan.snapshot_ids)
+        # What unpublishing left outside the history goes with the manifests, in one bulk delete.
+        unpublished = list(snapshots.unpublish(plan.snapshot_ids) or [])
         outcome.deleted_snapshot_files += len(plan.snapshot_ids)
         if plan.kind == ROLLBACK and plan.ceiling is not None:
             # Commits that landed after the rollback last read LATEST are discarded too,
             # newest first (ids stay contiguous); their writers see the fence and fail.
             above = [i for i in sorted(snapshots.list_ids(), reverse=True) if i > plan.ceiling]
-            snapshots.unpublish(above)
+            unpublished += snapshots.unpublish(above) or []
             outcome.deleted_snapshot_files += len(above)
         if plan.kind == EXPIRE and plan.snapshot_ids:
             snapshots.write_earliest_hint(plan.fence)
@@ -107,12 +108,14 @@ class PlanExecutor:
             self._delete_parts(plan, protection, outcome, registry)
             # Metadata last: the parts were streamed from it, and a rerun streams them again.
             manifests = self._unheld_manifests(plan, protection)
-            delete_with_progress("deleting manifest files", [files.metadata_path(name) for name, _size in manifests], files.delete)
+            metadata = [files.metadata_path(name) for name, _size in manifests] + unpublished
+            delete_with_progress("deleting metadata files", metadata, files.delete)
             outcome.deleted_manifest_files = [name for name, _size in manifests]
             outcome.bytes_freed += sum(size for _name, size in manifests)
         else:
             effect = self.effect(plan, protection)
-            delete_with_progress("deleting manifest files", [files.metadata_path(name) for name, _size in effect.manifest_files], files.delete)
+            metadata = [files.metadata_path(name) for name, _size in effect.manifest_files] + unpublished
+            delete_with_progress("deleting metadata files", metadata, files.delete)
             outcome.deleted_manifest_files = [name for name, _size in effect.manifest_files]
             delete_with_progress("deleting data files", [c.path for c in effect.data_files], files.delete)
             outcome.deleted_data_files = [c.path for c in effect.data_files]

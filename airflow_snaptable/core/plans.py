@@ -27,6 +27,7 @@ import io
 import json
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError
@@ -120,10 +121,8 @@ class DeletionPlan:
         out = io.BytesIO()
         out.write(json.dumps(doc).encode()[:-1])  # without its closing brace
         out.write(b', "data_files": [')
-        for first in range(0, len(candidates), _JSON_CHUNK):
-            if first:
-                out.write(b",")
-            out.write(",".join(_candidate_json(c) for c in candidates[first:first + _JSON_CHUNK]).encode())
+        for i, chunk in enumerate(encoded_candidates(candidates)):
+            out.write(b"," + chunk if i else chunk)
         out.write(b"]}")
         return out.getvalue()
 
@@ -147,18 +146,21 @@ class DeletionPlan:
 _JSON_CHUNK = 10_000
 
 
-def _candidate_json(candidate: DataCandidate) -> str:
-    # Formatted directly (json.dumps per candidate was most of a large plan's encoding); the path
-    # is escaped by json's own string encoder, the rest are ints and a bool.
-    text = f'{{"path":{_json_string(candidate.path)},"size":{int(candidate.size)},"below":{int(candidate.below)}'
+def encoded_candidates(candidates: list[DataCandidate]) -> Iterator[bytes]:
+    """The candidates as JSON objects, comma-separated, a chunk at a time (one encoder call per chunk with
+    its list brackets cut off: per-candidate calls cost 5x more); the chunks are to be joined by commas."""
+    for first in range(0, len(candidates), _JSON_CHUNK):
+        chunk = [_candidate_fields(c) for c in candidates[first:first + _JSON_CHUNK]]
+        yield json.dumps(chunk, separators=(",", ":"))[1:-1].encode()
+
+
+def _candidate_fields(candidate: DataCandidate) -> dict:
+    fields = {"path": candidate.path, "size": candidate.size, "below": candidate.below}
     if candidate.from_id is not None:
-        text += f',"from_id":{int(candidate.from_id)}'
+        fields["from_id"] = candidate.from_id
     if candidate.readded:
-        text += ',"readded":true'
-    return text + "}"
-
-
-_json_string = json.encoder.encode_basestring_ascii
+        fields["readded"] = True
+    return fields
 
 
 @dataclass
@@ -283,8 +285,8 @@ class PlanManager:
         """Record part ``number`` of a plan in parts (its candidates) before any of them is deleted; parts
         below it are done. ``done``: every part is (what is left is metadata the parts were streamed from)."""
         head = json.dumps({"plan": plan.id, "part": number, "done": done}, separators=(",", ":"))[:-1]
-        body = ",".join(_candidate_json(c) for c in candidates)
-        self.storage.write_bytes(plan.part_path, f'{head},"data_files":[{body}]}}'.encode())
+        body = b",".join(encoded_candidates(candidates))
+        self.storage.write_bytes(plan.part_path, head.encode() + b',"data_files":[' + body + b"]}")
 
     def recorded_part(self, plan: DeletionPlan) -> tuple[int, bool]:
         """(the part a plan in parts was deleting when it stopped, whether all were done); (0, False) if

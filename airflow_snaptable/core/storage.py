@@ -26,7 +26,7 @@ from airflow_snaptable.core.errors import (
     StorageError,
     UnsupportedStorageError,
 )
-from airflow_snaptable.core.io_pool import IO_THREADS, map_io
+from airflow_snaptable.core.io_pool import UNLINK_THREADS, map_io
 
 #: The kinds of operation that are counted.
 OPERATION_KINDS = ("read", "write", "list", "delete", "exists")
@@ -37,8 +37,9 @@ _PRECONDITION_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412"
 
 #: Keys per S3 DeleteObjects request (the API's maximum).
 S3_DELETE_BATCH = 1000
-#: Files announced, then deleted concurrently, per batch on other stores.
-LOCAL_DELETE_BATCH = 1024
+#: Files announced, then deleted concurrently, per batch on other stores. Each batch ends by waiting
+#: for its slowest thread: W1's 2,000 data files go in one batch rather than two.
+LOCAL_DELETE_BATCH = 4096
 
 
 def _is_precondition_failure(exc: BaseException) -> bool:
@@ -160,6 +161,10 @@ class Storage:
         """Read a whole file. A missing file raises FileNotFoundError; a directory CorruptMetadataError."""
         self._op("read", rel)
         try:
+            if self._is_local:
+                # Straight from the OS: fsspec's open path costs more than a small file's read.
+                with open(self.full_path(rel), "rb") as f:
+                    return f.read()
             return self.fs.cat_file(self.full_path(rel))
         except (IsADirectoryError, NotADirectoryError) as exc:
             raise self._not_a_file(rel, exc) from None
@@ -287,17 +292,31 @@ class Storage:
         """Delete a file; deleting a missing file is success (it is already gone)."""
         self._op("delete", rel)
         try:
-            self.fs.rm_file(self.full_path(rel))
+            if self._is_local:
+                os.unlink(self.full_path(rel))
+            else:
+                self.fs.rm_file(self.full_path(rel))
         except FileNotFoundError:
             pass
 
     def sync_directory(self, rel_dir: str) -> None:
-        """Make the removals and renames done so far in ``rel_dir`` durable (a local directory's
-        fsync; object stores apply each request durably). Called where a removal must survive a
-        power loss before the next step relies on it: a deleted tag before expiry may free its files,
-        unpublished snapshots before their files go."""
+        """Make the removals and renames done in ``rel_dir`` durable before a next step relies on them (a
+        local directory's fsync; object stores apply each request durably): deleted tags, unpublished snapshots."""
         if self._is_local:
             local_files.fsync_dir(self.full_path(rel_dir))
+
+    def move_aside(self, rel: str, aside: str) -> bool:
+        """Rename ``rel`` to ``aside`` for a bulk delete later (a missing ``rel`` is success; counted as a delete
+        of ``rel``). Local disks only, where a rename costs 15 us to an unlink's 100: elsewhere it returns False,
+        doing nothing, and the caller deletes ``rel``."""
+        if not self._is_local:
+            return False
+        self._op("delete", rel)
+        try:
+            os.replace(self.full_path(rel), self.full_path(aside))
+        except FileNotFoundError:
+            pass
+        return True
 
     def remove_empty_dirs(self, rels: Sequence[str], stop_at: str) -> int:
         """Remove the directories of ``rels`` (and their parents, up to ``stop_at``, which stays) that are
@@ -346,23 +365,14 @@ class Storage:
             elif self._is_local:
                 # os.unlink in one chunk per pool thread: a future and fsspec's path handling per file
                 # cost more than the unlink itself (measured: 3,000 unlinks 420 ms per file, 210 ms chunked).
-                per_chunk = -(-len(paths) // IO_THREADS)
-                map_io(_unlink_quietly, [paths[i:i + per_chunk] for i in range(0, len(paths), per_chunk)])
+                per_chunk = -(-len(paths) // UNLINK_THREADS)
+                map_io(local_files.unlink_all_quietly, [paths[i:i + per_chunk] for i in range(0, len(paths), per_chunk)], threads=UNLINK_THREADS)
             else:
                 map_io(self._remove_quietly, paths)
 
     def _remove_quietly(self, path: str) -> None:
         try:
             self.fs.rm_file(path)
-        except FileNotFoundError:
-            pass
-
-
-def _unlink_quietly(paths: list[str]) -> None:
-    """Delete local files; one that is gone already is success."""
-    for path in paths:
-        try:
-            os.unlink(path)
         except FileNotFoundError:
             pass
 

@@ -55,7 +55,9 @@ class SnapshotChanges(Protocol):
     native store decodes each snapshot's when asked, so planning holds one snapshot's at a time)."""
 
     def pop(self, snapshot_id: int) -> Iterable[ManifestEntry]:
-        """That snapshot's entries, in order, to be iterated once."""
+        """That snapshot's entries, in order, to be iterated once. Planning reads an entry's ``kind``,
+        ``file.path`` and ``file.file_size`` only (the native store hands out just those:
+        core/manifest_changes.py ``EntryChange``)."""
         ...
 
 
@@ -128,8 +130,13 @@ class SnapshotStore(Protocol):
         """Where the snapshot's metadata is, relative to the table root (what a dry run reports)."""
         ...
 
-    def unpublish(self, snapshot_ids: Iterable[int]) -> None:
-        """Remove snapshots from the history in the given order; each removal is idempotent."""
+    def unpublish(self, snapshot_ids: Iterable[int]) -> Sequence[str] | None:
+        """Remove snapshots from the history in the given order; each removal is idempotent.
+
+        May return paths (relative to the FileStore's root) of files the removed snapshots left
+        outside the history, which the caller deletes with the plan's files (FileStore.delete);
+        None or empty when the removal deleted everything itself.
+        """
         ...
 
     def restore(self, snapshot: Snapshot) -> None:

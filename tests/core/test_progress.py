@@ -45,7 +45,7 @@ def test_expiry_logs_its_progress_by_default(tmp_path, caplog):
         table.expire_snapshots(retain_min=1, time_retained="0 s")
     lines = [r.getMessage() for r in caplog.records if r.name == "airflow_snaptable.progress"]
     assert any(line.startswith("deleting data files: ") and "(100%)" in line for line in lines), lines
-    assert any(line.startswith("deleting manifest files: ") for line in lines), lines
+    assert any(line.startswith("deleting metadata files: ") for line in lines), lines
 
 
 def test_log_progress_is_rate_limited():

@@ -197,6 +197,7 @@ class PaimonSnapshotStore:
     def unpublish(self, snapshot_ids: Iterable[int]) -> None:
         for snapshot_id in snapshot_ids:
             self.storage.delete(snapshot_path(snapshot_id))
+        self.storage.sync_directory(SNAPSHOT_DIR)  # gone for good before the files they name are deleted
 
     def restore(self, snapshot: Snapshot) -> None:
         """Write the snapshot's Paimon document back (the hint first: see SnapshotManager.restore)."""
