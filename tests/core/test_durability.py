@@ -85,3 +85,21 @@ def test_a_deleted_tag_or_consumer_is_durably_gone_before_the_call_returns(tmp_p
     synced.clear()
     table.delete_consumer("reader")
     assert ("dir", f"{root}/consumer") in synced
+
+
+def test_expired_snapshots_are_durably_gone_before_any_file_they_name_is_deleted(tmp_path, synced, monkeypatch):
+    """Unpublishing renames (or unlinks) snapshot files; a power loss must not bring one back over deleted files."""
+    schema = pa.schema([("v", pa.int64())])
+    table = Table.create(str(tmp_path / "t"), schema)
+    for i in range(3):
+        table.append(pa.table({"v": [i]}, schema=schema))
+    table.overwrite(pa.table({"v": [9]}, schema=schema))
+    root = os.path.realpath(tmp_path / "t")
+    real_unlink = os.unlink
+    monkeypatch.setattr(os, "unlink", lambda p, *a, **k: (synced.append(("unlink", os.path.realpath(p))), real_unlink(p, *a, **k))[1])
+
+    synced.clear()
+    result = table.expire_snapshots(retain_max=1, retain_min=1)
+    assert result.deleted_data_files, "the overwrite's predecessors' files must go"
+    first_data_unlink = next(i for i, (kind, p) in enumerate(synced) if kind == "unlink" and p.startswith(f"{root}/data/"))
+    assert ("dir", f"{root}/snapshot") in synced[:first_data_unlink]
