@@ -13,8 +13,10 @@ Rules:
 - Not checked: that the files exist, their sizes and row counts. The caller has just
   written them; checking costs a storage round trip per file.
 
-Cost: the known-path check reads the retained history's manifest lists (cached by name) and, of
-the manifests, only those whose partition bounds may hold the committed files' partitions.
+Cost: the known-path check reads the latest snapshot's lists, the delta lists of the retained
+commits that may delete (found by links, core/deleting_commits.py: not one read per append; lists
+cached by name) and, of the manifests, only those whose partition bounds may hold the committed
+files' partitions.
 
 Whether such a commit landed after it failed ambiguously: core/incremental.py ``added_after``.
 """
@@ -27,6 +29,7 @@ from typing import Any
 from airflow_snaptable.core.checks import check_int
 from airflow_snaptable.core.column_stats import check_stats
 from airflow_snaptable.core.commit_request import WHOLE_TABLE
+from airflow_snaptable.core.deleting_commits import deleting_commits
 from airflow_snaptable.core.errors import (
     CommitConflictError,
     CorruptMetadataError,
@@ -202,17 +205,19 @@ def known_data_paths(store: TableStore, partitions: set[tuple]) -> dict[str, str
     A file a retained snapshot references is live in the latest snapshot or was deleted since, by a
     commit whose delta names it: so the latest state's manifests, the deltas of the retained commits
     that may delete (not the appends that record deleting nothing) and the tags' states cover every
-    retained state, and a long history of appends costs its snapshots' summaries only. A data file
+    retained state. Those commits are found by following the snapshots' links (core/deleting_commits.py),
+    so a long history of appends costs one snapshot read, not one per snapshot. A data file
     lives in the directory of its partition, so only the manifests whose partition bounds (the
     list's ``partition_stats``) may hold one of ``partitions`` are read. A path named by any such
     manifest counts, whatever the entry's kind: a superset of the retained states' files, which only
     ever refuses more. Fails closed: a missing or unreadable snapshot, list or manifest raises.
     """
     snapshots = store.snapshots
-    earliest, latest = snapshots.earliest_id(), snapshots.latest_id()
-    history = snapshots.read_range(earliest, latest) if earliest is not None and latest is not None else []
-    list_names = [(f"snapshot {s.id}", name) for s in history[-1:] for name in (s.base_manifest_list, s.delta_manifest_list)]
-    list_names += [(f"snapshot {s.id - 1}", s.delta_manifest_list) for s in history[1:] if not s.deletes_no_file]
+    earliest, latest = snapshots.earliest_id(), snapshots.latest_snapshot()
+    list_names = []
+    if earliest is not None and latest is not None:
+        list_names = [(f"snapshot {latest.id}", name) for name in (latest.base_manifest_list, latest.delta_manifest_list)]
+        list_names += [(f"snapshot {s.id - 1}", s.delta_manifest_list) for s in deleting_commits(snapshots, earliest, latest)]
     list_names += [(f"tag {t.name}", name) for t in store.tags.tags() for name in (t.snapshot.base_manifest_list, t.snapshot.delta_manifest_list)]
     manifests = store.files.manifests
     lists = manifests.read_lists(name for _owner, name in list_names)
