@@ -184,8 +184,8 @@ def refuse_known_paths(store: TableStore, files: list[DataFile]) -> None:
     paths = {f.path for f in files}
     known = {path: f"deleted by an unfinished {plan.kind} plan" for plan in read_plans(store.lifecycle)
              for path in (c.path for c in plan.data_files) if path in paths}
-    referenced = known_data_paths(store, {f.partition for f in files})
-    known.update((path, f"named by the metadata of {referenced[path]}") for path in paths if path in referenced)
+    referenced = known_data_paths(store, {f.partition for f in files}, paths)
+    known.update((path, f"named by the metadata of {owner}") for path, owner in referenced.items())
     if known:
         path = min(known)
         holder = _holder(store, path)
@@ -198,9 +198,9 @@ def refuse_known_paths(store: TableStore, files: list[DataFile]) -> None:
         )
 
 
-def known_data_paths(store: TableStore, partitions: set[tuple]) -> dict[str, str]:
-    """Every data path in ``partitions`` that a manifest of the latest snapshot, a deleting commit since
-    the earliest retained one, or a tag names, with the snapshot or tag naming it.
+def known_data_paths(store: TableStore, partitions: set[tuple], paths: set[str]) -> dict[str, str]:
+    """Those of ``paths`` (data files in ``partitions``) that a manifest of the latest snapshot, a
+    deleting commit since the earliest retained one, or a tag names, with the snapshot or tag naming it.
 
     A file a retained snapshot references is live in the latest snapshot or was deleted since, by a
     commit whose delta names it: so the latest state's manifests, the deltas of the retained commits
@@ -208,9 +208,10 @@ def known_data_paths(store: TableStore, partitions: set[tuple]) -> dict[str, str
     retained state. Those commits are found by following the snapshots' links (core/deleting_commits.py),
     so a long history of appends costs one snapshot read, not one per snapshot. A data file
     lives in the directory of its partition, so only the manifests whose partition bounds (the
-    list's ``partition_stats``) may hold one of ``partitions`` are read. A path named by any such
-    manifest counts, whatever the entry's kind: a superset of the retained states' files, which only
-    ever refuses more. Fails closed: a missing or unreadable snapshot, list or manifest raises.
+    list's ``partition_stats``) may hold one of ``partitions`` are read, as path sets (cached by
+    manifest name: a manifest never changes). A path named by any such manifest counts, whatever
+    the entry's kind: a superset of the retained states' files, which only ever refuses more.
+    Fails closed: a missing or unreadable snapshot, list or manifest raises.
     """
     snapshots = store.snapshots
     earliest, latest = snapshots.earliest_id(), snapshots.latest_snapshot()
@@ -227,12 +228,11 @@ def known_data_paths(store: TableStore, partitions: set[tuple]) -> dict[str, str
         for meta in lists[list_name]:
             if meta.file_name not in wanted and holds.may_hold(meta):
                 wanted[meta.file_name] = owner
-    entries = manifests.read_manifests(wanted)
+    named = manifests.read_paths(wanted)
     known: dict[str, str] = {}
     for name, owner in wanted.items():
-        for entry in entries[name]:
-            if entry.file.partition in partitions:
-                known.setdefault(entry.file.path, owner)
+        for path in named[name] & paths:
+            known.setdefault(path, owner)
     return known
 
 

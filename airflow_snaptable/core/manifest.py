@@ -298,6 +298,21 @@ class ManifestIO:
         """:meth:`read_manifest` for many manifests, the uncached ones in one ``Storage.read_many``."""
         return self._read_many(names, lambda name, data: decode_manifest(data, self.partition_types, where=name), is_list=False)
 
+    def read_paths(self, names) -> dict[str, frozenset[str]]:
+        """The data paths each manifest names, whatever the entries' kinds: read in one
+        ``Storage.read_many``, checked like :meth:`read_manifests`, and cached (not the entries)."""
+        keys = {name: f"{name}#paths" for name in names}  # no file name holds "#"
+        found = {name: cached for name, key in keys.items() if (cached := self._cached(key)) is not None}
+        missing = [name for name in keys if name not in found]
+        contents = self.storage.read_many([manifest_path(name) for name in missing])
+        for name in missing:
+            data = contents.get(manifest_path(name))
+            if data is None:
+                raise MissingMetadataError(f"{self.storage.full_uri(manifest_path(name))} is missing")
+            found[name] = frozenset(manifest_table(data, where=name).column("path").to_pylist())
+            self._remember(keys[name], found[name])
+        return found
+
     def _read_many(self, names, decode, is_list: bool) -> dict[str, list]:
         found: dict[str, list] = {}
         missing = []
