@@ -125,3 +125,18 @@ def test_a_bad_link_is_corrupt_metadata(table, table_uri, link):
     _edit_snapshot(table_uri, 6, lambda doc: doc.update(may_delete_below=link))
     with pytest.raises(CorruptMetadataError, match="may_delete_below"):
         _found(Table.open(table_uri))
+
+
+def test_a_missing_delta_of_a_linked_commit_fails_closed(table, table_uri):
+    """The known-path check reads the delta lists the links lead to (no later snapshot's list
+    names them); one that is gone stops the commit before anything is written."""
+    from airflow_snaptable.core.errors import MissingMetadataError
+    from airflow_snaptable.core.manifest import manifest_path
+
+    _history(table, "aoaa")
+    os.remove(os.path.join(table_uri, manifest_path(table.snapshot(2).delta_manifest_list)))
+    fresh = Table.open(table_uri)
+    new = write_files(fresh, make_rows([0]))
+    with pytest.raises(MissingMetadataError):
+        fresh.commit_files(new)
+    assert fresh.latest_snapshot().id == 4
