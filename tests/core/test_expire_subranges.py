@@ -197,6 +197,12 @@ class _Snapshots:
     def __init__(self, deleted: dict[int, int | None]):
         self.deleted = deleted
         self.read: list[int] = []
+        self.cache: set[int] = set()
+        self.loaded: list[tuple[int, int]] = []  # read-ahead ranges (SnapshotCache.load)
+
+    def load(self, first: int, last: int) -> None:
+        self.loaded.append((first, last))
+        self.cache.update(range(first, last + 1))
 
     def get(self, snapshot_id: int):
         self.read.append(snapshot_id)
@@ -217,3 +223,8 @@ def test_subrange_ends_at_the_bounds_and_counts_a_snapshot_without_a_record_by_t
     late = _Snapshots({})
     assert subrange_end(ExpireRule(1, 1, 20, threshold_millis=-1), late, 1) is None  # the time rule keeps 1
     assert late.read == [2]
+    assert late.loaded == [(2, 6)]  # read ahead in bulk, never past the sub-range bound (4 snapshots) and the one after
+    long = _Snapshots({})
+    bounds(2500, 10**9)
+    assert subrange_end(ExpireRule(1, 1, 3000, threshold_millis=0), long, 1) == 2501
+    assert long.loaded == [(2, 1001), (1002, 2001), (2002, 2502)]
