@@ -14,8 +14,13 @@ below snapshots written before links existed), and a target read once is answere
 
 from __future__ import annotations
 
+from weakref import WeakKeyDictionary
+
 from airflow_snaptable.core.errors import CorruptMetadataError
 from airflow_snaptable.core.snapshot import Snapshot, SnapshotManager
+
+#: Per snapshot manager (one per open table), the link targets it read, by id: a snapshot never changes.
+_KEPT: "WeakKeyDictionary[SnapshotManager, dict[int, Snapshot]]" = WeakKeyDictionary()
 
 
 def link_below(parent: Snapshot | None) -> dict:
@@ -35,7 +40,9 @@ def deleting_commits(snapshots: SnapshotManager, earliest: int, latest: Snapshot
     existed) or a link's target was replaced, the remaining ids are read one by one. Raises
     SnapshotNotFoundError when one is missing (fail closed), CorruptMetadataError on a bad link.
     """
-    snapshots.forget_identified_below(earliest)
+    kept = _KEPT.setdefault(snapshots, {})
+    for expired in [i for i in kept if i <= earliest]:
+        del kept[expired]
     found: list[Snapshot] = []
     current = latest
     while current.id > earliest:
@@ -48,10 +55,26 @@ def deleting_commits(snapshots: SnapshotManager, earliest: int, latest: Snapshot
             below, identity = _parse_link(link, current)
         if below <= earliest:
             break
-        target = snapshots.identified(below, identity)
+        target = _identified(snapshots, kept, below, identity)
         if target is None:  # replaced by a rollback since the link was written: read what is there
             return found + _read_down(snapshots, earliest, below)
         current = target
+    return found
+
+
+def _identified(snapshots: SnapshotManager, kept: dict[int, Snapshot], snapshot_id: int, identity: str | None) -> Snapshot | None:
+    """Snapshot ``snapshot_id`` if it is the commit whose base manifest list is ``identity`` (None:
+    whichever is there), else None (a rollback replaced that id); kept when identified, so read once.
+    Raises SnapshotNotFoundError if it is gone."""
+    cached = kept.get(snapshot_id)
+    if cached is not None and identity is not None and cached.base_manifest_list == identity:
+        return cached
+    found = snapshots.snapshot(snapshot_id)
+    if identity is None:
+        return found
+    if found.base_manifest_list != identity:
+        return None
+    kept[snapshot_id] = found
     return found
 
 

@@ -299,25 +299,14 @@ class ManifestIO:
         return self._read_many(names, lambda name, data: decode_manifest(data, self.partition_types, where=name), is_list=False)
 
     def read_paths(self, names) -> dict[str, frozenset[str]]:
-        """The data paths each manifest names, whatever the entries' kinds: read in one
-        ``Storage.read_many``, checked like :meth:`read_manifests`, and cached (not the entries)."""
-        keys = {name: f"{name}#paths" for name in names}  # no file name holds "#"
-        found = {name: cached for name, key in keys.items() if (cached := self._cached(key)) is not None}
-        missing = [name for name in keys if name not in found]
-        contents = self.storage.read_many([manifest_path(name) for name in missing])
-        for name in missing:
-            data = contents.get(manifest_path(name))
-            if data is None:
-                raise MissingMetadataError(f"{self.storage.full_uri(manifest_path(name))} is missing")
-            found[name] = frozenset(manifest_table(data, where=name).column("path").to_pylist())
-            self._remember(keys[name], found[name])
-        return found
+        """The data paths each manifest names (any entry kind), checked, read in bulk; cached, not the entries."""
+        return self._read_many(names, lambda name, data: frozenset(manifest_table(data, where=name).column("path").to_pylist()), False, "#paths")
 
-    def _read_many(self, names, decode, is_list: bool) -> dict[str, list]:
+    def _read_many(self, names, decode, is_list: bool, key: str = "") -> dict[str, list]:
         found: dict[str, list] = {}
         missing = []
         for name in dict.fromkeys(names):
-            cached = self._cached(name)
+            cached = self._cached(name + key)
             if cached is None:
                 missing.append(name)
             else:
@@ -330,7 +319,7 @@ class ManifestIO:
             found[name] = decode(name, data)
             if is_list:
                 self._list_sizes[name] = len(data)
-            self._remember(name, found[name])
+            self._remember(name + key, found[name])
         return found
 
     def read_manifest_bytes(self, names) -> dict[str, bytes]:

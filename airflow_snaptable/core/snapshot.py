@@ -124,7 +124,6 @@ class SnapshotManager:
     def __init__(self, storage: Storage):
         self.storage = storage
         self._range_cache: dict[int, Snapshot] = {}
-        self._identified: dict[int, Snapshot] = {}
 
     # -- single snapshots --------------------------------------------------
 
@@ -179,23 +178,6 @@ class SnapshotManager:
             found[snapshot_id] = snapshot
         self._range_cache = dict(found)
         return [found[i] for i in range(first, last + 1)]
-
-    def identified(self, snapshot_id: int, identity: str | None) -> Snapshot | None:
-        """Snapshot ``snapshot_id`` if it is the commit whose base manifest list is ``identity`` (None:
-        whichever is there), else None (a rollback replaced that id). Such a snapshot never changes,
-        so it is kept and answered from memory next time; raises SnapshotNotFoundError if it is gone."""
-        cached = self._identified.get(snapshot_id)
-        if cached is None or identity is None or cached.base_manifest_list != identity:
-            cached = self.snapshot(snapshot_id)
-            if identity is None or cached.base_manifest_list != identity:
-                return cached if identity is None else None
-            self._identified[snapshot_id] = cached
-        return cached
-
-    def forget_identified_below(self, snapshot_id: int) -> None:
-        """Let go of the snapshots :meth:`identified` keeps below ``snapshot_id`` (expired ones)."""
-        for kept in [i for i in self._identified if i < snapshot_id]:
-            del self._identified[kept]
 
     def parse(self, snapshot_id: int, path: str, data: bytes) -> Snapshot:
         """The snapshot in ``data``, read from ``path``; CorruptMetadataError if it is not snapshot ``snapshot_id``."""
