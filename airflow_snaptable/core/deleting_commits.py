@@ -8,8 +8,8 @@ links to the one below it where such a commit may be (``Snapshot.may_delete_belo
 commits, not to the snapshots (a history of 100,000 appends costs one read).
 
 A link names its target's base manifest list, unique to the commit attempt that wrote it, so a
-target a rollback replaced is noticed (then the rest of the range is read id by id, as it is
-below snapshots written before links existed), and a target read once is answered from memory.
+target a rollback replaced is noticed (then the rest of the range is read, as it is below a
+snapshot written before links existed), and a target read once is answered from memory.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from weakref import WeakKeyDictionary
 from airflow_snaptable.core.errors import CorruptMetadataError
 from airflow_snaptable.core.snapshot import Snapshot, SnapshotManager
 
+#: Snapshots read in one ``Storage.read_many`` where there are no links to follow.
+READ_CHUNK = 1_000
 #: Per snapshot manager (one per open table), the link targets it read, by id: a snapshot never changes.
 _KEPT: "WeakKeyDictionary[SnapshotManager, dict[int, Snapshot]]" = WeakKeyDictionary()
 
@@ -37,7 +39,7 @@ def deleting_commits(snapshots: SnapshotManager, earliest: int, latest: Snapshot
     """The snapshots with ``earliest < id <= latest.id`` that may delete files, newest first.
 
     Follows the links down from ``latest``; where a snapshot has no link (written before links
-    existed) or a link's target was replaced, the remaining ids are read one by one. Raises
+    existed) or a link's target was replaced, the remaining ids are all read, in bulk. Raises
     SnapshotNotFoundError when one is missing (fail closed), CorruptMetadataError on a bad link.
     """
     kept = _KEPT.setdefault(snapshots, {})
@@ -49,10 +51,9 @@ def deleting_commits(snapshots: SnapshotManager, earliest: int, latest: Snapshot
         if not current.deletes_no_file:
             found.append(current)
         link = current.may_delete_below
-        if link is None:  # no link: the parent, one id down
-            below, identity = current.id - 1, current.parent_base_manifest_list
-        else:
-            below, identity = _parse_link(link, current)
+        if link is None:  # written before links: read the rest, in bulk
+            return found + _read_down(snapshots, earliest, current.id - 1)
+        below, identity = _parse_link(link, current)
         if below <= earliest:
             break
         target = _identified(snapshots, kept, below, identity)
@@ -89,6 +90,11 @@ def _parse_link(link: object, snapshot: Snapshot) -> tuple[int, str | None]:
 
 
 def _read_down(snapshots: SnapshotManager, earliest: int, top: int) -> list[Snapshot]:
-    """The snapshots ``earliest < id <= top`` that may delete, newest first, each read."""
-    read = snapshots.read_ids(range(earliest + 1, top + 1))
-    return [read[i][0] for i in range(top, earliest, -1) if not read[i][0].deletes_no_file]
+    """The snapshots ``earliest < id <= top`` that may delete, newest first, each read (in bulk,
+    :data:`READ_CHUNK` at a time: only those that may delete are kept)."""
+    found: list[Snapshot] = []
+    for high in range(top, earliest, -READ_CHUNK):
+        low = max(earliest + 1, high - READ_CHUNK + 1)
+        read = snapshots.read_ids(range(low, high + 1))
+        found += [read[i][0] for i in range(high, low - 1, -1) if not read[i][0].deletes_no_file]
+    return found

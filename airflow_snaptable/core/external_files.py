@@ -188,7 +188,7 @@ def refuse_known_paths(store: TableStore, files: list[DataFile]) -> None:
     known.update((path, f"named by the metadata of {owner}") for path, owner in referenced.items())
     if known:
         path = min(known)
-        holder = _holder(store, path)
+        holder = _holder(store, path, referenced[path]) if path in referenced else None
         if holder is not None:
             known[path] = f"referenced by {holder}"
         raise InvalidArgumentError(
@@ -236,12 +236,20 @@ def known_data_paths(store: TableStore, partitions: set[tuple], paths: set[str])
     return known
 
 
-def _holder(store: TableStore, path: str) -> str | None:
-    """The first retained snapshot, else tag, whose state holds ``path`` (for the error message only)."""
-    snapshots = store.snapshots
-    earliest, latest = snapshots.earliest_id(), snapshots.latest_id()
-    history = snapshots.read_range(earliest, latest) if earliest is not None and latest is not None else []
-    for owner, snapshot in [(f"snapshot {s.id}", s) for s in history] + [(f"tag {t.name}", t.snapshot) for t in store.tags.tags()]:
+def _holder(store: TableStore, path: str, owner: str) -> str | None:
+    """The snapshot or tag whose state holds ``path``, for the error message only: ``owner`` (what
+    known_data_paths found naming it) or, for a snapshot, the one after it (the delta it was found
+    in may add the path), else a tag. Reads two snapshots' states and the tags', whatever the
+    history's length."""
+    kind, _, name = owner.partition(" ")
+    candidates = []
+    for snapshot_id in (int(name), int(name) + 1) if kind == "snapshot" else ():
+        try:
+            candidates.append((f"snapshot {snapshot_id}", store.snapshots.snapshot(snapshot_id)))
+        except SnapshotNotFoundError:
+            continue
+    candidates += [(f"tag {t.name}", t.snapshot) for t in store.tags.tags()]
+    for holder, snapshot in candidates:
         if path in store.files.state(snapshot):
-            return owner
+            return holder
     return None

@@ -140,3 +140,14 @@ def test_a_missing_delta_of_a_linked_commit_fails_closed(table, table_uri):
     with pytest.raises(MissingMetadataError):
         fresh.commit_files(new)
     assert fresh.latest_snapshot().id == 4
+
+
+def test_without_links_the_history_is_read_in_chunks(table, table_uri, monkeypatch):
+    from airflow_snaptable.core import deleting_commits as module
+
+    monkeypatch.setattr(module, "READ_CHUNK", 2)
+    _history(table, "aodaaoa")
+    for snapshot_id in range(1, 8):
+        _edit_snapshot(table_uri, snapshot_id, lambda doc: doc.pop("may_delete_below"))
+    fresh = Table.open(table_uri)
+    assert _found(fresh) == _by_reading_every_snapshot(fresh) == [6, 3, 2]
