@@ -20,7 +20,7 @@ from airflow_snaptable.core.expire_plan import ExpireRule, SnapshotCache
 
 #: Snapshots one sub-range expires at most.
 MAX_SNAPSHOTS = 10_000
-#: Snapshots read in one ``Storage.read_many`` while walking a sub-range (never past its bounds).
+#: Snapshots read at most in one ``Storage.read_many`` while walking a sub-range (never past its bounds).
 READ_AHEAD = 1_000
 #: Deleted files (summary records of the deltas a sub-range reads) past which a sub-range ends.
 MAX_DELETED_FILES = 500_000
@@ -31,12 +31,15 @@ def subrange_end(rule: ExpireRule, read: SnapshotCache, start: int) -> int | Non
 
     Sub-range ``[start, x)`` reads the deltas of ``start+1 .. x`` (plan_expiry's candidates), so
     including snapshot ``x`` adds the deleted files of snapshot ``x + 1``. Reads only the snapshots
-    of this sub-range and the one after it (which the plan reads anyway), :data:`READ_AHEAD` at a time.
+    of this sub-range and the one after it (which the plan reads anyway), in bulk reads growing with
+    the walk up to :data:`READ_AHEAD` (the time rule may end the range early: little is read past it).
     """
     end = start
     deleted = 0
     while True:
-        ahead = min(end + READ_AHEAD, start + MAX_SNAPSHOTS + 1, rule.end_bound)  # this sub-range and the one after
+        # Half as many as walked so far (at most READ_AHEAD): where the time rule ends the range, at
+        # most half again is read past it; never past this sub-range and the snapshot after it.
+        ahead = min(end + max(1, min(READ_AHEAD, (end - start) // 2)), start + MAX_SNAPSHOTS + 1, rule.end_bound)
         if end + 1 not in read.cache and end + 1 <= ahead:
             _read_ahead(read, end + 1, ahead)
         if not rule.expires(read, end):
