@@ -1,6 +1,6 @@
 """Planning at scale: a table of many commits of many files; the full plan against a one-partition plan.
 
-``python -m benchmarks.scale [--commits 1000] [--files-per-commit 1000] [--partitions 100]``
+``python -m benchmarks.scale [--commits 1000] [--files-per-commit 1000] [--partitions 100] [--only plans|lifecycle|snapshots] [--snapshots 20000 100000]``
 
 Builds (with ``commit_files``: metadata only, no data files) a table of ``commits`` x
 ``files-per-commit`` data files in ``partitions`` partitions, twice: every commit touching every
@@ -36,6 +36,13 @@ more, with an empty file on disk for every data file, and then runs, each in a f
 Each prints its time and peak RSS (``ru_maxrss``); the expiry's per-file memory is its peak RSS
 minus an empty interpreter's (the ``baseline`` step), divided by the data files it deleted.
 Target (issue 15): expiry of 1M files in <= 500 MB peak RSS and <= 1.5x its lower bound.
+The snapshots part (``--only snapshots [--snapshots 20000 100000]``; the default run includes it)
+builds tables of 20,000 and 100,000 one-file commits and prints the commit time of the first and
+last 1,000 commits, everyday operations (open, time travel by id and by timestamp, list tags, the
+new-snapshot sensor's check), and the expiry of all but the last snapshot against its lower bound,
+with peak RSS at both sizes (benchmarks/snapshot_history.py). Target (issue 15): flat commits,
+expiry peak RSS not growing with the snapshot count, expiry <= 1.5x its lower bound.
+
 The Spark write path is measured by benchmarks/spark_write.py.
 """
 
@@ -363,13 +370,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--orphans", type=int, default=1000, help="unreferenced files beside the data files (lifecycle)")
     parser.add_argument(
-        "--only", choices=("plans", "lifecycle", "orphans"),
-        help="run only the planning or only the lifecycle part, or of the lifecycle part only the orphan clean",
+        "--only", choices=("plans", "lifecycle", "orphans", "snapshots"),
+        help="run only the planning, the lifecycle or the snapshots part, or of the lifecycle part only the orphan clean",
     )
     parser.add_argument("--table", help="--only orphans: build the table here, or reuse the one built there before")
     parser.add_argument("--max-deleted-files", type=int,
                         help="lifecycle: expire_subranges.MAX_DELETED_FILES in the expiry (default core's 500,000)")
+    parser.add_argument(
+        "--snapshots", type=int, nargs="+", default=[20_000, 100_000],
+        help="history lengths of the snapshots part (benchmarks/snapshot_history.py)",
+    )
     args = parser.parse_args(argv)
+    if args.only in (None, "snapshots"):
+        from benchmarks import snapshot_history
+
+        print(f"Snapshots: histories of {', '.join(f'{n:,}' for n in args.snapshots)} one-file commits")
+        snapshot_history.run(args.snapshots)
+        if args.only == "snapshots":
+            return 0
     total = args.commits * args.files_per_commit
     median = lambda runs: sorted(r["seconds"] for r in runs)[1]  # noqa: E731
     print(f"Table: {args.commits} commits x {args.files_per_commit} files = {total:,} data files in {args.partitions} partitions")

@@ -33,6 +33,7 @@ from typing import Callable
 from airflow_snaptable.core.commit_conflicts import ConflictDetection
 from airflow_snaptable.core.commit_lineage import ROLLED_BACK, CommitLineage
 from airflow_snaptable.core.commit_request import CommitRequest
+from airflow_snaptable.core.deleting_commits import link_below
 from airflow_snaptable.core.errors import (
     ClockSkewError,
     CommitConflictError,
@@ -255,6 +256,7 @@ class FileStoreCommit:
             summary=summary,
             written_metadata=self._written_metadata(parent, base_list, delta_list, base_metas),
             parent_base_manifest_list=parent.base_manifest_list if parent else None,
+            may_delete_below=link_below(parent),
         )
 
     def _publish(self, snapshot: Snapshot) -> bool:

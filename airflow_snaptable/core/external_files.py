@@ -13,8 +13,10 @@ Rules:
 - Not checked: that the files exist, their sizes and row counts. The caller has just
   written them; checking costs a storage round trip per file.
 
-Cost: the known-path check reads the retained history's manifest lists (cached by name) and, of
-the manifests, only those whose partition bounds may hold the committed files' partitions.
+Cost: the known-path check reads the latest snapshot's lists, the delta lists of the retained
+commits that may delete (found by links, core/deleting_commits.py: not one read per append; lists
+cached by name) and, of the manifests, only those whose partition bounds may hold the committed
+files' partitions.
 
 Whether such a commit landed after it failed ambiguously: core/incremental.py ``added_after``.
 """
@@ -27,6 +29,7 @@ from typing import Any
 from airflow_snaptable.core.checks import check_int
 from airflow_snaptable.core.column_stats import check_stats
 from airflow_snaptable.core.commit_request import WHOLE_TABLE
+from airflow_snaptable.core.deleting_commits import deleting_commits
 from airflow_snaptable.core.errors import (
     CommitConflictError,
     CorruptMetadataError,
@@ -182,11 +185,11 @@ def refuse_known_paths(store: TableStore, files: list[DataFile]) -> None:
     paths = {f.path for f in files}
     known = {path: f"deleted by an unfinished {plan.kind} plan" for plan in read_plans(store.lifecycle)
              for path in candidates_among(store, plan, paths)}
-    referenced = known_data_paths(store, {f.partition for f in files})
-    known.update((path, f"named by the metadata of {referenced[path]}") for path in paths if path in referenced)
+    referenced = known_data_paths(store, {f.partition for f in files}, paths)
+    known.update((path, f"named by the metadata of {owner}") for path, owner in referenced.items())
     if known:
         path = min(known)
-        holder = _holder(store, path)
+        holder = _holder(store, path, referenced[path]) if path in referenced else None
         if holder is not None:
             known[path] = f"referenced by {holder}"
         raise InvalidArgumentError(
@@ -196,24 +199,27 @@ def refuse_known_paths(store: TableStore, files: list[DataFile]) -> None:
         )
 
 
-def known_data_paths(store: TableStore, partitions: set[tuple]) -> dict[str, str]:
-    """Every data path in ``partitions`` that a manifest of the latest snapshot, a deleting commit since
-    the earliest retained one, or a tag names, with the snapshot or tag naming it.
+def known_data_paths(store: TableStore, partitions: set[tuple], paths: set[str]) -> dict[str, str]:
+    """Those of ``paths`` (data files in ``partitions``) that a manifest of the latest snapshot, a
+    deleting commit since the earliest retained one, or a tag names, with the snapshot or tag naming it.
 
     A file a retained snapshot references is live in the latest snapshot or was deleted since, by a
     commit whose delta names it: so the latest state's manifests, the deltas of the retained commits
     that may delete (not the appends that record deleting nothing) and the tags' states cover every
-    retained state, and a long history of appends costs its snapshots' summaries only. A data file
+    retained state. Those commits are found by following the snapshots' links (core/deleting_commits.py),
+    so a long history of appends costs one snapshot read, not one per snapshot. A data file
     lives in the directory of its partition, so only the manifests whose partition bounds (the
-    list's ``partition_stats``) may hold one of ``partitions`` are read. A path named by any such
-    manifest counts, whatever the entry's kind: a superset of the retained states' files, which only
-    ever refuses more. Fails closed: a missing or unreadable snapshot, list or manifest raises.
+    list's ``partition_stats``) may hold one of ``partitions`` are read, as path sets (cached by
+    manifest name: a manifest never changes). A path named by any such manifest counts, whatever
+    the entry's kind: a superset of the retained states' files, which only ever refuses more.
+    Fails closed: a missing or unreadable snapshot, list or manifest raises.
     """
     snapshots = store.snapshots
-    earliest, latest = snapshots.earliest_id(), snapshots.latest_id()
-    history = snapshots.read_range(earliest, latest) if earliest is not None and latest is not None else []
-    list_names = [(f"snapshot {s.id}", name) for s in history[-1:] for name in (s.base_manifest_list, s.delta_manifest_list)]
-    list_names += [(f"snapshot {s.id - 1}", s.delta_manifest_list) for s in history[1:] if not s.deletes_no_file]
+    earliest, latest = snapshots.earliest_id(), snapshots.latest_snapshot()
+    list_names = []
+    if earliest is not None and latest is not None:
+        list_names = [(f"snapshot {latest.id}", name) for name in (latest.base_manifest_list, latest.delta_manifest_list)]
+        list_names += [(f"snapshot {s.id - 1}", s.delta_manifest_list) for s in deleting_commits(snapshots, earliest, latest)]
     list_names += [(f"tag {t.name}", name) for t in store.tags.tags() for name in (t.snapshot.base_manifest_list, t.snapshot.delta_manifest_list)]
     manifests = store.files.manifests
     lists = manifests.read_lists(name for _owner, name in list_names)
@@ -223,21 +229,28 @@ def known_data_paths(store: TableStore, partitions: set[tuple]) -> dict[str, str
         for meta in lists[list_name]:
             if meta.file_name not in wanted and holds.may_hold(meta):
                 wanted[meta.file_name] = owner
-    entries = manifests.read_manifests(wanted)
+    named = manifests.read_paths(wanted)
     known: dict[str, str] = {}
     for name, owner in wanted.items():
-        for entry in entries[name]:
-            if entry.file.partition in partitions:
-                known.setdefault(entry.file.path, owner)
+        for path in named[name] & paths:
+            known.setdefault(path, owner)
     return known
 
 
-def _holder(store: TableStore, path: str) -> str | None:
-    """The first retained snapshot, else tag, whose state holds ``path`` (for the error message only)."""
-    snapshots = store.snapshots
-    earliest, latest = snapshots.earliest_id(), snapshots.latest_id()
-    history = snapshots.read_range(earliest, latest) if earliest is not None and latest is not None else []
-    for owner, snapshot in [(f"snapshot {s.id}", s) for s in history] + [(f"tag {t.name}", t.snapshot) for t in store.tags.tags()]:
+def _holder(store: TableStore, path: str, owner: str) -> str | None:
+    """The snapshot or tag whose state holds ``path``, for the error message only: ``owner`` (what
+    known_data_paths found naming it) or, for a snapshot, the one after it (the delta it was found
+    in may add the path), else a tag. Reads two snapshots' states and the tags', whatever the
+    history's length."""
+    kind, _, name = owner.partition(" ")
+    candidates = []
+    for snapshot_id in (int(name), int(name) + 1) if kind == "snapshot" else ():
+        try:
+            candidates.append((f"snapshot {snapshot_id}", store.snapshots.snapshot(snapshot_id)))
+        except SnapshotNotFoundError:
+            continue
+    candidates += [(f"tag {t.name}", t.snapshot) for t in store.tags.tags()]
+    for holder, snapshot in candidates:
         if path in store.files.state(snapshot):
-            return owner
+            return holder
     return None

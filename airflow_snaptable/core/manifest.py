@@ -298,11 +298,15 @@ class ManifestIO:
         """:meth:`read_manifest` for many manifests, the uncached ones in one ``Storage.read_many``."""
         return self._read_many(names, lambda name, data: decode_manifest(data, self.partition_types, where=name), is_list=False)
 
-    def _read_many(self, names, decode, is_list: bool) -> dict[str, list]:
+    def read_paths(self, names) -> dict[str, frozenset[str]]:
+        """The data paths each manifest names (any entry kind), checked, read in bulk; cached, not the entries."""
+        return self._read_many(names, lambda name, data: frozenset(manifest_table(data, where=name).column("path").to_pylist()), False, "#paths")
+
+    def _read_many(self, names, decode, is_list: bool, key: str = "") -> dict[str, list]:
         found: dict[str, list] = {}
         missing = []
         for name in dict.fromkeys(names):
-            cached = self._cached(name)
+            cached = self._cached(name + key)
             if cached is None:
                 missing.append(name)
             else:
@@ -315,7 +319,7 @@ class ManifestIO:
             found[name] = decode(name, data)
             if is_list:
                 self._list_sizes[name] = len(data)
-            self._remember(name, found[name])
+            self._remember(name + key, found[name])
         return found
 
     def read_manifest_bytes(self, names) -> dict[str, bytes]:

@@ -197,6 +197,12 @@ class _Snapshots:
     def __init__(self, deleted: dict[int, int | None]):
         self.deleted = deleted
         self.read: list[int] = []
+        self.cache: set[int] = set()
+        self.loaded: list[tuple[int, int]] = []  # read-ahead ranges (SnapshotCache.load)
+
+    def load(self, first: int, last: int) -> None:
+        self.loaded.append((first, last))
+        self.cache.update(range(first, last + 1))
 
     def get(self, snapshot_id: int):
         self.read.append(snapshot_id)
@@ -217,3 +223,11 @@ def test_subrange_ends_at_the_bounds_and_counts_a_snapshot_without_a_record_by_t
     late = _Snapshots({})
     assert subrange_end(ExpireRule(1, 1, 20, threshold_millis=-1), late, 1) is None  # the time rule keeps 1
     assert late.read == [2]
+    assert late.loaded == [(2, 2)]  # nothing read past the first young successor
+    long = _Snapshots({})
+    bounds(2500, 10**9)
+    assert subrange_end(ExpireRule(1, 1, 3000, threshold_millis=0), long, 1) == 2501
+    # Read ahead in growing bulk reads of at most 1,000, never past the sub-range and the snapshot after it.
+    assert long.loaded[0][0] == 2 and long.loaded[-1][1] == 2502
+    assert all(a[1] + 1 == b[0] for a, b in zip(long.loaded, long.loaded[1:]))
+    assert max(last - first + 1 for first, last in long.loaded) <= 1000 and len(long.loaded) < 30
