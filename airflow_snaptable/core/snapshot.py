@@ -120,12 +120,8 @@ def parse_snapshot_id(name: str) -> int | None:
 class SnapshotManager:
     """Reads snapshots and answers "which ids exist" with as few storage operations as it can."""
 
-    #: Snapshots ``read_range`` keeps between calls (a history longer than this is read whole each time).
-    RANGE_CACHE_LIMIT = 20_000
-
     def __init__(self, storage: Storage):
         self.storage = storage
-        self._range_cache: dict[int, Snapshot] = {}
 
     # -- single snapshots --------------------------------------------------
 
@@ -153,31 +149,6 @@ class SnapshotManager:
                 raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist in {self.storage.uri}")
             found[snapshot_id] = (self.parse(snapshot_id, path, data), len(data))
         return found
-
-    def read_range(self, first: int, last: int) -> list[Snapshot]:
-        """Snapshots ``first..last``, reading only those this instance has not read before.
-
-        A snapshot names its parent by the parent's base manifest list (``parent_base_manifest_list``),
-        a name no other commit ever writes, so one fresh read of ``last`` proves the cached parent it
-        names is still the table's snapshot of that id, and so on down: a rollback that replaced an
-        id breaks the chain there, and from there the range is read again. A missing snapshot raises
-        SnapshotNotFoundError.
-        """
-        if last - first + 1 > self.RANGE_CACHE_LIMIT:
-            return [s for s, _size in self.read_ids(range(first, last + 1)).values()]
-        found = {last: self.snapshot(last)} if last >= first else {}
-        unread = []
-        for snapshot_id in range(last - 1, first - 1, -1):
-            child = found.get(snapshot_id + 1)
-            cached = self._range_cache.get(snapshot_id)
-            if child is None or cached is None or child.parent_base_manifest_list is None or cached.base_manifest_list != child.parent_base_manifest_list:
-                unread = list(range(first, snapshot_id + 1))
-                break
-            found[snapshot_id] = cached
-        for snapshot_id, (snapshot, _size) in self.read_ids(unread).items():
-            found[snapshot_id] = snapshot
-        self._range_cache = dict(found)
-        return [found[i] for i in range(first, last + 1)]
 
     def parse(self, snapshot_id: int, path: str, data: bytes) -> Snapshot:
         """The snapshot in ``data``, read from ``path``; CorruptMetadataError if it is not snapshot ``snapshot_id``."""
