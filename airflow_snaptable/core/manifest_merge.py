@@ -7,8 +7,12 @@ the first manifest can drop DELETE entries (docs/format.md, "Manifest merging"):
 - once DELETE entries (dead) outnumber live files (and there are at least
   ``manifest.merge-min-count`` of them), all manifests are rewritten as live ADD
   entries only ("full merge");
-- otherwise, once the trailing run of manifests smaller than ``manifest.target-file-size``
-  is ``manifest.merge-min-count`` long, that run is merged into one.
+- otherwise, once the trailing run of small manifests is ``manifest.merge-min-count`` long,
+  that run is merged. A manifest is small while it is under ``manifest.target-file-size`` and
+  holds fewer entries than a merged manifest is cut at: a merge's pieces are full, so a later
+  merge rewrites the run since then and the last piece only, never the whole table (pieces
+  judged by size alone came out under the target, and every merge rewrote them all: a commit
+  cost O(files in the table)).
 
 A merge writes its entries sorted by partition, cut at the target size: after a merge each
 file has one entry, so their order no longer matters, and each merged manifest then covers a
@@ -37,18 +41,26 @@ class ManifestMerger:
         if deleted >= self.min_count and deleted >= live:
             return self._rewrite(metas, keep_deletes=False)
         start = len(metas)
-        while start > 0 and metas[start - 1].file_size < self.target_size:
+        while start > 0 and self._is_small(metas[start - 1]):
             start -= 1
         if len(metas) - start >= self.min_count:
             return metas[:start] + self._rewrite(metas[start:], keep_deletes=start > 0)
         return metas
+
+    @property
+    def _per_manifest(self) -> int:
+        """Entries a merged manifest is cut at."""
+        return max(1, self.target_size // BYTES_PER_ENTRY)
+
+    def _is_small(self, meta: ManifestFileMeta) -> bool:
+        return meta.file_size < self.target_size and meta.num_added_files + meta.num_deleted_files < self._per_manifest
 
     def _rewrite(self, metas: list[ManifestFileMeta], keep_deletes: bool) -> list[ManifestFileMeta]:
         entries: list[ManifestEntry] = []
         for meta in metas:
             entries.extend(self.manifests.read_manifest(meta.file_name))
         merged = sorted(last_entries(entries, keep_deletes=keep_deletes), key=lambda e: _partition_order(e.file.partition))
-        per_manifest = max(1, self.target_size // BYTES_PER_ENTRY)
+        per_manifest = self._per_manifest
         return [
             self.manifests.write_manifest(merged[i : i + per_manifest], self.schema_id)
             for i in range(0, len(merged), per_manifest)
