@@ -282,11 +282,15 @@ class Storage:
         """
         pending = [rel_dir]
         while pending:
-            current = pending.pop()
-            self._op("list", current)
-            files, directories = list_directory(self.fs, self.root, self.full_path(current), local=self._is_local)
+            files, directories = self.list_directory(pending.pop())
             yield from files
             pending.extend(sorted(directories, reverse=True))  # popped in name order
+
+    def list_directory(self, rel_dir: str) -> tuple[list[tuple[str, int, float | None]], list[str]]:
+        """The files (relative path, size, modified epoch seconds; sorted) and the subdirectories (relative
+        paths) directly under ``rel_dir``, both empty if it does not exist: one counted ``list``."""
+        self._op("list", rel_dir)
+        return list_directory(self.fs, self.root, self.full_path(rel_dir), local=self._is_local)
 
     def delete(self, rel: str) -> None:
         """Delete a file; deleting a missing file is success (it is already gone)."""

@@ -9,7 +9,7 @@ properties InvalidArgumentError, an unknown namespace or table TableNotFoundErro
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from airflow_snaptable.core.errors import InvalidArgumentError, StorageError, TableNotFoundError, UnsupportedOperationError
 
@@ -43,34 +43,51 @@ def _check_properties(uri: str, properties: Any) -> dict[str, str]:
     return {k: str(v) for k, v in properties.items()}
 
 
-def load_table(uri: str, properties: Any):
-    """The pyiceberg catalog and table ``uri`` names (typed errors for everything that is not there)."""
+#: Catalog properties under this prefix are this package's settings (the lake's status location,
+#: core/lake/), never passed to the catalog.
+PACKAGE_PROPERTY_PREFIX = "snaptable."
+
+
+def load_catalog(where: str, properties: Any):
+    """The pyiceberg catalog the properties describe; ``where`` names what needs it in errors."""
     try:
-        from pyiceberg.catalog import load_catalog
-        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+        from pyiceberg.catalog import load_catalog as pyiceberg_load_catalog
     except ImportError as exc:  # pragma: no cover - an install without the extra
         raise UnsupportedOperationError(
-            f"{uri}: Iceberg tables need pyiceberg: pip install 'airflow-snaptable[iceberg]'"
+            f"{where}: Iceberg tables need pyiceberg: pip install 'airflow-snaptable[iceberg]'"
         ) from exc
-    identifier = parse_identifier(uri)
-    props = _check_properties(uri, properties)
+    props = {k: v for k, v in _check_properties(where, properties).items() if not k.startswith(PACKAGE_PROPERTY_PREFIX)}
     # The catalog name matters to some catalogs (the SQL catalog keys its tables by it): pyiceberg's default.
     name = props.pop("name", None) or "default"
     try:
-        catalog = load_catalog(name, **props)
+        return pyiceberg_load_catalog(name, **props)
     except (ValueError, TypeError, NotImplementedError, KeyError) as exc:
-        raise InvalidArgumentError(f"{uri}: cannot load the catalog: {exc}") from exc
+        raise InvalidArgumentError(f"{where}: cannot load the catalog: {exc}") from exc
     except ImportError as exc:
-        raise InvalidArgumentError(f"{uri}: the catalog needs a module that is not installed: {exc}") from exc
+        raise InvalidArgumentError(f"{where}: the catalog needs a module that is not installed: {exc}") from exc
     except OSError as exc:
-        raise StorageError(f"{uri}: cannot reach the catalog: {exc}") from exc
+        raise StorageError(f"{where}: cannot reach the catalog: {exc}") from exc
+
+
+def catalog_call(where: str, call: Callable[[], Any]) -> Any:
+    """``call()`` on a catalog, its failures typed: a missing namespace or table TableNotFoundError, a
+    catalog's own failure (database, HTTP) StorageError."""
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
     try:
-        return catalog, catalog.load_table(identifier)
+        return call()
     except (NoSuchTableError, NoSuchNamespaceError) as exc:
-        raise TableNotFoundError(f"{uri}: no such table in the catalog: {exc}") from exc
+        raise TableNotFoundError(f"{where}: not in the catalog: {exc}") from exc
     except ValueError as exc:
-        raise InvalidArgumentError(f"{uri}: {exc}") from exc
+        raise InvalidArgumentError(f"{where}: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - a catalog's own failures (database, HTTP) arrive untyped
         if type(exc).__module__.startswith(("sqlalchemy", "requests", "botocore", "pyiceberg")):
-            raise StorageError(f"{uri}: the catalog failed: {type(exc).__name__}: {exc}") from exc
+            raise StorageError(f"{where}: the catalog failed: {type(exc).__name__}: {exc}") from exc
         raise
+
+
+def load_table(uri: str, properties: Any):
+    """The pyiceberg catalog and table ``uri`` names (typed errors for everything that is not there)."""
+    identifier = parse_identifier(uri)
+    catalog = load_catalog(uri, properties)
+    return catalog, catalog_call(uri, lambda: catalog.load_table(identifier))
