@@ -60,6 +60,16 @@ class InvalidArgumentError(SnapTableError, ValueError):
     """An argument is out of range or inconsistent with the others."""
 
 
+class InvalidPolicyError(InvalidArgumentError):
+    """A maintenance policy (core/lake/policy.py) names an unknown job or key, or a value of the wrong type
+    or range. Raised when the policy is loaded, before any table is touched."""
+
+
+class LeaseLostError(SnapTableError):
+    """A maintenance run's lease on a table (core/lake/lease.py) expired or was taken over while it
+    worked: it stops before its next job on that table, as another run may be working on it now."""
+
+
 class SchemaMismatchError(SnapTableError, ValueError):
     """Data written to a table does not match the table's schema."""
 
