@@ -1,0 +1,194 @@
+"""A policy job on one table, as one of the existing maintenance actions (core/actions.py).
+
+The lifecycle rules are the actions': this module only says which action a job is and with
+which arguments, after the table's own settings had their say (docs/maintenance.md, "Precedence"):
+
+- where the policy says nothing, the action gets no argument and the table's own retention
+  applies, as when the action runs alone (our and Paimon's options ``snapshot.num-retained.*``,
+  ``snapshot.time-retained``, ``tag.num-retained-max``; Iceberg's ``history.expire.*``
+  properties), then the action's defaults;
+- where the policy would keep less than a retention the table set explicitly (a smaller
+  minimum, a shorter age, a smaller maximum), the table's setting wins, and the job's status
+  says so in ``notes``: a lake-wide policy never deletes history a table's owner asked to keep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Callable
+
+from airflow_snaptable.core import actions
+from airflow_snaptable.core.action_base import Action
+from airflow_snaptable.core.clean_actions import Clean
+from airflow_snaptable.core.errors import InvalidOptionError
+from airflow_snaptable.core.iceberg.retention import MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP
+from airflow_snaptable.core.lake.policy import ResolvedJob
+from airflow_snaptable.core.options import OPTION_SPECS
+
+ICEBERG = "iceberg"
+#: Jobs whose action can plan without changing the table (``dry_run=True``).
+DRY_RUNNABLE = frozenset({"snapshot-expiry", "orphan-file-removal", "clean"})
+
+
+@dataclass
+class JobPlan:
+    """The action a job runs on a table, and what the status should say about how it was chosen."""
+
+    action: Action | None
+    #: The action's arguments the job chose (the JSON form of the action, less ``table``).
+    arguments: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ExplicitRetention:
+    """The retention a table set explicitly (None: not set, its default applies), in the policy's units."""
+
+    min_snapshots: int | None = None
+    max_snapshots: int | None = None
+    max_age: timedelta | None = None
+    tags_retained_max: int | None = None
+    #: key -> the table's own name of the setting, for the notes.
+    keys: dict[str, str] = field(default_factory=dict)
+
+
+def explicit_retention(table) -> ExplicitRetention:
+    """What the table's own options (ours, Paimon's) or properties (Iceberg's) set explicitly."""
+    if table.format == ICEBERG:
+        props = dict(table.iceberg.metadata.properties or {})
+        minimum = _int(props.get(MIN_SNAPSHOTS_TO_KEEP))
+        age = _int(props.get(MAX_SNAPSHOT_AGE_MS))
+        tags = props.get("tag.num-retained-max")
+        return ExplicitRetention(
+            min_snapshots=minimum, max_age=None if age is None else timedelta(milliseconds=age),
+            tags_retained_max=None if tags is None else _option("tag.num-retained-max", tags),
+            keys={"min": MIN_SNAPSHOTS_TO_KEEP, "age": MAX_SNAPSHOT_AGE_MS, "tags": "tag.num-retained-max"},
+        )
+    raw = table.schema.options  # only what the table's creator set
+    given = {key: table.options.get(key) for key in raw if key in OPTION_SPECS}
+    return ExplicitRetention(
+        min_snapshots=given.get("snapshot.num-retained.min"),
+        max_snapshots=given.get("snapshot.num-retained.max"),
+        max_age=given.get("snapshot.time-retained"),
+        tags_retained_max=given.get("tag.num-retained-max"),
+        keys={"min": "snapshot.num-retained.min", "max": "snapshot.num-retained.max", "age": "snapshot.time-retained",
+              "tags": "tag.num-retained-max"},
+    )
+
+
+def _int(value: Any) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None  # the action reads the property itself and names what is wrong with it
+
+
+def _option(key: str, value: Any) -> Any:
+    try:
+        return OPTION_SPECS[key].parse(value, key)
+    except InvalidOptionError:
+        return None
+
+
+def plan_job(job: ResolvedJob, table, *, dry_run: bool = False) -> JobPlan:
+    """The action ``job`` runs on ``table`` (opened), with the table's explicit retention applied."""
+    return _PLANNERS[job.job](job.settings, table, dry_run)
+
+
+def _keep_more(policy_value, table_value, policy_key: str, table_key: str, notes: list[str], show=str):
+    """The larger of the two (the one that keeps more), noting when the table's explicit setting won."""
+    if policy_value is None or table_value is None or table_value <= policy_value:
+        return policy_value
+    notes.append(
+        f"the table's {table_key}={show(table_value)} keeps more than the policy's {policy_key}={show(policy_value)}: "
+        "the table's setting wins"
+    )
+    return table_value
+
+
+def _hours(value: timedelta) -> str:
+    return f"{value.total_seconds() / 3600:g}"
+
+
+def _snapshot_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
+    explicit, notes = explicit_retention(table), []
+    retain_min = _keep_more(settings.get("min-snapshots-to-keep"), explicit.min_snapshots, "min-snapshots-to-keep",
+                            explicit.keys["min"], notes)
+    hours = settings.get("max-snapshot-age-hours")
+    age = None if hours is None else timedelta(hours=hours)
+    age = _keep_more(age, explicit.max_age, "max-snapshot-age-hours", explicit.keys["age"], notes,
+                     show=lambda d: f"{_hours(d)} h" if d is not None else "-")
+    retain_max = _keep_more(settings.get("max-snapshots"), explicit.max_snapshots, "max-snapshots",
+                            explicit.keys.get("max", ""), notes)
+    if retain_max is not None:
+        floor = retain_min if retain_min is not None else explicit.min_snapshots
+        if floor is not None and retain_max < floor:
+            # The table set a minimum above the policy's maximum: the minimum it asked for is kept.
+            notes.append(f"max-snapshots={retain_max} is below the {floor} snapshots always kept: {floor} is the maximum")
+            retain_max = floor
+        elif floor is None:
+            # Only a default minimum stands against the policy's maximum: the policy's maximum is the minimum's bound.
+            default = 1 if table.format == ICEBERG else table.options.get("snapshot.num-retained.min")
+            retain_min = min(retain_max, default)
+    arguments = {
+        "retain_min": retain_min,
+        "retain_max": retain_max,
+        "time_retained": None if age is None else f"{age.total_seconds():g} s",
+        "dry_run": dry_run,
+    }
+    return _plan(actions.ExpireSnapshots, table, arguments, notes)
+
+
+def _periodic_tags(settings: dict, table, dry_run: bool) -> JobPlan:
+    notes: list[str] = []
+    explicit = explicit_retention(table)
+    retained = _keep_more(settings.get("num-retained-max"), explicit.tags_retained_max, "num-retained-max",
+                          explicit.keys["tags"], notes)
+    delay = settings.get("delay")
+    arguments = {
+        "period": settings.get("period"),
+        "delay": f"{delay:g} s" if isinstance(delay, (int, float)) else delay,
+        "formatter": settings.get("formatter"),
+        "num_retained_max": retained,
+    }
+    return _plan(actions.CreatePeriodicTags, table, arguments, notes)
+
+
+def _orphan_file_removal(settings: dict, table, dry_run: bool) -> JobPlan:
+    days = settings.get("older-than-days")
+    arguments = {"older_than": None if days is None else f"{days * 86400:g} s", "dry_run": dry_run}
+    return _plan(actions.RemoveOrphanFiles, table, arguments, [])
+
+
+def _clean(settings: dict, table, dry_run: bool) -> JobPlan:
+    arguments = {key.replace("-", "_"): value for key, value in settings.items()}
+    return _plan(Clean, table, {**arguments, "dry_run": dry_run}, [])
+
+
+def _data_compaction(settings: dict, table, dry_run: bool) -> JobPlan:
+    arguments = {"target_file_size": settings.get("target-file-size"), "min_file_num": settings.get("min-file-num")}
+    return _plan(actions.Compact, table, arguments, [])
+
+
+def _no_settings(action: type[Action]) -> Callable[[dict, Any, bool], JobPlan]:
+    return lambda settings, table, dry_run: _plan(action, table, {}, [])
+
+
+def _plan(action: type[Action], table, arguments: dict, notes: list[str]) -> JobPlan:
+    given = {key: value for key, value in arguments.items() if value is not None}
+    shown = {key: value for key, value in given.items() if key != "dry_run"}  # the report says dryRun itself
+    return JobPlan(action.from_values(table.uri, given), shown, notes)
+
+
+_PLANNERS: dict[str, Callable[[dict, Any, bool], JobPlan]] = {
+    "consumer-expiry": _no_settings(actions.ExpireConsumers),
+    "tag-expiry": _no_settings(actions.ExpireTags),
+    "periodic-tags": _periodic_tags,
+    "data-compaction": _data_compaction,
+    "snapshot-expiry": _snapshot_expiry,
+    "clean": _clean,
+    "orphan-file-removal": _orphan_file_removal,
+}

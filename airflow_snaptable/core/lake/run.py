@@ -1,0 +1,292 @@
+"""Maintaining a whole lake: every policy job on every table of a location (docs/maintenance.md).
+
+:func:`maintain` discovers the tables (core/lake/discovery.py), resolves each one's jobs from the
+policy (core/lake/policy.py) and runs them through the existing actions (core/lake/jobs.py):
+
+- tables run on ``parallel`` threads, fed from the streamed discovery (a bounded number waits);
+- one table's failure never stops the others: every exception of a job is that job's ``Failed``
+  status with its message, and the table's later jobs still run (a table that cannot be opened
+  fails each of its enabled jobs with the reason);
+- a table is worked on under its lease (core/lake/lease.py): a table another run holds is skipped
+  and reported as such (``skipped``), its stored status unchanged;
+- resumable: every job is idempotent (an expiry finishes the plans an interrupted one left, orphan
+  cleaning and tag jobs converge), so running again after a crash completes the work; a rerun given
+  the crashed run's ``run_id`` also skips the jobs that run completed (the status file records each
+  job as it completes);
+- ``dry_run``: the jobs that can plan without changing anything (snapshot expiry, orphan removal,
+  clean) report what they would do; the others are not run; no status, lease or table file is
+  written.
+
+:func:`lake_status` reads the stored status of every table: a table never maintained says
+``Not_Yet_Run`` for every job.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, Iterable
+
+from airflow_snaptable.core.action_base import to_jsonable
+from airflow_snaptable.core.actions import run_action
+from airflow_snaptable.core.errors import InvalidArgumentError, TableNotFoundError
+from airflow_snaptable.core.formats import is_iceberg_uri
+from airflow_snaptable.core.lake import lease as leases
+from airflow_snaptable.core.lake.discovery import DEFAULT_MAX_DEPTH, LakeTable, discover
+from airflow_snaptable.core.lake.jobs import DRY_RUNNABLE, plan_job
+from airflow_snaptable.core.lake.policy import JOBS, Policy, ResolvedJob
+from airflow_snaptable.core.lake.report import LakeReport, TableReport
+from airflow_snaptable.core.lake.status import (
+    FAILED,
+    SUCCESSFUL,
+    RunEntry,
+    StatusLocation,
+    StatusLocator,
+    disabled,
+    iso_time,
+    new_document,
+    not_yet_run,
+    summarize,
+)
+from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.table import Table
+
+DEFAULT_PARALLEL = 4
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + uuid.uuid4().hex[:8]
+
+
+def maintain(
+    location: str,
+    policy: Policy,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    catalog: dict[str, Any] | None = None,
+    dry_run: bool = False,
+    parallel: int = DEFAULT_PARALLEL,
+    run_id: str | None = None,
+    lease_seconds: float = leases.DEFAULT_LEASE_SECONDS,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> LakeReport:
+    """Run the policy's jobs on every table ``location`` holds; the report of every table (see the module)."""
+    if not isinstance(policy, Policy):
+        raise InvalidArgumentError(f"policy must be a loaded Policy (Policy.load / Policy.from_mapping), got {type(policy).__name__}")
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+        raise InvalidArgumentError(f"parallel must be an integer >= 1, got {parallel!r}")
+    if not isinstance(dry_run, bool):
+        raise InvalidArgumentError(f"dry_run must be True or False, got {dry_run!r}")
+    if run_id is not None and (not isinstance(run_id, str) or not run_id.strip() or len(run_id) > 200):
+        raise InvalidArgumentError(f"run_id must be a non-empty string of at most 200 characters, got {run_id!r}")
+    if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)) or not lease_seconds > 0:
+        raise InvalidArgumentError(f"lease_seconds must be a number > 0, got {lease_seconds!r}")
+    locator = StatusLocator(storage_options, catalog)
+    if is_iceberg_uri(location):
+        locator.shared_storage()  # a catalog without a status location fails here, before any table
+    run = _Run(policy, locator, storage_options, catalog, dry_run, run_id or new_run_id(), run_id is not None, lease_seconds)
+    try:
+        reports = _for_each_table(_tables(location, storage_options, catalog, max_depth), run.maintain_table, parallel)
+    finally:
+        run.keeper.close()
+    names = [report.table for report in reports]
+    return LakeReport(reports, run.run_id, dry_run, policy.unmatched(names))
+
+
+def lake_status(
+    location: str, *, storage_options: dict[str, Any] | None = None, catalog: dict[str, Any] | None = None,
+    max_depth: int = DEFAULT_MAX_DEPTH, parallel: int = DEFAULT_PARALLEL,
+) -> LakeReport:
+    """The stored maintenance status of every table ``location`` holds."""
+    locator = StatusLocator(storage_options, catalog)
+    if is_iceberg_uri(location):
+        locator.shared_storage()
+
+    def read(table: LakeTable) -> TableReport:
+        report = TableReport(table.name, table.format, table.uri)
+        try:
+            where = locator.for_table(table)
+            doc = where.read() or new_document(table)
+            holder = leases.current_holder(where.storage, where.lease_directory)
+        except Exception as exc:  # noqa: BLE001 - one table's unreadable status never hides the others'
+            report.status_error = f"{type(exc).__name__}: {exc}"
+            doc, holder = new_document(table), None
+        report.jobs = {job: _stored(doc, job, table.format) for job in JOBS}
+        if holder is not None:
+            report.lock = {"owner": holder.owner, "runId": holder.run_id, "expiresAt": iso_time(holder.expires_millis)}
+        return report
+
+    return LakeReport(_for_each_table(_tables(location, storage_options, catalog, max_depth), read, parallel))
+
+
+def _stored(doc: dict[str, Any], job: str, table_format: str) -> dict[str, Any]:
+    if table_format not in JOBS[job].formats:
+        return disabled(f"not supported on {table_format} tables", None)
+    record = doc["jobs"].get(job)
+    return dict(record) if isinstance(record, dict) else not_yet_run()
+
+
+def _tables(location: str, storage_options, catalog, max_depth: int) -> Iterable[LakeTable]:
+    if not is_iceberg_uri(location) and catalog is None:
+        storage = Storage.from_uri(location, storage_options)
+        if not storage.exists(""):
+            raise TableNotFoundError(f"location {location!r} does not exist")
+    return discover(location, storage_options, catalog, max_depth=max_depth)
+
+
+def _for_each_table(tables: Iterable[LakeTable], work: Callable[[LakeTable], TableReport], parallel: int) -> list[TableReport]:
+    """``work`` on each table on ``parallel`` threads, taking tables from the stream as threads free up."""
+    waiting = threading.Semaphore(parallel * 2)
+    futures: list[Future] = []
+    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="snaptable-lake") as pool:
+        for table in tables:
+            waiting.acquire()
+            future = pool.submit(work, table)
+            future.add_done_callback(lambda _f: waiting.release())
+            futures.append(future)
+    return sorted((future.result() for future in futures), key=lambda r: (r.table, r.location))
+
+
+class _Run:
+    """One maintenance run's settings and its lease keeper."""
+
+    def __init__(self, policy: Policy, locator: StatusLocator, storage_options, catalog, dry_run: bool, run_id: str,
+                 resuming: bool, lease_seconds: float):
+        self.policy = policy
+        self.locator = locator
+        self.storage_options = storage_options
+        self.catalog = catalog
+        self.dry_run = dry_run
+        self.run_id = run_id
+        #: The caller named the run: jobs this run id completed already are not run again.
+        self.resuming = resuming
+        self.lease_seconds = lease_seconds
+        self.keeper = leases.LeaseKeeper(lease_seconds)
+
+    def maintain_table(self, table: LakeTable) -> TableReport:
+        report = TableReport(table.name, table.format, table.uri)
+        resolved = self.policy.resolve(table.name)
+        try:
+            where = self.locator.for_table(table)
+        except Exception as exc:  # noqa: BLE001 - one table's failure never stops the others
+            report.jobs = {job: self._failed_or_not_run(resolved[job], table, exc) for job in JOBS}
+            return report
+        doc, report.status_error = _previous(where, table)
+        lease = None
+        if not self.dry_run:
+            try:
+                taken = leases.acquire(where.storage, where.lease_directory, self.run_id, self.lease_seconds)
+            except Exception as exc:  # noqa: BLE001
+                report.jobs = {job: self._failed_or_not_run(resolved[job], table, exc, "cannot take the table's lease: ")
+                               for job in JOBS}
+                return report
+            if isinstance(taken, leases.Busy):
+                report.jobs = {job: _stored(doc, job, table.format) for job in JOBS}
+                report.skipped = {"reason": taken.describe(), **taken.to_dict()}
+                return report
+            lease = taken
+            self.keeper.add(lease)
+        try:
+            self._run_jobs(table, resolved, where, doc, lease, report)
+        finally:
+            if lease is not None:
+                self.keeper.discard(lease)
+                lease.release()
+        return report
+
+    def _run_jobs(self, table: LakeTable, resolved: dict[str, ResolvedJob], where: StatusLocation, doc: dict,
+                  lease: leases.Lease | None, report: TableReport) -> None:
+        opened, open_error = None, None
+        try:
+            opened = Table.open(table.uri, self.storage_options, catalog=self.catalog)
+        except Exception as exc:  # noqa: BLE001 - reported on each enabled job
+            open_error = exc
+        entry = RunEntry(self.run_id, int(time.time() * 1000))
+        runs = [r for r in doc["runs"] if r.get("runId") != self.run_id]
+        for job in JOBS:
+            previous = doc["jobs"].get(job) if isinstance(doc["jobs"].get(job), dict) else None
+            record, ran = self._job(table, resolved[job], opened, open_error, lease, previous)
+            report.jobs[job] = record
+            entry.jobs[job] = record["status"]
+            if self.dry_run:
+                continue
+            doc["jobs"][job] = record
+            if ran and _still_held(lease):  # each job recorded as it completes: a crash loses at most the one in flight
+                doc["runs"] = runs + [entry.to_dict()]
+                _write(where, doc, report)
+        if not self.dry_run and _still_held(lease):
+            entry.finished_millis = int(time.time() * 1000)
+            doc["runs"] = runs + [entry.to_dict()]
+            _write(where, doc, report)
+
+    def _job(self, table: LakeTable, job: ResolvedJob, opened, open_error, lease, previous) -> tuple[dict, bool]:
+        """The job's status record, and whether it ran."""
+        spec = JOBS[job.job]
+        if table.format not in spec.formats:
+            return disabled(f"not supported on {table.format} tables", previous), False
+        if not job.enabled:
+            return disabled(job.disabled_reason or "disabled by the policy", previous), False
+        if (self.resuming and previous is not None and previous.get("runId") == self.run_id
+                and previous.get("status") == SUCCESSFUL):
+            return {**previous, "resumed": True}, False
+        started = time.monotonic()
+        record: dict[str, Any] = {"runId": self.run_id}
+        try:
+            if lease is not None:
+                lease.check()
+            if open_error is not None:
+                raise open_error
+            plan = plan_job(job, opened, dry_run=self.dry_run)
+            record["arguments"] = plan.arguments
+            if plan.notes:
+                record["notes"] = plan.notes
+            if self.dry_run and job.job not in DRY_RUNNABLE:
+                return {**not_yet_run(), **record, "dryRun": True,
+                        "reason": f"{job.job} has no dry run: a real run would run it"}, False
+            result = run_action(plan.action, table=opened)["result"]
+        except Exception as exc:  # noqa: BLE001 - one job's failure never stops the others
+            return {"status": FAILED, "lastRunTimestamp": iso_time(int(time.time() * 1000)),
+                    "failureMessage": _message(exc), **record, "durationMs": _elapsed(started)}, True
+        done = {"status": SUCCESSFUL, "lastRunTimestamp": iso_time(int(time.time() * 1000)), "failureMessage": None,
+                **record, "durationMs": _elapsed(started), **summarize(job.job, to_jsonable(result))}
+        if self.dry_run:
+            done["dryRun"] = True
+        return done, True
+
+    def _failed_or_not_run(self, job: ResolvedJob, table: LakeTable, exc: BaseException, prefix: str = "") -> dict:
+        if table.format not in JOBS[job.job].formats:
+            return disabled(f"not supported on {table.format} tables", None)
+        if not job.enabled:
+            return disabled(job.disabled_reason or "disabled by the policy", None)
+        return {"status": FAILED, "lastRunTimestamp": iso_time(int(time.time() * 1000)),
+                "failureMessage": prefix + _message(exc), "runId": self.run_id}
+
+
+def _previous(where: StatusLocation, table: LakeTable) -> tuple[dict, str | None]:
+    """The stored status document to continue, or a new one (an unreadable one is replaced, and said so)."""
+    try:
+        return where.read() or new_document(table), None
+    except Exception as exc:  # noqa: BLE001 - the status is ours, not the table's: it never blocks maintenance
+        return new_document(table), f"{type(exc).__name__}: {exc}"
+
+
+def _still_held(lease: leases.Lease | None) -> bool:
+    """A run that lost its lease no longer writes the table's status: the new holder owns it."""
+    return lease is not None and lease.lost is None
+
+
+def _write(where: StatusLocation, doc: dict, report: TableReport) -> None:
+    try:
+        where.write(doc)
+    except Exception as exc:  # noqa: BLE001 - the jobs ran; the report still says what they did
+        report.status_error = f"cannot write the status: {type(exc).__name__}: {exc}"
+
+
+def _message(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _elapsed(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
