@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from airflow_snaptable.core import SnapTableError, Table
 from airflow_snaptable.core import actions, progress
 from airflow_snaptable.core.action_base import ActionField
+from airflow_snaptable.core.lake import Policy, lake_status, maintain
 from airflow_snaptable.core.storage_options import parse_storage_options
 
 URI_HELP = (
@@ -194,6 +195,20 @@ def cmd_verify(args) -> Any:
     return "\n".join(lines)
 
 
+LAKE_HELP = "a directory or fsspec URL with tables anywhere below it (ours; Paimon's <db>.db/<table>), or iceberg://[<namespace>]"
+
+
+def cmd_lake(args) -> Any:
+    """``maintain``: every policy job on every table of the location (core/lake/), exit 1 when a job failed; ``status``: as stored."""
+    where = {"storage_options": _storage_options(args), "catalog": _catalog(args), "max_depth": args.max_depth}
+    if args.command == "maintain":
+        report = maintain(args.uri, Policy.load(args.policy), dry_run=args.dry_run, parallel=args.parallel, run_id=args.run_id, **where)
+        args.exit_code = int(report.failed)
+    else:
+        report = lake_status(args.uri, **where)
+    return report.to_dict() if args.json else "\n".join([render_table(report.COLUMNS, report.rows()), *report.footer()])
+
+
 def _run_action(action: actions.Action, args) -> Any:
     outcome = actions.run_action(action, storage_options=_storage_options(args), catalog=_catalog(args))
     return outcome if args.json else render_result(outcome["result"])
@@ -275,9 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="snaptable", description="Inspect and maintain snapshot tables.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    def add(name: str, handler, help_text: str) -> argparse.ArgumentParser:
+    def add(name: str, handler, help_text: str, uri_help: str = URI_HELP) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text)
-        sub.add_argument("uri", help=URI_HELP)
+        sub.add_argument("uri", help=uri_help)
         sub.add_argument("--storage-options", help="fsspec storage options as JSON")
         sub.add_argument("--catalog", help=CATALOG_HELP)
         sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -328,6 +343,14 @@ def build_parser() -> argparse.ArgumentParser:
     baseline.add_argument("--after", type=int, dest="after_snapshot_id", help="the last snapshot already processed")
     baseline.add_argument("--consumer", dest="consumer_id", help="a consumer whose position is the baseline")
     new.add_argument("--kinds", help="comma-separated commit kinds that count, e.g. APPEND,OVERWRITE (default: all)")
+
+    maintain = add("maintain", cmd_lake, "run a policy's jobs on every table of a location (exit 1 if a job failed)", LAKE_HELP)
+    maintain.add_argument("--policy", required=True, help="the policy file: JSON, or YAML (.yaml, .yml) with PyYAML installed")
+    maintain.add_argument("--dry-run", action="store_true", help="report what expiry, orphan removal and clean would do; change nothing")
+    maintain.add_argument("--parallel", type=int, default=4, help="tables maintained at once (threads; default 4)")
+    maintain.add_argument("--run-id", help="name the run; a rerun with a crashed run's id skips the jobs it completed")
+    for sub in (maintain, add("status", cmd_lake, "the maintenance status of every table of a location", LAKE_HELP)):
+        sub.add_argument("--max-depth", type=int, default=6, help="levels below a directory location tables may sit at (default 6)")
 
     run = commands.add_parser("run-action", help="run a maintenance action given as JSON")
     run.add_argument("action_json")
