@@ -43,7 +43,8 @@ def test_a_mixed_lake_is_maintained_and_a_broken_table_fails_alone(mixed_lake):
         f.write("garbage")
     policy = Policy.from_mapping({
         "defaults": {**EXPIRE_TO_TWO, "consumer-expiry": {}, "tag-expiry": {}},
-        "tables": {"sales.returns": {"snapshot-expiry": {"enabled": False}}},
+        "tables": {"sales.returns": {"snapshot-expiry": {"enabled": False}},
+                   "db.pk": {"snapshot-expiry": {"enabled": False}, "clean": {"policy": "KEEP_LATEST_COMMITS", "commits-retained": 2}}},
     })
     report = maintain(lake, policy, parallel=3)
     assert report.failed
@@ -79,10 +80,13 @@ def test_a_mixed_lake_is_maintained_and_a_broken_table_fails_alone(mixed_lake):
             assert done["arguments"] == {"retain_min": 2, "time_retained": "0 s"}
             assert done["lastRunTimestamp"].endswith("Z")
         assert jobs["clean"]["status"] == DISABLED and jobs["orphan-file-removal"]["status"] == DISABLED
+    # Paimon: app and lsm expired to two snapshots, pk cleaned to its two latest commits.
 
-    # Paimon: expired to two snapshots; pypaimon reads every snapshot and tag left as before (tags hold theirs).
+    # pypaimon reads every snapshot and tag left as before (tags hold theirs), and the files left are exactly theirs.
     for name in PAIMON_TABLES:
-        assert _jobs(report, name)["snapshot-expiry"]["status"] == SUCCESSFUL
+        expired_by = "clean" if name == "db.pk" else "snapshot-expiry"
+        done = _jobs(report, name)[expired_by]
+        assert done["status"] == SUCCESSFUL and done["snapshotsExpired"] == (4 if name == "db.app" else 3), name
         assert _jobs(report, name)["data-compaction"] == {
             "status": DISABLED, "lastRunTimestamp": None, "failureMessage": None, "reason": "not supported on paimon tables",
         }
@@ -249,3 +253,53 @@ def test_bad_arguments_fail_before_any_table_is_touched(mixed_lake, tmp_path):
     with pytest.raises(TableNotFoundError, match="does not exist"):
         lake_status(str(tmp_path / "nope"))
     assert storage_image(lake) == before
+
+
+def test_every_job_runs_through_its_action_and_reports_what_it_did(tmp_path):
+    lake = str(tmp_path / "lake")
+    table = write_native(native_dir(lake, "a.t"), snapshots=2, options={"consumer.expiration-time": "1 ms"})
+    for i in range(3):
+        table.append(make_rows(range(100 + i * 3, 103 + i * 3), partitions=1))  # small files in partition 0
+    table.create_tag("short", time_retained="1 ms")
+    table.create_tag("kept")
+    table.update_consumer("idle", 1 + len(table.snapshots()))
+    orphan = os.path.join(native_dir(lake, "a.t"), "data", "p=1", "orphan.parquet")
+    with open(orphan, "wb") as f:
+        f.write(b"x" * 100)
+    old = time.time() - 10 * 86400
+    os.utime(orphan, (old, old))
+    time.sleep(0.01)  # the tag's and the consumer's time to live (1 ms) have passed
+    rows_before = sorted_ids(table.scan().to_arrow())
+    policy = Policy.from_mapping({"defaults": {
+        "consumer-expiry": {}, "tag-expiry": {}, "data-compaction": {"min-file-num": 2},
+        "clean": {"policy": "KEEP_LATEST_COMMITS", "commits-retained": 1}, "orphan-file-removal": {"older-than-days": 1},
+    }})
+    report = maintain(lake, policy)
+    jobs = report.tables[0].jobs
+    assert not report.failed, jobs
+    assert jobs["consumer-expiry"]["consumersExpired"] == ["idle"]
+    assert jobs["tag-expiry"]["tagsDeleted"] == ["short"]
+    assert jobs["data-compaction"]["snapshotCommitted"] == 6 and jobs["data-compaction"]["arguments"] == {"min_file_num": 2}
+    assert jobs["clean"]["snapshotsExpired"] == 5 and jobs["clean"]["earliestCommitRetained"] == 6
+    assert jobs["orphan-file-removal"]["filesDeleted"] == {"orphan": 1} and jobs["orphan-file-removal"]["bytesDeleted"] == 100
+    assert jobs["periodic-tags"]["status"] == DISABLED and jobs["snapshot-expiry"]["status"] == DISABLED
+    table = Table.open(native_dir(lake, "a.t"))
+    assert [t.name for t in table.tags()] == ["kept"] and table.consumers() == []
+    assert sorted_ids(table.scan().to_arrow()) == rows_before and table.verify().ok
+    assert not os.path.exists(orphan)
+
+
+def test_periodic_tags_keep_what_the_table_asks_for_when_the_policy_would_keep_fewer(tmp_path):
+    lake = str(tmp_path / "lake")
+    now = int(time.time() * 1000)
+    for name, options in (("a.explicit", {"tag.num-retained-max": "3"}), ("a.silent", {})):
+        table = write_native(native_dir(lake, name), snapshots=1, options=options)
+        table.create_periodic_tags(period="hourly", catch_up=True, now=now + 5 * 3_600_000, num_retained_max=10)  # five hourly tags
+        assert len(table.tags()) == 5
+    report = maintain(lake, Policy.from_mapping({"defaults": {"periodic-tags": {"period": "hourly", "num-retained-max": 1}}}))
+    assert {name: len(Table.open(native_dir(lake, name)).tags()) for name in ("a.explicit", "a.silent")} == {"a.explicit": 3, "a.silent": 1}
+    explicit = next(t for t in report.tables if t.table == "a.explicit").jobs["periodic-tags"]
+    assert len(explicit["tagsDeleted"]) == 2 and explicit["arguments"] == {"period": "hourly", "num_retained_max": 3}
+    assert explicit["notes"] == [
+        "the table's tag.num-retained-max=3 keeps more than the policy's num-retained-max=1: the table's setting wins"
+    ]
