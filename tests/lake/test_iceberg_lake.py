@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 
+from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.lake import DISABLED, SUCCESSFUL, Policy, lake_status, maintain
 from tests.iceberg.conftest import assert_exactly_reachable_left
@@ -60,6 +62,13 @@ def test_every_namespace_of_a_catalog_is_maintained_and_pyiceberg_reads_every_ta
     assert sorted(os.listdir(shared)) == sorted(ICEBERG_TABLES)
     doc = json.load(open(os.path.join(shared, "sales.orders", "status.json")))
     assert doc["jobs"]["snapshot-expiry"]["status"] == SUCCESSFUL and doc["format"] == "iceberg"
+    # Old status and lease files are no table's orphans: Iceberg's orphan removal lists only the table's location.
+    old = time.time() - 30 * 86400
+    for directory, _dirs, names in os.walk(shared):
+        for name in names:
+            os.utime(os.path.join(directory, name), (old, old))
+    for name in ICEBERG_TABLES:
+        assert Table.open(f"iceberg://{name}", catalog=iceberg_lake.properties).remove_orphan_files(older_than="1 d").orphan_count == 0
     stored = lake_status("iceberg://sales", catalog=iceberg_lake.properties)
     assert [t.table for t in stored.tables] == ["sales.orders", "sales.returns"]
     assert stored.tables[0].jobs["snapshot-expiry"] == _jobs(report, "sales.orders")["snapshot-expiry"]
