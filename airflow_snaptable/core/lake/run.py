@@ -213,7 +213,9 @@ class _Run:
             if self.dry_run:
                 continue
             doc["jobs"][job] = record
-            if ran and _still_held(lease):  # each job recorded as it completes: a crash loses at most the one in flight
+            if ran and _changed_something(record) and _still_held(lease):
+                # Recorded as it completes: a crash loses at most the job in flight, and jobs that changed
+                # nothing (cheap to run again) wait for the one write at the end.
                 doc["runs"] = runs + [entry.to_dict()]
                 _write(where, doc, report)
         if not self.dry_run and _still_held(lease):
@@ -270,6 +272,15 @@ def _previous(where: StatusLocation, table: LakeTable) -> tuple[dict, str | None
         return where.read() or new_document(table), None
     except Exception as exc:  # noqa: BLE001 - the status is ours, not the table's: it never blocks maintenance
         return new_document(table), f"{type(exc).__name__}: {exc}"
+
+
+def _changed_something(record: dict[str, Any]) -> bool:
+    """Did the job change the table (or fail, which the status must say even if the run dies next)?"""
+    if record.get("status") == FAILED:
+        return True
+    deleted = sum((record.get("filesDeleted") or {}).values())
+    listed = [record.get(key) for key in ("tagsCreated", "tagsDeleted", "consumersExpired")]
+    return bool(record.get("snapshotsExpired") or deleted or any(listed) or record.get("snapshotCommitted"))
 
 
 def _still_held(lease: leases.Lease | None) -> bool:
