@@ -303,3 +303,20 @@ def test_periodic_tags_keep_what_the_table_asks_for_when_the_policy_would_keep_f
     assert explicit["notes"] == [
         "the table's tag.num-retained-max=3 keeps more than the policy's num-retained-max=1: the table's setting wins"
     ]
+
+
+def test_one_table_at_a_time_is_the_same_run_as_the_whole_lake(mixed_lake):
+    """``list_tables`` and ``maintain_table``: what a DAG maps one task per table onto."""
+    from airflow_snaptable.core.lake import LakeTable, list_tables, maintain_table
+
+    tables = list_tables(mixed_lake.path)
+    assert [t.name for t in tables] == sorted([*NATIVE_TABLES, *PAIMON_TABLES])
+    orders = LakeTable.from_dict(json.loads(json.dumps(tables[[t.name for t in tables].index("sales.orders")].to_dict())))
+    report = maintain_table(orders, Policy.from_mapping({"defaults": EXPIRE_TO_TWO}), run_id="dag-run-1")
+    assert report.jobs["snapshot-expiry"]["snapshotsExpired"] == NATIVE_SNAPSHOTS - 2 and report.jobs["snapshot-expiry"]["runId"] == "dag-run-1"
+    assert _jobs(lake_status(mixed_lake.path), "sales.orders")["snapshot-expiry"] == report.jobs["snapshot-expiry"]
+    for bad in ({"name": "a"}, {"name": "a", "format": "delta", "uri": "/x"}, {"name": "", "format": "paimon", "uri": "/x"}, "a.b"):
+        with pytest.raises(InvalidArgumentError):
+            LakeTable.from_dict(bad)
+    with pytest.raises(InvalidArgumentError, match="LakeTable"):
+        maintain_table(orders.to_dict(), Policy.from_mapping({}))

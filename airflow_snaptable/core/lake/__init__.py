@@ -13,7 +13,8 @@ docs/maintenance.md explains the policy, the precedence, the status and the comm
 
 from airflow_snaptable.core.lake.discovery import LakeTable, discover
 from airflow_snaptable.core.lake.policy import JOBS, Policy, ResolvedJob
-from airflow_snaptable.core.lake.run import LakeReport, TableReport, lake_status, maintain
+from airflow_snaptable.core.lake.report import LakeReport, TableReport
+from airflow_snaptable.core.lake.run import lake_status, list_tables, maintain, maintain_table
 from airflow_snaptable.core.lake.status import DISABLED, FAILED, NOT_YET_RUN, SUCCESSFUL
 
 __all__ = [
@@ -29,5 +30,7 @@ __all__ = [
     "TableReport",
     "discover",
     "lake_status",
+    "list_tables",
     "maintain",
+    "maintain_table",
 ]

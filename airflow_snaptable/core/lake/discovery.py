@@ -61,6 +61,20 @@ class LakeTable:
         """Everything before the last dot ("" for a table directly in the location)."""
         return self.name.rpartition(".")[0]
 
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "format": self.format, "uri": self.uri}
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> "LakeTable":
+        """From :meth:`to_dict` (an XCom, a mapped task's argument); anything else is an error."""
+        if not isinstance(doc, dict) or set(doc) != {"name", "format", "uri"} or not all(
+            isinstance(value, str) and value for value in doc.values()
+        ):
+            raise InvalidArgumentError(f'a lake table is {{"name": ..., "format": ..., "uri": ...}} (non-empty strings), got {doc!r}')
+        if doc["format"] not in (NATIVE_FORMAT, PAIMON_FORMAT, ICEBERG_FORMAT):
+            raise InvalidArgumentError(f"unknown table format {doc['format']!r}")
+        return cls(doc["name"], doc["format"], doc["uri"])
+
 
 def discover(
     location: str, storage_options: dict[str, Any] | None = None, catalog: dict[str, Any] | None = None,

@@ -73,26 +73,46 @@ def maintain(
     max_depth: int = DEFAULT_MAX_DEPTH,
 ) -> LakeReport:
     """Run the policy's jobs on every table ``location`` holds; the report of every table (see the module)."""
-    if not isinstance(policy, Policy):
-        raise InvalidArgumentError(f"policy must be a loaded Policy (Policy.load / Policy.from_mapping), got {type(policy).__name__}")
     if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
         raise InvalidArgumentError(f"parallel must be an integer >= 1, got {parallel!r}")
-    if not isinstance(dry_run, bool):
-        raise InvalidArgumentError(f"dry_run must be True or False, got {dry_run!r}")
-    if run_id is not None and (not isinstance(run_id, str) or not run_id.strip() or len(run_id) > 200):
-        raise InvalidArgumentError(f"run_id must be a non-empty string of at most 200 characters, got {run_id!r}")
-    if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)) or not lease_seconds > 0:
-        raise InvalidArgumentError(f"lease_seconds must be a number > 0, got {lease_seconds!r}")
-    locator = StatusLocator(storage_options, catalog)
+    run = _Run.checked(policy, storage_options, catalog, dry_run, run_id, lease_seconds)
     if is_iceberg_uri(location):
-        locator.shared_storage()  # a catalog without a status location fails here, before any table
-    run = _Run(policy, locator, storage_options, catalog, dry_run, run_id or new_run_id(), run_id is not None, lease_seconds)
+        run.locator.shared_storage()  # a catalog without a status location fails here, before any table
     try:
         reports = _for_each_table(_tables(location, storage_options, catalog, max_depth), run.maintain_table, parallel)
     finally:
         run.keeper.close()
     names = [report.table for report in reports]
     return LakeReport(reports, run.run_id, dry_run, policy.unmatched(names))
+
+
+def maintain_table(
+    table: LakeTable,
+    policy: Policy,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    catalog: dict[str, Any] | None = None,
+    dry_run: bool = False,
+    run_id: str | None = None,
+    lease_seconds: float = leases.DEFAULT_LEASE_SECONDS,
+) -> TableReport:
+    """One table's jobs, exactly as :func:`maintain` runs them on each table: the unit a DAG maps one
+    task onto (``list_tables`` gives the tables)."""
+    if not isinstance(table, LakeTable):
+        raise InvalidArgumentError(f"table must be a LakeTable (list_tables, LakeTable.from_dict), got {type(table).__name__}")
+    run = _Run.checked(policy, storage_options, catalog, dry_run, run_id, lease_seconds)
+    try:
+        return run.maintain_table(table)
+    finally:
+        run.keeper.close()
+
+
+def list_tables(
+    location: str, *, storage_options: dict[str, Any] | None = None, catalog: dict[str, Any] | None = None,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> list[LakeTable]:
+    """Every table ``location`` holds, sorted by name (a missing location is an error)."""
+    return sorted(_tables(location, storage_options, catalog, max_depth), key=lambda t: (t.name, t.uri))
 
 
 def lake_status(
@@ -151,6 +171,20 @@ def _for_each_table(tables: Iterable[LakeTable], work: Callable[[LakeTable], Tab
 
 class _Run:
     """One maintenance run's settings and its lease keeper."""
+
+    @classmethod
+    def checked(cls, policy: Policy, storage_options, catalog, dry_run: bool, run_id: str | None, lease_seconds: float) -> "_Run":
+        """A run, its arguments checked before any table is touched."""
+        if not isinstance(policy, Policy):
+            raise InvalidArgumentError(f"policy must be a loaded Policy (Policy.load / Policy.from_mapping), got {type(policy).__name__}")
+        if not isinstance(dry_run, bool):
+            raise InvalidArgumentError(f"dry_run must be True or False, got {dry_run!r}")
+        if run_id is not None and (not isinstance(run_id, str) or not run_id.strip() or len(run_id) > 200):
+            raise InvalidArgumentError(f"run_id must be a non-empty string of at most 200 characters, got {run_id!r}")
+        if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)) or not lease_seconds > 0:
+            raise InvalidArgumentError(f"lease_seconds must be a number > 0, got {lease_seconds!r}")
+        locator = StatusLocator(storage_options, catalog)
+        return cls(policy, locator, storage_options, catalog, dry_run, run_id or new_run_id(), run_id is not None, lease_seconds)
 
     def __init__(self, policy: Policy, locator: StatusLocator, storage_options, catalog, dry_run: bool, run_id: str,
                  resuming: bool, lease_seconds: float):
