@@ -28,7 +28,7 @@ def get_provider_info() -> dict:
                 "tags": ["software"],
             }
         ],
-        "operators": [{"integration-name": INTEGRATION, "python-modules": ["airflow_snaptable.operators.snaptable"]}],
+        "operators": [{"integration-name": INTEGRATION, "python-modules": ["airflow_snaptable.operators.snaptable", "airflow_snaptable.operators.lake"]}],
         "sensors": [{"integration-name": INTEGRATION, "python-modules": ["airflow_snaptable.sensors.snaptable"]}],
         "hooks": [{"integration-name": INTEGRATION, "python-modules": ["airflow_snaptable.hooks.snaptable"]}],
         "triggers": [{"integration-name": INTEGRATION, "python-modules": ["airflow_snaptable.triggers.snaptable"]}],

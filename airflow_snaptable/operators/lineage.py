@@ -38,8 +38,9 @@ def dataset_naming(table_uri: str) -> tuple[str, str]:
     return f"{protocol}://{bucket}", path.rstrip("/")
 
 
-def operator_lineage(action: str, table_uri: str, latest_snapshot_id: int | None) -> Any:
-    """The ``OperatorLineage`` of one finished maintenance action."""
+def operator_lineage(action: str, table_uri: str, latest_snapshot_id: int | None, change: str | None = None) -> Any:
+    """The ``OperatorLineage`` of one finished maintenance action (``change``: the lifecycle state change
+    when the action's name does not tell it, as for a lake's jobs on a table)."""
     from airflow.providers.common.compat.openlineage.facet import (
         Dataset,
         LifecycleStateChange,
@@ -53,7 +54,7 @@ def operator_lineage(action: str, table_uri: str, latest_snapshot_id: int | None
     if latest_snapshot_id is not None:
         facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=str(latest_snapshot_id))
     inputs = [Dataset(namespace=namespace, name=name, facets=dict(facets))]
-    change = LIFECYCLE_CHANGE.get(action)
+    change = change or LIFECYCLE_CHANGE.get(action)
     if change is not None:
         facets["lifecycleStateChange"] = LifecycleStateChangeDatasetFacet(lifecycleStateChange=LifecycleStateChange[change])
     return OperatorLineage(inputs=inputs, outputs=[Dataset(namespace=namespace, name=name, facets=facets)])

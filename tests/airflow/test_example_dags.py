@@ -417,6 +417,7 @@ def test_every_example_dag_parses_and_spark_jobs_are_not_dag_files():
         "snaptable_event_driven",
         "snaptable_iceberg_maintenance",
         "snaptable_incremental",
+        "snaptable_lake_maintenance",
         "snaptable_lifecycle",
         "snaptable_paimon_maintenance",
         "snaptable_spark_ingest",

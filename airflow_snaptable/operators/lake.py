@@ -1,0 +1,225 @@
+"""A whole lake maintained by policy in one DAG (docs/maintenance.md, "In Airflow").
+
+:func:`lake_maintenance_group` is a TaskGroup of two tasks: ``list_tables`` finds the tables of a
+location when the DAG runs (core/lake/discovery.py), and ``maintain_table`` is mapped over them
+(dynamic task mapping): one task per table, running the policy's jobs on it in the task's process
+through core's ``maintain_table``, exactly as ``snaptable maintain`` does for each table.
+
+- The mapped tasks honour a ``pool`` (and ``max_active_tis_per_dagrun``): how many tables are
+  maintained at once is Airflow's to schedule.
+- Each task's run id is ``<dag id>/<run id>``: a retry of the task, or of the DAG run, skips the
+  jobs the first try completed on its table (core/lake/run.py).
+- A task fails when a job on its table failed (``fail_on_job_failure``), after its status was stored;
+  a table another run holds is skipped, and the task succeeds saying so.
+- Each table maintained gets an asset event, through the asset alias :data:`LAKE_ASSET_ALIAS`
+  (the table's asset is ``snaptable://...``, assets/snaptable.py), with each job's status as extra;
+  OpenLineage sees the table as input and output, altered when a job deleted or rewrote files.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+from airflow.sdk import Asset, AssetAlias, BaseOperator, TaskGroup
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_snaptable.assets.snaptable import table_asset_uri
+from airflow_snaptable.core.errors import InvalidArgumentError
+from airflow_snaptable.core.formats import is_iceberg_uri
+from airflow_snaptable.core.lake import LakeTable, Policy, list_tables, maintain_table
+from airflow_snaptable.core.lake.discovery import DEFAULT_MAX_DEPTH
+from airflow_snaptable.core.lake.report import describe
+from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, SnapTableHook
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+#: The asset alias every table maintained by a lake DAG gets its asset event through.
+LAKE_ASSET_ALIAS = "snaptable-lake-maintenance"
+
+
+class _LakeLocation:
+    """A location (a full URI, a path under the connection's root, or ``iceberg://...``) with the
+    connection's storage options and catalog properties."""
+
+    def __init__(self, hook: SnapTableHook, location: str):
+        if not isinstance(location, str) or not location.strip():
+            raise InvalidArgumentError(f"location must be a non-empty string, got {location!r}")
+        location = location.strip()
+        self.hook = hook
+        if is_iceberg_uri(location):
+            self.uri, self.storage_options = location, None
+            self.catalog = hook.settings.catalog_for(location, hook.snaptable_conn_id)
+        else:
+            self.uri = hook.table_uri(location)
+            self.storage_options, self.catalog = hook.storage_options(self.uri), None
+
+    def for_table(self, table: LakeTable) -> tuple[dict | None, dict | None]:
+        """(storage options, catalog properties) of one of its tables."""
+        if is_iceberg_uri(table.uri):
+            return None, self.hook.settings.catalog_for(table.uri, self.hook.snaptable_conn_id)
+        return self.hook.storage_options(table.uri), None
+
+
+class SnapTableListLakeTablesOperator(BaseOperator):
+    """
+    The tables of a lake location, as a list for ``maintain_table`` to be mapped over (XCom).
+
+    :param location: A directory or fsspec URL holding tables anywhere below it (this package's
+        tables, Paimon warehouses), a path under the connection's root, or ``iceberg://`` /
+        ``iceberg://<namespace>`` with the connection's extra ``catalog``. (templated)
+    :param snaptable_conn_id: The snaptable connection. (templated)
+    :param max_depth: Levels below a directory location tables may sit at.
+    """
+
+    template_fields: Sequence[str] = ("location", "snaptable_conn_id")
+    ui_color = "#c9e4f6"
+
+    def __init__(self, *, location: str, snaptable_conn_id: str | None = DEFAULT_CONN_ID, max_depth: int = DEFAULT_MAX_DEPTH,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(location, str) or not location.strip():
+            raise InvalidArgumentError(f"{self.task_id}: location must be a non-empty string, got {location!r}")
+        self.location = location
+        self.snaptable_conn_id = snaptable_conn_id
+        self.max_depth = max_depth
+
+    def execute(self, context: Context) -> list[dict[str, str]]:
+        where = _LakeLocation(SnapTableHook(snaptable_conn_id=self.snaptable_conn_id), self.location)
+        tables = list_tables(where.uri, storage_options=where.storage_options, catalog=where.catalog, max_depth=self.max_depth)
+        self.log.info("%d table(s) in %s", len(tables), where.uri)
+        return [table.to_dict() for table in tables]
+
+
+class SnapTableMaintainTableOperator(BaseOperator):
+    """
+    Run a lake policy's jobs on one table (core/lake/): map it over ``SnapTableListLakeTablesOperator``.
+
+    :param table: The table, as ``list_tables`` gives it (``{"name", "format", "uri"}``). (templated)
+    :param policy: The policy: a mapping (checked when the DAG is parsed) or the path of a JSON or YAML
+        policy file (read when the task runs). (templated)
+    :param location: The lake location the table was listed from, for its connection settings. (templated)
+    :param snaptable_conn_id: The snaptable connection. (templated)
+    :param dry_run: Report what the jobs would do; change nothing.
+    :param fail_on_job_failure: Fail the task when a job on the table failed (its status is stored first).
+    :param lake_run_id: The maintenance run's id (default ``<dag id>/<run id>``: a retry skips the jobs
+        the first try completed). (templated)
+    """
+
+    template_fields: Sequence[str] = ("table", "policy", "location", "snaptable_conn_id", "lake_run_id")
+    ui_color = "#c9e4f6"
+
+    def __init__(
+        self,
+        *,
+        table: Any,
+        policy: Any,
+        location: str,
+        snaptable_conn_id: str | None = DEFAULT_CONN_ID,
+        dry_run: bool = False,
+        fail_on_job_failure: bool = True,
+        lake_run_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("outlets", [AssetAlias(LAKE_ASSET_ALIAS)])
+        super().__init__(**kwargs)
+        if isinstance(policy, dict):
+            Policy.from_mapping(policy)  # a bad policy fails the DAG's parsing, not a run
+        elif not isinstance(policy, str) or not policy.strip():
+            raise InvalidArgumentError(f"{self.task_id}: policy must be a mapping or the path of a policy file, got {policy!r}")
+        if not isinstance(dry_run, bool) or not isinstance(fail_on_job_failure, bool):
+            raise InvalidArgumentError(f"{self.task_id}: dry_run and fail_on_job_failure must be True or False")
+        self.table = table
+        self.policy = policy
+        self.location = location
+        self.snaptable_conn_id = snaptable_conn_id
+        self.dry_run = dry_run
+        self.fail_on_job_failure = fail_on_job_failure
+        self.lake_run_id = lake_run_id
+        self._lineage: tuple[str, bool] | None = None
+
+    def _policy(self) -> Policy:
+        return Policy.from_mapping(self.policy) if isinstance(self.policy, dict) else Policy.load(self.policy)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        table = LakeTable.from_dict(self.table)
+        where = _LakeLocation(SnapTableHook(snaptable_conn_id=self.snaptable_conn_id), self.location)
+        storage_options, catalog = where.for_table(table)
+        run_id = self.lake_run_id or f"{self.dag_id}/{context['run_id']}"
+        report = maintain_table(table, self._policy(), storage_options=storage_options, catalog=catalog,
+                                dry_run=self.dry_run, run_id=run_id)
+        for job, record in report.jobs.items():
+            if record["status"] != "Disabled":
+                self.log.info("%s %s: %s %s", table.name, job, record["status"], record.get("failureMessage") or describe(record) or "")
+        if report.skipped is not None:
+            self.log.warning("%s skipped: %s", table.name, report.skipped.get("reason"))
+        elif not self.dry_run:
+            self._asset_event(context, table, report.jobs)
+        self._lineage = (table.uri, any(_changed(record) for record in report.jobs.values()))
+        if report.failed and self.fail_on_job_failure:
+            failed = {job: record["failureMessage"] for job, record in report.jobs.items() if record["status"] == "Failed"}
+            raise AirflowException(f"{len(failed)} job(s) failed on {table.name}: {failed}")
+        return report.to_dict()
+
+    def _asset_event(self, context: Context, table: LakeTable, jobs: dict[str, dict]) -> None:
+        events = context.get("outlet_events") if hasattr(context, "get") else None
+        if events is None:
+            return
+        extra = {"table": table.name, "format": table.format, "jobs": {job: record["status"] for job, record in jobs.items()}}
+        for outlet in self.outlets or []:
+            if isinstance(outlet, AssetAlias):
+                events[outlet].add(Asset(uri=table_asset_uri(table.uri), name=table_asset_uri(table.uri)), extra=extra)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The table as input and output dataset; ALTERed when a job deleted or rewrote files."""
+        from airflow_snaptable.operators.lineage import operator_lineage
+
+        if self._lineage is None:
+            return None
+        uri, changed = self._lineage
+        return operator_lineage("maintain-table", uri, None, change="ALTER" if changed else None)
+
+
+def _changed(record: dict[str, Any]) -> bool:
+    deleted = sum((record.get("filesDeleted") or {}).values())
+    return bool(record.get("snapshotsExpired") or deleted or record.get("snapshotCommitted"))
+
+
+def lake_maintenance_group(
+    *,
+    location: str,
+    policy: Any,
+    group_id: str = "lake_maintenance",
+    snaptable_conn_id: str | None = DEFAULT_CONN_ID,
+    pool: str | None = None,
+    max_active_tis_per_dagrun: int | None = None,
+    dry_run: bool = False,
+    fail_on_job_failure: bool = True,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+    **task_kwargs: Any,
+) -> TaskGroup:
+    """A TaskGroup maintaining every table of ``location`` by ``policy``: ``list_tables``, then one
+    mapped ``maintain_table`` task per table (see the module). Use it inside a ``with DAG(...)`` block.
+
+    ``task_kwargs`` go to both tasks (``retries``, ``execution_timeout``, ...); ``pool`` and
+    ``max_active_tis_per_dagrun`` to the mapped tasks.
+    """
+    if isinstance(policy, dict):
+        Policy.from_mapping(policy)  # mapped tasks are made when the DAG runs: check the policy when it is parsed
+    # The alias is declared here, not only in __init__ (which mapped tasks run when the DAG runs): the
+    # DAG's serialized form must name it, or the tables' asset events never land.
+    mapped: dict[str, Any] = {"outlets": [*task_kwargs.pop("outlets", []), AssetAlias(LAKE_ASSET_ALIAS)]}
+    if pool is not None:
+        mapped["pool"] = pool
+    if max_active_tis_per_dagrun is not None:
+        mapped["max_active_tis_per_dagrun"] = max_active_tis_per_dagrun
+    with TaskGroup(group_id) as group:
+        listed = SnapTableListLakeTablesOperator(
+            task_id="list_tables", location=location, snaptable_conn_id=snaptable_conn_id, max_depth=max_depth, **task_kwargs
+        )
+        SnapTableMaintainTableOperator.partial(
+            task_id="maintain_table", policy=policy, location=location, snaptable_conn_id=snaptable_conn_id,
+            dry_run=dry_run, fail_on_job_failure=fail_on_job_failure, map_index_template="{{ task.table['name'] }}",
+            **mapped, **task_kwargs,
+        ).expand(table=listed.output)
+    return group
