@@ -69,7 +69,7 @@ def build(lake: str, tables: int) -> dict:
 def maintain_once(lake: str, parallel: int) -> dict:
     """One ``maintain`` run in this (fresh) process: its time, peak RSS and every storage operation."""
     from airflow_snaptable.core.lake import Policy, maintain
-    from airflow_snaptable.core.storage import Storage
+    from airflow_snaptable.core.io.storage import Storage
 
     counts: Counter = Counter()
     original = Storage._op

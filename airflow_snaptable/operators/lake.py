@@ -25,7 +25,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_snaptable.assets.snaptable import table_asset_uri
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.formats import is_iceberg_uri
+from airflow_snaptable.core.formats.foreign import is_iceberg_uri
 from airflow_snaptable.core.lake import LakeTable, Policy, list_tables, maintain_table
 from airflow_snaptable.core.lake.discovery import DEFAULT_MAX_DEPTH
 from airflow_snaptable.core.lake.report import describe

@@ -8,7 +8,7 @@ import pytest
 
 from airflow_snaptable.core.errors import InvalidArgumentError, TableNotFoundError
 from airflow_snaptable.core.lake import discover
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from tests.lake.conftest import ICEBERG_TABLES, NATIVE_TABLES, PAIMON_TABLES, native_dir, write_native
 
 

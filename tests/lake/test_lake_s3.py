@@ -11,7 +11,7 @@ from airflow_snaptable.core import Table
 from airflow_snaptable.core.lake import SUCCESSFUL, Policy, lake_status, maintain
 from airflow_snaptable.core.lake import lease as leases
 from airflow_snaptable.core.lake.status import NATIVE_STATUS_DIR
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from tests.conftest import SCHEMA, make_rows
 
 pytestmark = pytest.mark.s3

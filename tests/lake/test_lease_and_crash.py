@@ -14,7 +14,7 @@ from airflow_snaptable.core.errors import LeaseLostError
 from airflow_snaptable.core.lake import SUCCESSFUL, Policy, maintain
 from airflow_snaptable.core.lake import lease as leases
 from airflow_snaptable.core.lake.status import NATIVE_STATUS_DIR
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from tests.lake.conftest import native_dir, storage_image, write_native, write_policy
 
 LEASES = f"{NATIVE_STATUS_DIR}/lease"
@@ -109,7 +109,7 @@ def test_a_lease_taken_over_is_lost_and_its_jobs_stop(tmp_path):
 HOLDER = """
 import sys, time, os
 from airflow_snaptable.core.lake import lease
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 storage = Storage.from_uri(sys.argv[1])
 held = lease.acquire(storage, sys.argv[2], "holder-run")
 assert isinstance(held, lease.Lease), held
@@ -184,7 +184,7 @@ def test_two_runs_racing_over_one_lake_never_work_on_a_table_at_once(tmp_path):
 CRASHING_RUN = """
 import os, sys
 from airflow_snaptable.core.lake import Policy, maintain
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 
 deletes = []
 original = Storage._op

@@ -2,7 +2,7 @@
 
 - discovery.py: which tables a location holds, and their dotted names;
 - policy.py: the policy document (defaults, namespaces, tables) and its precedence;
-- jobs.py: a policy job on one table as one of the existing actions (core/actions.py), after the
+- jobs.py: a policy job on one table as one of the existing actions (core/actions/maintenance.py), after the
   table's own retention had its say;
 - lease.py: one run per table at a time;
 - status.py: each table's per-job status, stored with the table;

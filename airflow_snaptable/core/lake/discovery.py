@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
-from airflow_snaptable.core.formats import ICEBERG_SCHEME, is_iceberg_uri
-from airflow_snaptable.core.storage import Storage
-from airflow_snaptable.core.store import NATIVE_FORMAT
+from airflow_snaptable.core.formats.foreign import ICEBERG_SCHEME, is_iceberg_uri
+from airflow_snaptable.core.io.storage import Storage
+from airflow_snaptable.core.lifecycle.store import NATIVE_FORMAT
 
 PAIMON_FORMAT = "paimon"
 ICEBERG_FORMAT = "iceberg"
@@ -126,12 +126,12 @@ def _directory_table(storage: Storage, rel: str, schema_id: int) -> LakeTable:
 
 
 def _format_of(storage: Storage, schema_file: str) -> str:
-    """Paimon's schema has field ids and ``highestFieldId``, ours ``arrowSchema`` (core/paimon/schema.py).
+    """Paimon's schema has field ids and ``highestFieldId``, ours ``arrowSchema`` (core/formats/paimon/schema.py).
 
     A schema that cannot be read is reported as this package's format: opening the table names
     what is wrong with it, and the table is reported Failed, never skipped.
     """
-    from airflow_snaptable.core.paimon.schema import is_paimon_schema
+    from airflow_snaptable.core.formats.paimon.schema import is_paimon_schema
 
     try:
         doc = json.loads(storage.read_bytes(schema_file))
@@ -149,7 +149,7 @@ def _join(rel: str, name: str) -> str:
 
 def catalog_namespace(location: str) -> tuple[str, ...]:
     """``iceberg://`` -> ``()`` (every namespace); ``iceberg://a.b`` -> ``("a", "b")``."""
-    from airflow_snaptable.core.iceberg.catalog import _PART
+    from airflow_snaptable.core.formats.iceberg.catalog import _PART
 
     rest = location[len(ICEBERG_SCHEME):].strip("/")
     if not rest:
@@ -163,7 +163,7 @@ def catalog_namespace(location: str) -> tuple[str, ...]:
 
 
 def _catalog_tables(location: str, properties: dict[str, Any] | None) -> Iterator[LakeTable]:
-    from airflow_snaptable.core.iceberg.catalog import catalog_call, load_catalog
+    from airflow_snaptable.core.formats.iceberg.catalog import catalog_call, load_catalog
 
     top = catalog_namespace(location)
     catalog = load_catalog(location, properties)

@@ -1,4 +1,4 @@
-"""A policy job on one table, as one of the existing maintenance actions (core/actions.py).
+"""A policy job on one table, as one of the existing maintenance actions (core/actions/maintenance.py).
 
 The lifecycle rules are the actions': this module only says which action a job is and with
 which arguments, after the table's own settings had their say (docs/maintenance.md, "Precedence"):
@@ -19,12 +19,12 @@ from datetime import timedelta
 from typing import Any, Callable
 
 from airflow_snaptable.core import actions
-from airflow_snaptable.core.action_base import Action
-from airflow_snaptable.core.clean_actions import Clean
+from airflow_snaptable.core.actions.contract import Action
+from airflow_snaptable.core.actions.hudi_clean import Clean
 from airflow_snaptable.core.errors import InvalidOptionError
-from airflow_snaptable.core.iceberg.retention import MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP
+from airflow_snaptable.core.formats.iceberg.retention import MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP
 from airflow_snaptable.core.lake.policy import ResolvedJob
-from airflow_snaptable.core.options import OPTION_SPECS
+from airflow_snaptable.core.arguments.table_options import OPTION_SPECS
 
 ICEBERG = "iceberg"
 #: Jobs whose action can plan without changing the table (``dry_run=True``).

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_snaptable.core.errors import LeaseLostError
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 
 LEASE_DIR = "lease"
 #: How long a lease lives without renewal.

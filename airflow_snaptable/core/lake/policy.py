@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from airflow_snaptable.core.clean import POLICIES as CLEAN_POLICIES
+from airflow_snaptable.core.lifecycle.hudi_clean import POLICIES as CLEAN_POLICIES
 from airflow_snaptable.core.errors import InvalidOptionError, InvalidPolicyError
-from airflow_snaptable.core.options import parse_duration, parse_size
-from airflow_snaptable.core.periodic import FORMATTERS, PERIODS
-from airflow_snaptable.core.store import NATIVE_FORMAT
+from airflow_snaptable.core.arguments.table_options import parse_duration, parse_size
+from airflow_snaptable.core.lifecycle.periodic_tags import FORMATTERS, PERIODS
+from airflow_snaptable.core.lifecycle.store import NATIVE_FORMAT
 
 SECTIONS = ("defaults", "namespaces", "tables")
 ENABLED = "enabled"

@@ -29,10 +29,10 @@ import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Iterable
 
-from airflow_snaptable.core.action_base import to_jsonable
+from airflow_snaptable.core.actions.contract import to_jsonable
 from airflow_snaptable.core.actions import run_action
 from airflow_snaptable.core.errors import InvalidArgumentError, TableNotFoundError
-from airflow_snaptable.core.formats import is_iceberg_uri
+from airflow_snaptable.core.formats.foreign import is_iceberg_uri
 from airflow_snaptable.core.lake import lease as leases
 from airflow_snaptable.core.lake.discovery import DEFAULT_MAX_DEPTH, LakeTable, discover
 from airflow_snaptable.core.lake.jobs import DRY_RUNNABLE, plan_job
@@ -50,7 +50,7 @@ from airflow_snaptable.core.lake.status import (
     not_yet_run,
     summarize,
 )
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.table import Table
 
 DEFAULT_PARALLEL = 4

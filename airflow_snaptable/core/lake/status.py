@@ -32,7 +32,7 @@ from typing import Any
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
 from airflow_snaptable.core.lake.discovery import ICEBERG_FORMAT, PAIMON_FORMAT, LakeTable
 from airflow_snaptable.core.lake.lease import LEASE_DIR
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 
 SUCCESSFUL = "Successful"
 FAILED = "Failed"
@@ -136,7 +136,7 @@ def iceberg_status_location(catalog: dict[str, Any] | None) -> str:
 
 def iceberg_status_storage(catalog: dict[str, Any] | None) -> Storage:
     """A Storage at the shared status location, on the filesystem the catalog's FileIO would use."""
-    from airflow_snaptable.core.iceberg.files import LocationStorage
+    from airflow_snaptable.core.formats.iceberg.files import LocationStorage
 
     properties = {k: str(v) for k, v in (catalog or {}).items()}
     return LocationStorage(iceberg_status_location(catalog), properties)()
