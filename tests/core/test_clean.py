@@ -250,6 +250,24 @@ def test_keep_latest_commits_keeps_a_partition_compacted_or_dropped_at_the_earli
     assert [p for p in r.data_files() if "/p=1/" in p]
 
 
+def test_keep_latest_commits_a_partition_dropped_after_the_window_start_keeps_only_what_is_read(tmp_path):
+    """Pinned difference: Hudi keeps every version of a file group replaced at or after the earliest commit
+    to retain until the replace falls before it; here the versions no retained snapshot reads go at once."""
+    r = Recorded(tmp_path / "t")
+    r.commit("append", make_rows(ids_in(0, 0) + ids_in(1, 0)))  # 1: a, b
+    r.commit("overwrite", make_rows(ids_in(0, 10)), partitions=[{"p": 0}])  # 2: a
+    r.commit("overwrite", make_rows(ids_in(0, 20)), partitions=[{"p": 0}])  # 3: a
+    r.commit("delete", [{"p": 0}])  # 4: a dropped (Hudi: replaced at 4)
+    r.commit("append", make_rows(ids_in(1, 30)))  # 5: b
+    assert r.table.clean("KEEP_LATEST_COMMITS", commits_retained=2).earliest_commit_to_retain == 4
+    r.check(keep_from=3)  # a's first two versions are gone, Hudi would still have them
+    assert not ((r.files[1] | r.files[2]) - r.files[3]) & r.data_files()
+    # Once the drop is before the earliest commit to retain, both agree: a's last version goes too.
+    assert r.table.clean("KEEP_LATEST_COMMITS", commits_retained=1).earliest_commit_to_retain == 5
+    r.check(keep_from=4)
+    assert not [p for p in r.data_files() if "/p=0/" in p]
+
+
 def test_keep_latest_by_hours_keeps_the_version_before_a_commit_at_the_window_start(tmp_path):
     """Hudi's earliest commit to retain is the first committed at or after now - H; the state before it stays."""
     r = Recorded(tmp_path / "t", [T - 3 * HOUR, T - HOUR, T - 10 * 60_000])
