@@ -290,6 +290,29 @@ def test_keep_latest_by_hours_cleans_nothing_without_a_commit_in_the_window(tmp_
     assert result.earliest_commit_to_retain is None and result.expire.expired_snapshot_ids == []
 
 
+@pytest.mark.parametrize(
+    "policy, kwargs, second_kept",
+    [
+        ("KEEP_LATEST_COMMITS", {"commits_retained": 1}, True),
+        ("KEEP_LATEST_BY_HOURS", {"hours_retained": 30}, True),
+        ("KEEP_LATEST_FILE_VERSIONS", {}, False),
+    ],
+)
+def test_clean_of_deleted_partitions(tmp_path, policy, kwargs, second_kept):
+    """TestCleanPlanExecutor.testCleanDeletePartition: a commit 49 h ago, partition 1 deleted 48 h ago, partition 2
+    24 h ago. The commit policies' earliest commit to retain is the second delete: partition 1 goes, partition 2
+    stays with the state before it. KEEP_LATEST_FILE_VERSIONS cleans both (replaced file groups)."""
+    r = Recorded(tmp_path / "t", [T - 49 * HOUR, T - 48 * HOUR, T - 24 * HOUR])
+    r.commit("append", make_rows(ids_in(1, 0) + ids_in(2, 0)))
+    r.commit("delete", [{"p": 1}])
+    r.commit("delete", [{"p": 2}])
+    r.table.clock = lambda: T
+    result = r.table.clean(policy, **kwargs)
+    r.check(keep_from=2 if second_kept else 3)
+    assert bool([p for p in r.data_files() if "/p=2/" in p]) is second_kept
+    assert result.earliest_commit_to_retain == (3 if second_kept else None)
+
+
 def test_keep_latest_file_versions_never_cuts_a_partition_below_its_versions(tmp_path):
     """Writes to one partition never cost another one its N newest versions (or all it has, when fewer)."""
     r = Recorded(tmp_path / "t")
