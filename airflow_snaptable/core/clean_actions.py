@@ -18,10 +18,17 @@ class Clean(Action):
     name: ClassVar[str] = "clean"
 
     policy: str = arg(check=allowed(tuple(POLICIES)), help="KEEP_LATEST_COMMITS, KEEP_LATEST_BY_HOURS or KEEP_LATEST_FILE_VERSIONS.")
-    commits_retained: int | None = arg(None, minimum=1, help="KEEP_LATEST_COMMITS: the newest commits kept (default 10).")
-    hours_retained: int | None = arg(None, minimum=1, help="KEEP_LATEST_BY_HOURS: keep every state of the last this many hours.")
+    commits_retained: int | None = arg(
+        None, minimum=1,
+        help="KEEP_LATEST_COMMITS: the newest commits retained, and the state before them (default 10).",
+    )
+    hours_retained: int | None = arg(
+        None, minimum=1,
+        help="KEEP_LATEST_BY_HOURS: keep every state of the last this many hours (no commit in them: clean nothing).",
+    )
     file_versions_retained: int | None = arg(
-        None, minimum=1, help="KEEP_LATEST_FILE_VERSIONS: the newest versions kept per partition (default 3)."
+        None, minimum=1,
+        help="KEEP_LATEST_FILE_VERSIONS: the newest versions kept per live partition (default 3); dropped ones keep none.",
     )
     dry_run: bool = arg(False, help="Plan only: report what would be deleted, delete nothing.")
 
