@@ -145,6 +145,7 @@ class Clean:
         return result
 
     def retention(self, policy: str, value: int, now: int) -> Retention:
+        """What ``policy`` with its parameter ``value`` keeps of the table now."""
         if policy == KEEP_LATEST_COMMITS:
             return self.latest_commits(value)
         if policy == KEEP_LATEST_BY_HOURS:

@@ -18,7 +18,7 @@ docs/lifecycle.md says so, and the checks below hold each difference to exactly 
 under the commit policies we delete more only from file groups replaced at or after the ECTR
 (their versions no state from the one before the ECTR reads); under KEEP_LATEST_FILE_VERSIONS
 we never delete what Hudi keeps, keep every live partition's N newest versions readable, and
-expire as far as that allows.
+expire every snapshot those versions do not need.
 """
 
 from __future__ import annotations
