@@ -93,13 +93,24 @@ def _retained_manifest_naming(table, path: str) -> str:
     return _local(found.manifest_path)
 
 
+@pytest.mark.parametrize("history", ["put-back-then-overwrite", "appends-only"])
 @pytest.mark.parametrize("damage", ["missing", "garbage", "truncated"])
-def test_a_missing_or_corrupt_retained_manifest_fails_closed(iceberg_env, damage):
-    table, readded = _put_back_history(iceberg_env, carry_on=False)
-    # One more rewrite, so that the expired snapshots free a data file: deleting is at stake.
-    table.overwrite(rows(7, "y"), overwrite_filter="p == 'y'")
-    table = table.refresh()
-    manifest = _retained_manifest_naming(table, readded)
+def test_a_missing_or_corrupt_retained_manifest_fails_closed(iceberg_env, damage, history):
+    """A retained manifest is read before anything is deleted, whether or not a data file may go
+    (appends only: the expired snapshots free their manifest lists alone)."""
+    if history == "appends-only":
+        table = iceberg_env.create()
+        for i in range(4):
+            table.append(rows(i))
+        table = table.refresh()
+        [manifest] = [_local(m.manifest_path) for m in table.current_snapshot().manifests(table.io)
+                      if m.added_snapshot_id == table.metadata.current_snapshot_id]
+    else:
+        table, readded = _put_back_history(iceberg_env, carry_on=False)
+        # One more rewrite, so that the expired snapshots free a data file: deleting is at stake.
+        table.overwrite(rows(7, "y"), overwrite_filter="p == 'y'")
+        table = table.refresh()
+        manifest = _retained_manifest_naming(table, readded)
     original = open(manifest, "rb").read()
     if damage == "missing":
         os.remove(manifest)

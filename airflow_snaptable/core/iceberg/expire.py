@@ -20,10 +20,10 @@ The sequence:
 
 Reachability, not the snapshots' order, decides what goes (Iceberg's ``ReachableFileCleanup``),
 so branches, tags, rollbacks and files put back (``add_files`` after a delete) need no special
-case. The candidates are the files named in the manifests only expired snapshots use; when there
-is one, every manifest a retained snapshot uses is read, as Java reads them: no sequence number
-bounds what a manifest names (a file put back comes with a new, higher one), and a retained
-manifest that is missing or unreadable fails the expiry before its commit.
+case. The candidates are the files named in the manifests only expired snapshots use; every
+manifest a retained snapshot uses is read before anything is deleted, as Java reads them: no
+sequence number bounds what a manifest names (a file put back comes with a new, higher one), and
+a retained manifest that is missing or unreadable fails the expiry before its commit.
 """
 
 from __future__ import annotations
@@ -110,8 +110,10 @@ class IcebergExpiry:
         }
         exclusive = reach(reader, gone, only_live=False, manifest_filter=lambda m: reader.locator.relative(m.path) not in kept_manifests)
         candidates = set(exclusive.content_files)
-        if candidates:
-            # Java's ReachableFileCleanup: a candidate any retained manifest names live stays, and all of them are read.
+        if gone and plan.delete_files:
+            # A candidate any retained manifest names live stays (Java's ReachableFileCleanup). All of them
+            # are read before anything is deleted, even with no candidate: a retained manifest that is
+            # missing or unreadable means a table no file may be deleted from.
             candidates -= reader.live_paths(kept_manifests.values(), candidates)
         plan.manifest_lists = sorted(exclusive.manifest_lists - kept_lists)
         plan.manifests = sorted(set(exclusive.manifests) - set(kept_manifests))
