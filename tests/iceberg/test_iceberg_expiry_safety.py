@@ -223,10 +223,12 @@ TAGGER = """
 import json, random, sys, time
 import pyarrow as pa
 from airflow_snaptable.core import Table
-props, deadline = json.loads(sys.argv[1]), time.time() + float(sys.argv[2])
+props, seconds = json.loads(sys.argv[1]), float(sys.argv[2])
 rng = random.Random(7)
 created, failed, i = {}, 0, 0
-while time.time() < deadline:
+started = time.time()
+# A few seconds, and at least 5 tags created (a loaded machine), but never more than 30 seconds.
+while (time.time() < started + seconds or len(created) < 5) and time.time() < started + 30:
     ours = Table.open("iceberg://db.orders", catalog=props)
     table = ours.iceberg
     table.append(pa.table({"p": [f"w{i}"], "id": [i]}, schema=table.schema().as_arrow()))
@@ -235,7 +237,8 @@ while time.time() < deadline:
         old = [s for s in metadata.snapshots if s.snapshot_id != metadata.current_snapshot_id]
         if not old:
             break
-        snapshot = rng.choice(old)
+        parent = metadata.snapshot_by_id(metadata.current_snapshot().parent_snapshot_id or -1)
+        snapshot = parent if j == 0 and parent is not None else rng.choice(old)  # the parent: just superseded
         name = f"t{i}-{j}"
         try:
             ours.create_tag(name, snapshot.snapshot_id)
@@ -254,7 +257,7 @@ def test_two_processes_no_created_tag_vanishes_and_no_file_of_one_is_deleted(ice
     table = iceberg_env.create()
     table.append(rows(0, "base"))
     tagger = subprocess.Popen(
-        [sys.executable, "-c", TAGGER, json.dumps(iceberg_env.properties), "4"],
+        [sys.executable, "-c", TAGGER, json.dumps(iceberg_env.properties), "3"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     runs = 0
@@ -375,3 +378,44 @@ def test_orphan_removal_keeps_a_file_adopted_while_it_runs(iceberg_env):
     assert adopted[len(iceberg_env.table().location()) + 1:] not in result.orphan_files
     assert os.path.exists(_local(adopted))
     assert ("x", 1) in read_everything(iceberg_env.table())["snapshots"][iceberg_env.table().metadata.current_snapshot_id]
+
+
+def test_a_catalog_checking_on_a_server_gets_standard_requirements_and_a_commit_over_another_version_deletes_nothing(
+    iceberg_env, monkeypatch
+):
+    """A REST catalog checks requirements on its server: it gets only Iceberg's standard ones (a custom
+    one would not serialise). If it applies the removal over a version the plan never saw (a branch
+    created meanwhile on an old snapshot and appended to passes every standard check), nothing is
+    deleted and the run says so with a typed error; pyiceberg still reads every snapshot left, the
+    branch's with the manifests it carried over."""
+    from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID
+
+    from airflow_snaptable.core.iceberg import requirements
+
+    table, main = _history(iceberg_env)
+    monkeypatch.setattr(requirements, "checks_requirements_here", lambda catalog: False)
+    sent = requirements.unchanged_since(iceberg_env.table())
+    assert {type(r) for r in sent} == {AssertTableUUID, AssertRefSnapshotId}
+    assert all(r.model_dump_json() for r in sent)  # what a REST catalog sends
+
+    real_commit = IcebergExpiry._commit
+
+    def commit_after_a_branch(self, iceberg, plan):
+        if "late" not in iceberg_env.table().metadata.refs:
+            iceberg_env.table().manage_snapshots().create_branch(main[1], "late").commit()
+            iceberg_env.table().append(rows(50, "late"), branch="late")
+        return real_commit(self, iceberg, plan)
+
+    monkeypatch.setattr(IcebergExpiry, "_commit", commit_after_a_branch)
+    location = iceberg_env.location()
+    data_before = {p for p in files_on_disk(location) if not p.endswith(".metadata.json")}
+    from airflow_snaptable.core.errors import CommitConflictError as Conflict
+
+    with pytest.raises(Conflict, match="no file was deleted"):
+        _open(iceberg_env).expire_snapshots(retain_min=1, older_than=FAR)
+    after = iceberg_env.table()
+    assert "late" in after.metadata.refs and main[0] not in {s.snapshot_id for s in after.metadata.snapshots}
+    assert data_before <= files_on_disk(location), "nothing was deleted"
+    assert not os.listdir(os.path.join(location, "snaptable", "plan"))
+    late = read_everything(after)["snapshots"][after.metadata.refs["late"].snapshot_id]
+    assert ("late", 50) in late and ("p1", 1) in late
