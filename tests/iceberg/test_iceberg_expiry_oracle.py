@@ -42,7 +42,7 @@ from tests.iceberg.conftest import SCHEMA, IcebergEnv, files_on_disk
 #: Seeds run in CI; more locally with SNAPTABLE_ICEBERG_HISTORIES=600 (each history takes about a second).
 pytestmark = pytest.mark.filterwarnings("ignore:Delete operation did not match any records")
 
-HISTORIES = int(os.environ.get("SNAPTABLE_ICEBERG_HISTORIES", "30"))
+HISTORIES = int(os.environ.get("SNAPTABLE_ICEBERG_HISTORIES", "24"))
 DAY = 86_400_000
 PARTS = ["a", "b", "c", "d"]
 
