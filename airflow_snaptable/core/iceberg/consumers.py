@@ -15,7 +15,7 @@ and ref ages say. Other engines (Spark's ``expire_snapshots``, pyiceberg) see on
 keep the base snapshot but may expire the unread ones after it.
 
 A move races an expiry as on this package's tables (announce, check): the expiry journals its
-plan before its commit, then reads the consumers again and plans anew if one changed; a move
+plan before its commit, then reads the table again and plans anew if anything committed; a move
 commits, then looks for a journaled plan that removes what it holds and, finding one, restores
 the consumer as it was and fails with SnapshotNotFoundError.
 """

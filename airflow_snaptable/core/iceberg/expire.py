@@ -8,18 +8,22 @@ The sequence:
    delete files), their statistics files, and the metadata files the commit drops from the
    metadata log (``write.metadata.previous-versions-max``).
 2. Journal: the plan is written under ``<location>/snaptable/plan/`` before the commit; it is the
-   fence consumers check (core/iceberg/consumers.py), and the consumers are read again after it.
-3. Commit: the removal goes through the catalog's atomic swap, asserting the table's current
-   state; a concurrent commit fails it, and the whole plan is made again on the new metadata,
-   with backoff.
+   fence consumers check (core/iceberg/consumers.py). The table is read again after it: if any
+   commit came in between (a consumer, a ref, a retention setting, a snapshot), the plan is made again.
+3. Commit: the removal goes through the catalog's atomic swap, and holds only on the metadata it was
+   planned on (requirements.py): any change in between fails it, and the whole plan is made again
+   on the new metadata, with backoff, as Java's ``RemoveSnapshots`` does; the statistics and
+   partition-statistics entries of the removed snapshots go in the same commit.
 4. Delete, then drop the journal. A run that finds a journal finishes it first: if the catalog
    no longer has its snapshots the commit happened, and what is still unreachable is deleted;
    otherwise nothing was deleted and the journal is dropped.
 
 Reachability, not the snapshots' order, decides what goes (Iceberg's ``ReachableFileCleanup``),
-so branches, tags and rollbacks need no special case. Only the retained manifests that can hold
-a candidate are read: a manifest whose smallest data sequence number is above every candidate's
-cannot (v2 tables; v1 tables record none and are read whole).
+so branches, tags, rollbacks and files put back (``add_files`` after a delete) need no special
+case. The candidates are the files named in the manifests only expired snapshots use; every
+manifest a retained snapshot uses is read before anything is deleted, as Java reads them: no
+sequence number bounds what a manifest names (a file put back comes with a new, higher one), and
+a retained manifest that is missing or unreadable fails the expiry before its commit.
 """
 
 from __future__ import annotations
@@ -33,8 +37,8 @@ from dataclasses import dataclass, field
 
 from airflow_snaptable.core.errors import CommitConflictError, CorruptMetadataError, UnsupportedMetadataError
 from airflow_snaptable.core.expire import ExpireResult
-from airflow_snaptable.core.iceberg.consumers import held_by_consumers, read_consumers
-from airflow_snaptable.core.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach
+from airflow_snaptable.core.iceberg.consumers import held_by_consumers
+from airflow_snaptable.core.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach, statistics_entries
 from airflow_snaptable.core.iceberg.retention import Retention, RetentionSettings, ancestors, plan_retention
 from airflow_snaptable.core.storage import Storage
 
@@ -99,20 +103,18 @@ class IcebergExpiry:
 
     @staticmethod
     def _fill_files(plan: IcebergDeletionPlan, reader: ManifestReader, gone: list, retained: list) -> None:
+        reader.prefetch_lists(retained)
         kept_lists = {reader.locator.inside(s.manifest_list, "manifest list") for s in retained}
         kept_manifests = {
             reader.locator.inside(m.path, "manifest"): m for s in retained for m in reader.manifests_of(s)
         }
         exclusive = reach(reader, gone, only_live=False, manifest_filter=lambda m: reader.locator.relative(m.path) not in kept_manifests)
-        candidates = dict(exclusive.content_files)
-        if candidates:
-            newest = max(candidates.values())
-            live = reach(
-                reader, retained, only_live=True,
-                manifest_filter=lambda m: m.min_sequence_number <= newest,
-            )
-            for path in live.content_files:
-                candidates.pop(path, None)
+        candidates = set(exclusive.content_files)
+        if gone and plan.delete_files:
+            # A candidate any retained manifest names live stays (Java's ReachableFileCleanup). All of them
+            # are read before anything is deleted, even with no candidate: a retained manifest that is
+            # missing or unreadable means a table no file may be deleted from.
+            candidates -= reader.live_paths(kept_manifests.values(), candidates)
         plan.manifest_lists = sorted(exclusive.manifest_lists - kept_lists)
         plan.manifests = sorted(set(exclusive.manifests) - set(kept_manifests))
         plan.content_files = sorted(candidates)
@@ -120,12 +122,10 @@ class IcebergExpiry:
 
     @staticmethod
     def _statistics(metadata, locator: Locator, expired: set[int]) -> list[str]:
-        entries = list(metadata.statistics or []) + list(getattr(metadata, "partition_statistics", None) or [])
-        kept = {f.statistics_path for f in entries if f.snapshot_id not in expired}
-        return sorted(
-            locator.inside(f.statistics_path, "statistics file")
-            for f in entries if f.snapshot_id in expired and f.statistics_path not in kept
-        )
+        """The statistics files of the removed snapshots that no retained snapshot's entry lists."""
+        entries = [(f.snapshot_id, locator.inside(f.statistics_path, "statistics file")) for f in statistics_entries(metadata)]
+        kept = {path for snapshot_id, path in entries if snapshot_id not in expired}
+        return sorted({path for snapshot_id, path in entries if snapshot_id in expired and path not in kept})
 
     def _dropped_metadata(self, table, locator: Locator, retention: Retention) -> list[str]:
         """The metadata files older than every one the log keeps once the commit trims it to
@@ -161,9 +161,10 @@ class IcebergExpiry:
             self.storage.write_bytes(f"{PLAN_DIR}/{plan.name}", plan.to_json())
             try:
                 # The journal is this plan's fence: a consumer that moves from now on sees it and backs
-                # out (core/iceberg/consumers.py); one that moved before is seen here.
-                if read_consumers(self.load().metadata) != read_consumers(table.metadata):
-                    raise CommitConflictError(f"{table.name()}: a consumer moved while the expiry was planned")
+                # out (core/iceberg/consumers.py). Whatever committed before it (a consumer, a ref, a
+                # retention setting) is seen here; what commits after it fails the commit's requirement.
+                if self.load().metadata_location != table.metadata_location:
+                    raise CommitConflictError(f"{table.name()}: the table changed while the expiry was planned")
                 committed = self._commit(table, plan)
             except CommitConflictError:
                 self.storage.delete(f"{PLAN_DIR}/{plan.name}")
@@ -172,6 +173,16 @@ class IcebergExpiry:
                     raise
                 time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
                 continue
+            from airflow_snaptable.core.iceberg.requirements import applied_on
+
+            if not applied_on(table, committed.metadata):
+                # A catalog that checks requirements on a server applied the removal over a version the
+                # plan never saw: what the plan would delete may be in use there. Fail closed.
+                self.storage.delete(f"{PLAN_DIR}/{plan.name}")
+                raise CommitConflictError(
+                    f"{table.name()}: the catalog applied the expiry over a concurrent commit; the snapshots are "
+                    "removed, no file was deleted (orphan removal frees them)"
+                )
             self._delete(plan, committed.metadata, committed.metadata_location)
             self.storage.delete(f"{PLAN_DIR}/{plan.name}")
             return self._result(plan, before, _main_ancestry(committed.metadata), dry_run=False, recovered=recovered, table=table)
@@ -179,26 +190,30 @@ class IcebergExpiry:
     def _commit(self, table, plan: IcebergDeletionPlan):
         from pyiceberg.exceptions import CommitFailedException
         from pyiceberg.table.update import (
-            AssertCurrentSchemaId,
-            AssertRefSnapshotId,
-            AssertTableUUID,
+            RemovePartitionStatisticsUpdate,
             RemoveSnapshotRefUpdate,
             RemoveSnapshotsUpdate,
+            RemoveStatisticsUpdate,
         )
 
+        from airflow_snaptable.core.iceberg.requirements import unchanged_since
+
         metadata = table.metadata
+        expired = set(plan.expired_ids)
         updates = tuple(RemoveSnapshotRefUpdate(ref_name=name) for name in plan.removed_refs)
+        # Java's RemoveSnapshots drops the removed snapshots' statistics and partition statistics with
+        # them; pyiceberg's RemoveSnapshotsUpdate drops only the former, so both are named.
+        updates += tuple(RemoveStatisticsUpdate(snapshot_id=i) for i in sorted({f.snapshot_id for f in metadata.statistics} & expired))
+        updates += tuple(
+            RemovePartitionStatisticsUpdate(snapshot_id=i)
+            for i in sorted({f.snapshot_id for f in getattr(metadata, "partition_statistics", None) or []} & expired)
+        )
         if plan.expired_ids:
             updates += (RemoveSnapshotsUpdate(snapshot_ids=plan.expired_ids),)
-        # The plan holds while every ref still points where it did: a commit or ref change
-        # in between fails the swap and the plan is made again.
-        requirements = (AssertTableUUID(uuid=metadata.table_uuid), AssertCurrentSchemaId(current_schema_id=metadata.current_schema_id))
-        requirements += tuple(AssertRefSnapshotId(ref=name, snapshot_id=ref.snapshot_id) for name, ref in metadata.refs.items())
         try:
-            response = table.catalog.commit_table(table, requirements, updates)
+            return table.catalog.commit_table(table, unchanged_since(table), updates)
         except CommitFailedException as exc:
             raise CommitConflictError(f"{table.name()}: the table changed while the expiry was planned: {exc}") from exc
-        return response
 
     def _delete(self, plan: IcebergDeletionPlan, metadata, metadata_location: str) -> None:
         if not plan.delete_files:
@@ -206,6 +221,8 @@ class IcebergExpiry:
         locator = Locator(metadata.location)
         logged = {locator.relative(e.metadata_file) for e in metadata.metadata_log} | {locator.relative(metadata_location)}
         plan.metadata_files = [p for p in plan.metadata_files if p not in logged]
+        listed = {locator.relative(f.statistics_path) for f in statistics_entries(metadata)}
+        plan.statistics_files = [p for p in plan.statistics_files if p not in listed]
         # Metadata that names files goes before the files it names: a crash leaves files nothing names.
         self.storage.delete_files(plan.metadata_files)
         self.storage.delete_files(plan.manifest_lists)

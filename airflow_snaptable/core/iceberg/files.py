@@ -14,7 +14,7 @@ import contextlib
 import gc
 import io
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Collection, Iterable
 from urllib.parse import urlparse
 
 import fastavro
@@ -120,9 +120,9 @@ class ManifestRef:
     path: str
     length: int
     #: The data sequence number of the commit that added the manifest: what ADDED entries without one inherit.
+    #: Never a bound on the paths a manifest names: a file put back (``add_files`` after a delete)
+    #: comes again with a new, higher number.
     sequence_number: int
-    #: No live entry of the manifest has a smaller data sequence number.
-    min_sequence_number: int
 
 
 @dataclass(frozen=True)
@@ -175,20 +175,71 @@ class ManifestReader:
         for path, rows in records.items():
             self._manifests[path] = [_entry_ref(r, wanted[path][0], path) for r in rows]
 
+    def live_paths(self, manifests: Iterable[ManifestRef], among: Collection[str]) -> set[str]:
+        """The paths of ``among`` (relative to the location) that a live entry of ``manifests`` names.
+
+        Every manifest is read, whatever its sequence numbers say (see ManifestRef.sequence_number):
+        a missing one is MissingMetadataError, an unreadable one CorruptMetadataError. Nothing read
+        is kept, and only entries whose file name is among the wanted ones are placed: the retained
+        side of an expiry is the table's whole live metadata.
+        """
+        wanted = set(among)
+        names = {path.rsplit("/", 1)[-1] for path in wanted}
+        found: set[str] = set()
+        manifests = list({m.path: m for m in manifests}.values())
+        for start in range(0, len(manifests), _LIVE_BATCH):
+            batch = {m.path: self.locator.inside(m.path, "manifest") for m in manifests[start:start + _LIVE_BATCH]}
+            contents = self.storage.read_many(list(batch.values()))
+            for path, rel in batch.items():
+                data = contents.pop(rel, None)
+                if data is None:
+                    raise MissingMetadataError(f"{path} does not exist")
+                for status, file_path in _decoded(path, data, _live_entry):
+                    if status == DELETED or file_path.rsplit("/", 1)[-1] not in names:
+                        continue
+                    rel_path = self.locator.inside(file_path, "data file")
+                    if rel_path in wanted:
+                        found.add(rel_path)
+        return found
+
     def _read_many(self, rels: dict[str, str]) -> dict[str, list[dict]]:
         if not rels:
             return {}
         contents = self.storage.read_many(list(rels.values()))
         out = {}
-        with _collection_paused():
-            for path, rel in rels.items():
-                if rel not in contents:
-                    raise MissingMetadataError(f"{path} does not exist")
-                try:
-                    out[path] = list(fastavro.reader(io.BytesIO(contents[rel])))
-                except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
-                    raise CorruptMetadataError(f"{path}: cannot read: {type(exc).__name__}: {exc}") from exc
+        for path, rel in rels.items():
+            if rel not in contents:
+                raise MissingMetadataError(f"{path} does not exist")
+            out[path] = _decoded(path, contents[rel], None)
         return out
+
+
+#: Retained manifests read per bulk read when only their live paths matter.
+_LIVE_BATCH = 1000
+
+
+def _decoded(where: str, data: bytes, project) -> list:
+    """Every record of an Avro file, each through ``project`` (a record to what is kept) if given."""
+    with _collection_paused():
+        try:
+            records = fastavro.reader(io.BytesIO(data))
+            return list(records) if project is None else [project(r, where) for r in records]
+        except CorruptMetadataError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
+            raise CorruptMetadataError(f"{where}: cannot read: {type(exc).__name__}: {exc}") from exc
+
+
+def _live_entry(record: dict, where: str) -> tuple[int, str]:
+    try:
+        return int(record["status"]), record["data_file"]["file_path"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptMetadataError(f"{where}: not an Iceberg manifest ({type(exc).__name__}: {exc})") from exc
+
+
+def statistics_entries(metadata) -> list:
+    """The table's statistics and partition-statistics entries (each names one snapshot and one file)."""
+    return list(metadata.statistics or []) + list(getattr(metadata, "partition_statistics", None) or [])
 
 
 @contextlib.contextmanager
@@ -210,7 +261,6 @@ def _manifest_ref(record: dict, where: str) -> ManifestRef:
             path=record["manifest_path"],
             length=int(record["manifest_length"]),
             sequence_number=int(record.get("sequence_number") or 0),
-            min_sequence_number=int(record.get("min_sequence_number") or 0),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptMetadataError(f"{where}: not an Iceberg manifest list ({type(exc).__name__}: {exc})") from exc

@@ -242,15 +242,28 @@ class IcebergTable:
         return [name]
 
     def expire_tags(self, *, now=None) -> list[str]:
-        """Remove the tags older than their ``max-ref-age-ms`` (the snapshots stay until an expiry)."""
+        """Remove the tags older than their ``max-ref-age-ms`` (the snapshots stay until an expiry), in one
+        commit that holds only on the refs it judged: a tag replaced or given a longer life meanwhile
+        is judged again."""
+        from pyiceberg.table.update import RemoveSnapshotRefUpdate
+
+        from airflow_snaptable.core.iceberg.requirements import unchanged_since
+
         now_ms = self.clock() if now is None else to_millis(now)
-        expired = [t.name for t in self.tags() if t.time_retained_millis is not None and now_ms - t.snapshot.time_millis > t.time_retained_millis]
-        for name in expired:
-            try:
-                self.delete_tag(name)
-            except TagNotFoundError:
-                pass
-        return expired
+        expired: list[str] = []
+
+        def past_their_age(metadata) -> tuple:
+            expired[:] = sorted(
+                name for name, ref in metadata.refs.items()
+                if ref.snapshot_ref_type.value == "tag" and ref.max_ref_age_ms is not None
+                and (snapshot := metadata.snapshot_by_id(ref.snapshot_id)) is not None
+                and now_ms - snapshot.timestamp_ms > ref.max_ref_age_ms
+            )
+            return tuple(RemoveSnapshotRefUpdate(ref_name=name) for name in expired)
+
+        if past_their_age(self.refresh().metadata):
+            self.ref_commit(past_their_age, lambda m: unchanged_since(self.iceberg))
+        return list(expired)
 
     # -- rollback -------------------------------------------------------------------------------
 
