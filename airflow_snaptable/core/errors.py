@@ -90,6 +90,12 @@ class UnsupportedMetadataError(CorruptMetadataError):
     be what keeps a file in use."""
 
 
+class PathOutsideTableError(UnsupportedMetadataError):
+    """Metadata names a file outside the table's root or location: an absolute path, ``..`` above the
+    root, another store or bucket, or a location outside the table's (Iceberg's ``write.data.path``).
+    Nothing is deleted there: what the lifecycle cannot place inside the table is not its to delete."""
+
+
 class StorageError(SnapTableError):
     """The storage failed in a way the table format cannot interpret (not a plain 'not found')."""
 
