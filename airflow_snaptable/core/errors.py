@@ -60,6 +60,12 @@ class InvalidArgumentError(SnapTableError, ValueError):
     """An argument is out of range or inconsistent with the others."""
 
 
+class CatalogPropertyError(InvalidArgumentError):
+    """An Iceberg table's catalog property (named in the message) is wrong: a ``uri`` that is no database
+    URL, names an unknown driver or a database that cannot be opened; a ``py-io-impl`` or
+    ``py-catalog-impl`` that names no FileIO or catalog class. Raised before anything changes."""
+
+
 class SchemaMismatchError(SnapTableError, ValueError):
     """Data written to a table does not match the table's schema."""
 
