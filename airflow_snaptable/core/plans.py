@@ -146,8 +146,8 @@ class DeletionPlan:
 
     def check_paths(self, where: str) -> None:
         """What the plan deletes is inside the table (core/table_paths.py): its data files normal paths
-        under the root, its metadata files plain names. Checked before a plan is published and when one
-        is read back (anyone finishes a plan they find), so no plan ever deletes outside the table."""
+        under the root, its metadata files plain names. Checked when a plan is read back (anyone finishes
+        a plan they find); a plan being made is made of checked metadata (the stores check the paths they read)."""
         for candidate in self.data_files:
             checked_relative_path(candidate.path, "data file", where)
         for name, _size in self.manifest_files:
@@ -273,11 +273,9 @@ class PlanManager:
 
     def publish(self, plan: DeletionPlan) -> None:
         """Publish a plan as active at once (its owner has nothing to re-check)."""
-        plan.check_paths(self.storage.full_uri(plan.path))
         self.storage.write_bytes(plan.path, plan.to_json())
 
     def publish_pending(self, plan: DeletionPlan) -> None:
-        plan.check_paths(self.storage.full_uri(plan.path))
         # Only the owner executes a pending plan, and it holds the lists in memory.
         self.storage.write_bytes(self._pending_path(plan), plan.to_json(fence_only=True))
 
