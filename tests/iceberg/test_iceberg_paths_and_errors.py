@@ -24,7 +24,7 @@ import pytest
 
 from airflow_snaptable.cli import main
 from airflow_snaptable.core import CommitConflictError, SnapshotNotFoundError, Table, TableNotFoundError
-from airflow_snaptable.core.errors import CatalogPropertyError, PathOutsideTableError, TagNotFoundError
+from airflow_snaptable.core.errors import CatalogPropertyError, PathOutsideTableError, StorageError, TagNotFoundError
 from tests.iceberg.conftest import IcebergEnv, files_on_disk, read_everything, rows
 
 FAR = 4_102_444_800_000
@@ -297,3 +297,16 @@ def test_a_consumer_on_a_table_without_snapshots_can_be_deleted(iceberg_env):
     assert [c.id for c in ours.consumers()] == ["reader"]
     ours.delete_consumer("reader")
     assert ours.consumers() == []
+
+
+def test_a_table_dropped_or_a_catalog_database_broken_after_opening_is_a_typed_error(iceberg_env):
+    """Every refresh of an open table reads the catalog again: before, pyiceberg's NoSuchTableError and
+    sqlalchemy's DatabaseError came out raw."""
+    iceberg_env.create().append(rows(1))
+    ours = _open(iceberg_env)
+    iceberg_env.catalog().drop_table("db.orders")
+    with pytest.raises(TableNotFoundError):
+        ours.snapshots()
+    Path(iceberg_env.properties["uri"][len("sqlite:///"):]).write_bytes(b"no database " * 1000)
+    with pytest.raises(StorageError, match="catalog"):
+        ours.latest_snapshot()

@@ -69,8 +69,6 @@ def load_table(uri: str, properties: Any):
     """The pyiceberg catalog and table ``uri`` names (typed errors for everything that is not there)."""
     try:
         from pyiceberg.catalog import load_catalog
-        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
-        from pyiceberg.io import FileIO
     except ImportError as exc:  # pragma: no cover - an install without the extra
         raise UnsupportedOperationError(
             f"{uri}: Iceberg tables need pyiceberg: pip install 'airflow-snaptable[iceberg]'"
@@ -88,8 +86,19 @@ def load_table(uri: str, properties: Any):
         raise InvalidArgumentError(f"{uri}: cannot load the catalog: {exc}") from exc
     except ImportError as exc:
         raise InvalidArgumentError(f"{uri}: the catalog needs a module that is not installed: {exc}") from exc
+    except OSError as exc:
+        raise StorageError(f"{uri}: cannot reach the catalog: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - a catalog's own failures (database, HTTP) arrive untyped
         raise catalog_failure(uri, props, exc) from exc
+    return catalog, reload_table(uri, catalog, identifier)
+
+
+def reload_table(uri: str, catalog, identifier) -> Any:
+    """The table as ``catalog`` has it now: on opening, and on every refresh of an open table (the catalog
+    may have lost the table, or its database gone, since it was opened): typed errors, never raw ones."""
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+    from pyiceberg.io import FileIO
+
     try:
         table = catalog.load_table(identifier)
     except (NoSuchTableError, NoSuchNamespaceError) as exc:
@@ -99,9 +108,9 @@ def load_table(uri: str, properties: Any):
     except Exception as exc:  # noqa: BLE001 - a catalog's own failures (database, HTTP) arrive untyped
         if raised_making_file_io(exc):  # a table property py-io-impl overrides the catalog's
             raise CatalogPropertyError(f"{uri}: py-io-impl (a table or catalog property) cannot make a FileIO: {type(exc).__name__}: {exc}") from exc
-        if type(exc).__module__.startswith(("sqlalchemy", "requests", "botocore", "pyiceberg")):
+        if isinstance(exc, OSError) or type(exc).__module__.startswith(("sqlalchemy", "requests", "botocore", "pyiceberg")):
             raise StorageError(f"{uri}: the catalog failed: {type(exc).__name__}: {exc}") from exc
         raise
     if not isinstance(table.io, FileIO):
         raise CatalogPropertyError(f"{uri}: py-io-impl (a table property) made a {type(table.io).__name__}, not a pyiceberg FileIO")
-    return catalog, table
+    return table

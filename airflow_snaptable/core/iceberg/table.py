@@ -72,7 +72,7 @@ class IcebergTable:
         return f"IcebergTable({self._uri!r})"
 
     def refresh(self):
-        self.iceberg = self.catalog.load_table(self.iceberg.name())
+        self.iceberg = catalogs.reload_table(self._uri, self.catalog, self.iceberg.name())
         return self.iceberg
 
     @property
