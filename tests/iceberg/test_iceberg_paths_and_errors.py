@@ -288,6 +288,16 @@ def test_update_consumer_on_a_table_without_snapshots_fails_at_once(iceberg_env)
     assert iceberg_env.table().metadata.properties.get("snaptable.consumer.reader") is None
 
 
+def test_update_consumer_on_a_native_table_without_snapshots_records_it(tmp_path):
+    """This package's tables (and Paimon's, tests/paimon/test_paimon_paths_and_races.py) let a reader register
+    before the first commit, as Paimon's ConsumerManager does: no error, no retry."""
+    from tests.conftest import SCHEMA
+
+    native = Table.create(str(tmp_path / "native"), SCHEMA)
+    assert native.update_consumer("reader", 1).next_snapshot == 1
+    assert [c.id for c in Table.open(str(tmp_path / "native")).consumers()] == ["reader"]
+
+
 def test_a_consumer_on_a_table_without_snapshots_can_be_deleted(iceberg_env):
     """One recorded while the table had no snapshot (by hand, or by another version): deleting it committed
     nothing and failed with CommitConflictError."""
