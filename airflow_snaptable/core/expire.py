@@ -143,15 +143,21 @@ class SnapshotExpiry:
                 attempts, rule, read = attempts + 1, None, SnapshotCache(snapshots)
                 continue  # another expiry removed what this one was reading: plan again from where it left off
 
-            def consumers_stay_above(plan=plan, earliest=start) -> bool:
+            def nothing_moved_in(plan=plan, earliest=start, kept=read.get(end)) -> bool:
                 # The fence is up: consumers that came in before it are seen now.
                 lowest = lowest_consumer_position(self.store, earliest)
-                return lowest is None or lowest >= plan.fence
+                if lowest is not None and lowest < plan.fence:
+                    return False
+                # So are rollbacks: one in flight to below the fence would discard what this plan keeps (a
+                # rollback that checks after this fence is up backs off, core/rollback.py); one that finished
+                # since the planning discarded the kept snapshot.
+                ceiling = self.executor.plans.ceiling()
+                return (ceiling is None or ceiling >= plan.fence) and self._still_retained(kept)
 
-            outcome = self.executor.run(plan, check=consumers_stay_above)
+            outcome = self.executor.run(plan, check=nothing_moved_in)
             if outcome is None:
                 attempts, rule = attempts + 1, None
-                continue  # a consumer moved into the range: plan again
+                continue  # a consumer moved into the range, or a rollback ran: plan again
             result.expired_snapshot_ids += plan.snapshot_ids
             result.deleted_snapshot_files += outcome.deleted_snapshot_files
             result.deleted_data_files += outcome.data_file_count
@@ -165,6 +171,13 @@ class SnapshotExpiry:
         if not expired:
             result.earliest_after = snapshots.earliest_id()
         return result
+
+    def _still_retained(self, snapshot) -> bool:
+        snapshots = self.store.snapshots
+        try:
+            return snapshots.identity(snapshots.snapshot(snapshot.id)) == snapshots.identity(snapshot)
+        except SnapshotNotFoundError:
+            return False
 
     def _rule(self, settings: ExpireSettings, expired: int, first_end: int | None, start: int | None) -> ExpireRule | None:
         """The rule from ``start`` on, after this run expired ``expired`` snapshots of the range first decided."""

@@ -25,6 +25,7 @@ from airflow_snaptable.core.column_bounds import column_stats_of
 from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError
 from airflow_snaptable.core.partition_bounds import partition_stats_of
 from airflow_snaptable.core.schema import decode_partition, encode_partition
+from airflow_snaptable.core.table_paths import check_relative_column, checked_file_name
 
 MANIFEST_DIR = "manifest"
 
@@ -106,7 +107,7 @@ def new_manifest_list_name() -> str:
 
 
 def manifest_path(file_name: str) -> str:
-    return f"{MANIFEST_DIR}/{file_name}"
+    return f"{MANIFEST_DIR}/{checked_file_name(file_name, 'manifest file name')}"  # never "../x": core/table_paths.py
 
 
 def _to_parquet(table: pa.Table) -> bytes:
@@ -144,9 +145,10 @@ def encode_manifest(entries: list[ManifestEntry]) -> bytes:
 
 
 def manifest_table(data: bytes, where: str) -> pa.Table:
-    """A manifest's entries as Arrow columns (``partition``: the values as JSON text), checked; a manifest
-    written before column statistics gets an all-null ``stats`` column."""
+    """A manifest's entries as Arrow columns (``partition``: the values as JSON text), checked (paths too:
+    core/table_paths.py); a manifest written before column statistics gets an all-null ``stats`` column."""
     table = _from_parquet(data, _MANIFEST_SCHEMA, where, _MANIFEST_SCHEMA_WITHOUT_STATS)
+    check_relative_column(table.column("path"), "data file path", where)
     if table.num_columns == len(_MANIFEST_SCHEMA_WITHOUT_STATS):
         table = table.append_column(_MANIFEST_SCHEMA.field("stats"), pa.nulls(table.num_rows, pa.string()))
     return table
@@ -174,6 +176,7 @@ def iter_manifest(data: bytes, partition_types: list[pa.DataType], where: str, b
             raise CorruptMetadataError(f"{where}: cannot read Parquet: {exc}") from exc
         if batch is None:
             return
+        check_relative_column(batch.column("path"), "data file path", where)
         yield from decode_manifest_table(pa.Table.from_batches([batch]), partition_types, where)
 
 
@@ -215,6 +218,8 @@ def encode_manifest_list(metas: list[ManifestFileMeta]) -> bytes:
 def decode_manifest_list(data: bytes, where: str) -> list[ManifestFileMeta]:
     columns = _from_parquet(data, _LIST_SCHEMA, where, _LIST_SCHEMA_WITHOUT_COLUMN_STATS, _LIST_SCHEMA_WITHOUT_STATS).to_pydict()
     unknown = [None] * len(columns["file_name"])
+    for file_name in columns["file_name"]:  # expiry deletes them by these names
+        checked_file_name(file_name, "manifest file name", where)
     names = ("file_name", "file_size", "num_added_files", "num_deleted_files", "schema_id", "partition_stats", "column_stats")
     return [ManifestFileMeta(*row) for row in zip(*(columns.get(name) or unknown for name in names))]
 
@@ -335,15 +340,7 @@ class ManifestIO:
     def read_manifest_tables(self, names) -> dict[str, pa.Table]:
         """Manifests as Arrow tables (``manifest_table``), in one ``Storage.read_many``, not cached: a
         filtered scan decodes only the entries it keeps (core/partition_pruning.py)."""
-        names = list(dict.fromkeys(names))
-        contents = self.storage.read_many([manifest_path(name) for name in names])
-        tables = {}
-        for name in names:
-            data = contents.get(manifest_path(name))
-            if data is None:
-                raise MissingMetadataError(f"{self.storage.full_uri(manifest_path(name))} is missing")
-            tables[name] = manifest_table(data, where=name)
-        return tables
+        return {name: manifest_table(data, where=name) for name, data in self.read_manifest_bytes(names).items()}
 
     def write_list(self, metas: list[ManifestFileMeta]) -> str:
         name = new_manifest_list_name()

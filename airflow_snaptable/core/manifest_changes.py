@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from airflow_snaptable.core.errors import CorruptMetadataError
 from airflow_snaptable.core.manifest import _KINDS, _MANIFEST_SCHEMA, _MANIFEST_SCHEMA_WITHOUT_STATS, FileKind
+from airflow_snaptable.core.table_paths import check_relative_column
 
 _COLUMNS = ["kind", "path", "file_size"]
 
@@ -37,7 +38,8 @@ def iter_changes(data: bytes, where: str, batch_rows: int = 65_536) -> Iterator[
     """The entries of the manifest ``data`` (named ``where`` in errors), in order, ``batch_rows`` at a time.
 
     Fails closed like ``iter_manifest``: bytes that are not a manifest of a known schema raise
-    CorruptMetadataError, as does an entry of an unknown kind.
+    CorruptMetadataError, as does an entry of an unknown kind; a path out of the table raises
+    PathOutsideTableError.
     """
     try:
         parquet = pq.ParquetFile(pa.BufferReader(data))
@@ -54,6 +56,7 @@ def iter_changes(data: bytes, where: str, batch_rows: int = 65_536) -> Iterator[
             raise CorruptMetadataError(f"{where}: cannot read Parquet: {exc}") from exc
         if batch is None:
             return
+        check_relative_column(batch.column("path"), "data file path", where)
         columns = batch.to_pydict()
         try:
             changes = [

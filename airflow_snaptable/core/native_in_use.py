@@ -24,6 +24,7 @@ from airflow_snaptable.core.errors import CorruptMetadataError
 from airflow_snaptable.core.manifest import FileKind, ManifestIO, manifest_path
 from airflow_snaptable.core.path_set import PathHashSet, PathHashSetBuilder
 from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.table_paths import check_relative_column
 from airflow_snaptable.core.tags import Tag
 
 #: Snapshots whose lists and delta manifests are read at once (one bulk ``Storage.read_many`` each):
@@ -133,4 +134,6 @@ def _entries(data: bytes, where: str) -> Iterator[tuple[pa.Array, pa.Array]]:
         kinds, paths = batch.column("kind"), batch.column("path")
         if kinds.null_count or paths.null_count or (len(kinds) and not pc.all(pc.is_in(kinds, value_set=_KINDS)).as_py()):
             raise CorruptMetadataError(f"{where}: unreadable entry: a null or unknown kind or path")
+        # A path spelled otherwise than the listing spells it would leave the listed file unreferenced.
+        check_relative_column(batch.column("path"), "data file path", where)
         yield kinds, paths

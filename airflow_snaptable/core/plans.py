@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.store import SnapshotStore, TableStore
+from airflow_snaptable.core.table_paths import checked_file_name, checked_relative_path
 
 PLAN_DIR = "plan"
 EXPIRE = "expire"
@@ -137,9 +138,20 @@ class DeletionPlan:
                 raw[i] = None  # each dict goes as soon as its candidate exists
             doc["data_files"] = candidates
             doc["manifest_files"] = [tuple(m) for m in doc["manifest_files"]]
-            return cls(**doc)
+            plan = cls(**doc)
         except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
             raise CorruptMetadataError(f"{where}: cannot parse deletion plan: {exc}") from exc
+        plan.check_paths(where)
+        return plan
+
+    def check_paths(self, where: str) -> None:
+        """What the plan deletes is inside the table (core/table_paths.py): its data files normal paths
+        under the root, its metadata files plain names. Checked when a plan is read back (anyone finishes
+        a plan they find); a plan being made is made of checked metadata (the stores check the paths they read)."""
+        for candidate in self.data_files:
+            checked_relative_path(candidate.path, "data file", where)
+        for name, _size in self.manifest_files:
+            checked_file_name(name, "metadata file", where)
 
 
 #: Candidates encoded per chunk by DeletionPlan.to_json.

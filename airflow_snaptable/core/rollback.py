@@ -31,7 +31,7 @@ from typing import Callable
 from airflow_snaptable.core.checks import check_exclusive, check_int
 from airflow_snaptable.core.commit_request import WHOLE_TABLE, CommitRequest
 from airflow_snaptable.core.consumers import Consumer
-from airflow_snaptable.core.errors import CommitConflictError, InvalidArgumentError, SnapshotNotFoundError
+from airflow_snaptable.core.errors import CommitConflictError, InvalidArgumentError, MissingMetadataError, SnapshotNotFoundError
 from airflow_snaptable.core.expire_parts import candidates_among
 from airflow_snaptable.core.manifest import FileKind
 from airflow_snaptable.core.plan_executor import PlanExecutor
@@ -106,12 +106,22 @@ class Rollback:
         if r > latest:
             raise SnapshotNotFoundError(f"snapshot {r} is newer than the latest snapshot {latest}")
 
-        plan = self._plan(target, latest)
+        try:
+            plan = self._plan(target, latest)
+        except (MissingMetadataError, SnapshotNotFoundError):
+            if not self._held_by_a_tag(target):
+                self._target_still_there(target)  # an expiry removed it while this was planning: say so
+            raise
 
         def still_the_planned_latest() -> bool:
             now_latest = store.snapshots.latest_snapshot()
             if now_latest is None or [now_latest.id, store.snapshots.identity(now_latest)] != plan.planned_latest:
                 raise CommitConflictError("a commit landed while the rollback was being planned; rollback needs a quiet table")
+            if plan.restore_snapshot is None:
+                # The fence is up: an expiry removing the target either published its plan before this
+                # check (its fence is above the target) or sees this plan's ceiling and backs off
+                # (core/expire.py); one that finished meanwhile took the target with it.
+                self._target_still_there(target)
             return True
 
         def move_consumers_back() -> None:
@@ -127,11 +137,24 @@ class Rollback:
         result.bytes_freed = outcome.bytes_freed
         return result
 
+    def _target_still_there(self, target: Snapshot) -> None:
+        """Raise SnapshotNotFoundError unless the retained ``target`` is still retained and no expiry is removing it."""
+        snapshots = self.store.snapshots
+        try:
+            same = snapshots.identity(snapshots.snapshot(target.id)) == snapshots.identity(target)
+        except SnapshotNotFoundError:
+            same = False
+        if not same or self.executor.plans.fence() > target.id:
+            raise SnapshotNotFoundError(f"snapshot {target.id} no longer exists: an expiry removed it while the rollback ran")
+
     def _plan(self, target: Snapshot, latest: int) -> DeletionPlan:
         snapshots, files = self.store.snapshots, self.store.files
         r = target.id
         earliest = snapshots.earliest_id()
         restore = None if snapshots.exists(r) else target.to_json().decode()
+        if restore is not None and not self._held_by_a_tag(target):
+            # Restored from a tag's copy only: a retained target that expired since it was read took its files with it.
+            raise SnapshotNotFoundError(f"snapshot {r} no longer exists: an expiry removed it while the rollback ran")
         first_discarded = r + 1 if restore is None else earliest
         discarded_ids = list(range(latest, first_discarded - 1, -1))  # newest first: the rest stays contiguous
         discarded_tags = [t for t in self.store.tags.tags() if t.snapshot_id > r]
@@ -172,6 +195,10 @@ class Rollback:
             restore_snapshot=restore,
             planned_latest=[latest, snapshots.identity(latest_snapshot)],
         )
+
+    def _held_by_a_tag(self, target: Snapshot) -> bool:
+        identity = self.store.snapshots.identity(target)
+        return any(self.store.snapshots.identity(tag.snapshot) == identity for tag in self.store.tags.tags())
 
     def _files_of_range(self, first: int, last: int) -> set[str]:
         """Every data file any snapshot in ``[first, last]`` references."""

@@ -21,6 +21,7 @@ from airflow_snaptable.core.errors import (
     UnsupportedMetadataError,
 )
 from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.table_paths import checked_file_name
 
 SNAPSHOT_DIR = "snapshot"
 LATEST_HINT = f"{SNAPSHOT_DIR}/LATEST"
@@ -96,8 +97,9 @@ class Snapshot:
             snapshot = cls(**doc)
             if not isinstance(snapshot.id, int) or snapshot.id < 1:
                 raise ValueError(f"bad id {snapshot.id!r}")
+            _check_metadata_names(snapshot, where)
             return snapshot
-        except UnsupportedMetadataError:
+        except (UnsupportedMetadataError, CorruptMetadataError):
             raise
         except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
             raise CorruptMetadataError(f"{where}: cannot parse snapshot file: {exc}") from exc
@@ -106,6 +108,24 @@ class Snapshot:
         doc = asdict(self)
         doc["commit_kind"] = self.commit_kind.value
         return doc
+
+
+def _check_metadata_names(snapshot: Snapshot, where: str) -> None:
+    """The metadata files a snapshot names (its lists, the manifests its commit wrote) are plain names
+    in ``manifest/``: expiry deletes them by these names."""
+    for name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
+        checked_file_name(name, "manifest list name", where)
+    written = snapshot.written_metadata
+    if written is None:
+        return
+    if not isinstance(written, dict):
+        raise CorruptMetadataError(f"{where}: written_metadata is not an object")
+    for key in ("delta_manifests", "merged_manifests"):
+        names = written.get(key) or {}
+        if not isinstance(names, dict):
+            raise CorruptMetadataError(f"{where}: written_metadata.{key} is not an object")
+        for name in names:
+            checked_file_name(name, "manifest name", where)
 
 
 def snapshot_path(snapshot_id: int) -> str:

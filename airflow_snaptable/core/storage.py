@@ -27,6 +27,7 @@ from airflow_snaptable.core.errors import (
     UnsupportedStorageError,
 )
 from airflow_snaptable.core.io_pool import UNLINK_THREADS, map_io
+from airflow_snaptable.core.table_paths import check_deletable
 
 #: The kinds of operation that are counted.
 OPERATION_KINDS = ("read", "write", "list", "delete", "exists")
@@ -290,6 +291,7 @@ class Storage:
 
     def delete(self, rel: str) -> None:
         """Delete a file; deleting a missing file is success (it is already gone)."""
+        check_deletable([rel], self.uri)
         self._op("delete", rel)
         try:
             if self._is_local:
@@ -311,6 +313,7 @@ class Storage:
         doing nothing, and the caller deletes ``rel``."""
         if not self._is_local:
             return False
+        check_deletable([rel, aside], self.uri)
         self._op("delete", rel)
         try:
             os.replace(self.full_path(rel), self.full_path(aside))
@@ -351,6 +354,7 @@ class Storage:
         any of it is deleted, so an injected crash leaves a prefix of whole
         batches deleted. Missing files are success.
         """
+        check_deletable(rels, self.uri)  # all of them before the first delete
         batch_size = S3_DELETE_BATCH if self._is_s3 else LOCAL_DELETE_BATCH
         for start in range(0, len(rels), batch_size):
             batch = rels[start:start + batch_size]

@@ -35,6 +35,7 @@ from airflow_snaptable.core.formats import is_iceberg_uri
 from airflow_snaptable.core.iceberg.files import storage_opener
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.table import Table
+from airflow_snaptable.core.table_paths import check_deletable
 
 log = logging.getLogger(__name__)
 
@@ -227,6 +228,7 @@ class DistributedStorage(Storage):
         if len(rels) < self.threshold:
             super().delete_files(rels)
             return
+        check_deletable(rels, self.uri)  # the guard of core's deletes: nothing outside the table
         for rel in rels:
             self._op("delete", rel)
         self.deleter(list(rels))

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.actions import ExpireSnapshots, RemoveOrphanFiles, run_action
-from airflow_snaptable.core.errors import StorageError
+from airflow_snaptable.core.errors import PathOutsideTableError, StorageError
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.spark.maintenance import DistributedStorage, SparkDeleter, run_action_distributed
 from tests.conftest import SCHEMA, make_rows
@@ -52,6 +52,19 @@ def test_distributed_delete_storage_sends_big_bulk_deletes_to_the_deleter_and_co
     assert storage.counts["delete"] == 4
     assert announced == [("delete", r) for r in ("data/a", "data/b", "data/c", "snapshot/snapshot-1")]
     assert [rel for rel in names if base.exists(rel)] == ["manifest/m"]
+
+
+def test_distributed_deletes_never_leave_the_table(tmp_path):
+    """The executors' deleter gets no path out of the table root (core/table_paths.py), as core's deletes."""
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "victim").write_bytes(b"another table's file")
+    base = Storage.from_uri(str(tmp_path / "t"))
+    base.write_bytes("data/a", b"x")
+    calls: list[list[str]] = []
+    storage = DistributedStorage(base, calls.append, threshold=1)
+    with pytest.raises(PathOutsideTableError):
+        storage.delete_files(["data/a", "../shared/victim"])
+    assert calls == [] and storage.counts["delete"] == 0 and base.exists("data/a")
 
 
 def test_expire_snapshots_deletes_on_executors_with_core_results(spark, tmp_path):

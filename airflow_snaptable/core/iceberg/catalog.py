@@ -3,7 +3,9 @@
 The catalog properties are what ``pyiceberg.catalog.load_catalog`` takes (``{"type": "sql",
 "uri": "sqlite:///c.db", "warehouse": "file:///wh"}``; REST, Glue, Hive by configuration).
 Every failure to reach the table is a typed error before anything changes: a bad URI or
-properties InvalidArgumentError, an unknown namespace or table TableNotFoundError.
+properties InvalidArgumentError (a wrong catalog property: CatalogPropertyError, naming it; see
+catalog_checks.py), an unknown namespace or table TableNotFoundError, an unreachable catalog
+StorageError.
 """
 
 from __future__ import annotations
@@ -11,7 +13,19 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from airflow_snaptable.core.errors import InvalidArgumentError, StorageError, TableNotFoundError, UnsupportedOperationError
+from airflow_snaptable.core.errors import (
+    CatalogPropertyError,
+    InvalidArgumentError,
+    StorageError,
+    TableNotFoundError,
+    UnsupportedOperationError,
+)
+from airflow_snaptable.core.iceberg.catalog_checks import (
+    catalog_failure,
+    check_implementations,
+    check_sql_uri,
+    raised_making_file_io,
+)
 
 SCHEME = "iceberg://"
 #: One identifier part: what Iceberg catalogs accept portably (no dots inside a part, no path characters).
@@ -43,11 +57,18 @@ def _check_properties(uri: str, properties: Any) -> dict[str, str]:
     return {k: str(v) for k, v in properties.items()}
 
 
+def _is_sql_catalog(props: dict[str, str]) -> bool:
+    """pyiceberg's SQL catalog: ``type`` sql, or no type and a URI it infers the SQL catalog from."""
+    kind = props.get("type")
+    if kind is not None:
+        return kind.lower() == "sql"
+    return "py-catalog-impl" not in props and props.get("uri", "").startswith(("sqlite", "postgresql"))
+
+
 def load_table(uri: str, properties: Any):
     """The pyiceberg catalog and table ``uri`` names (typed errors for everything that is not there)."""
     try:
         from pyiceberg.catalog import load_catalog
-        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
     except ImportError as exc:  # pragma: no cover - an install without the extra
         raise UnsupportedOperationError(
             f"{uri}: Iceberg tables need pyiceberg: pip install 'airflow-snaptable[iceberg]'"
@@ -56,6 +77,9 @@ def load_table(uri: str, properties: Any):
     props = _check_properties(uri, properties)
     # The catalog name matters to some catalogs (the SQL catalog keys its tables by it): pyiceberg's default.
     name = props.pop("name", None) or "default"
+    check_implementations(uri, props)
+    if _is_sql_catalog(props):
+        check_sql_uri(uri, props.get("uri"))
     try:
         catalog = load_catalog(name, **props)
     except (ValueError, TypeError, NotImplementedError, KeyError) as exc:
@@ -64,13 +88,29 @@ def load_table(uri: str, properties: Any):
         raise InvalidArgumentError(f"{uri}: the catalog needs a module that is not installed: {exc}") from exc
     except OSError as exc:
         raise StorageError(f"{uri}: cannot reach the catalog: {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - a catalog's own failures (database, HTTP) arrive untyped
+        raise catalog_failure(uri, props, exc) from exc
+    return catalog, reload_table(uri, catalog, identifier)
+
+
+def reload_table(uri: str, catalog, identifier) -> Any:
+    """The table as ``catalog`` has it now: on opening, and on every refresh of an open table (the catalog
+    may have lost the table, or its database gone, since it was opened): typed errors, never raw ones."""
+    from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+    from pyiceberg.io import FileIO
+
     try:
-        return catalog, catalog.load_table(identifier)
+        table = catalog.load_table(identifier)
     except (NoSuchTableError, NoSuchNamespaceError) as exc:
         raise TableNotFoundError(f"{uri}: no such table in the catalog: {exc}") from exc
     except ValueError as exc:
         raise InvalidArgumentError(f"{uri}: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - a catalog's own failures (database, HTTP) arrive untyped
-        if type(exc).__module__.startswith(("sqlalchemy", "requests", "botocore", "pyiceberg")):
+        if raised_making_file_io(exc):  # a table property py-io-impl overrides the catalog's
+            raise CatalogPropertyError(f"{uri}: py-io-impl (a table or catalog property) cannot make a FileIO: {type(exc).__name__}: {exc}") from exc
+        if isinstance(exc, OSError) or type(exc).__module__.startswith(("sqlalchemy", "requests", "botocore", "pyiceberg")):
             raise StorageError(f"{uri}: the catalog failed: {type(exc).__name__}: {exc}") from exc
         raise
+    if not isinstance(table.io, FileIO):
+        raise CatalogPropertyError(f"{uri}: py-io-impl (a table property) made a {type(table.io).__name__}, not a pyiceberg FileIO")
+    return table

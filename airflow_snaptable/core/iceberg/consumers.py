@@ -122,10 +122,16 @@ class IcebergConsumers:
         validate_name(consumer_id, "consumer")
         check_int(next_snapshot, "next_snapshot", minimum=1)
         history = IcebergPositions(self.table).history()
-        latest = history[-1].sequence_number if history else 0
+        if not history:
+            # The consumer's ref is a tag on the snapshot it read last: on a table without one there is
+            # nothing to point it at (and pyiceberg refuses every ref but main's there).
+            raise SnapshotNotFoundError(
+                f"{self.table.uri} has no snapshot on {MAIN} yet: a consumer is recorded once the table has one"
+            )
+        latest = history[-1].sequence_number
         if next_snapshot > latest + 1:
             raise InvalidArgumentError(f"next_snapshot {next_snapshot} is beyond the latest position + 1 ({latest + 1})")
-        oldest = history[0].sequence_number if history else 1
+        oldest = history[0].sequence_number
         if next_snapshot - 1 < oldest and not (next_snapshot == 1 and oldest == 1):
             raise SnapshotNotFoundError(
                 f"position {next_snapshot - 1} of {self.table.uri} has expired (main's oldest snapshot is number {oldest})"
@@ -178,6 +184,8 @@ class IcebergConsumers:
             return ref + (SetPropertiesUpdate(updates={property_name(consumer_id): encode(consumer)}),)
 
         def requirements(metadata) -> tuple:
+            if not metadata.snapshots:  # pyiceberg asserts no other ref of a table without snapshots
+                return (AssertRefSnapshotId(ref=MAIN, snapshot_id=None),)
             current = metadata.refs.get(name)
             return (AssertRefSnapshotId(ref=name, snapshot_id=current.snapshot_id if current else None),)
 

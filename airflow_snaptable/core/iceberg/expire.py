@@ -41,6 +41,7 @@ from airflow_snaptable.core.iceberg.consumers import held_by_consumers
 from airflow_snaptable.core.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach, statistics_entries
 from airflow_snaptable.core.iceberg.retention import Retention, RetentionSettings, ancestors, plan_retention
 from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.table_paths import checked_relative_path
 
 PLAN_DIR = f"{LIFECYCLE_DIR}/plan"
 METADATA_DIR = "metadata"
@@ -72,9 +73,17 @@ class IcebergDeletionPlan:
     @classmethod
     def from_json(cls, name: str, data: bytes) -> "IcebergDeletionPlan":
         try:
-            return cls(name=name, **json.loads(data))
+            plan = cls(name=name, **json.loads(data))
         except (ValueError, TypeError) as exc:
             raise CorruptMetadataError(f"{PLAN_DIR}/{name}: unreadable deletion plan: {exc}") from exc
+        # A plan is finished by whoever finds it: what it names is deleted only inside the table.
+        for kind in ("manifest_lists", "manifests", "content_files", "statistics_files", "metadata_files"):
+            paths = getattr(plan, kind)
+            if not isinstance(paths, list):
+                raise CorruptMetadataError(f"{PLAN_DIR}/{name}: {kind} is not a list")
+            for path in paths:
+                checked_relative_path(path, f"{kind} entry", f"{PLAN_DIR}/{name}")
+        return plan
 
 
 class IcebergExpiry:

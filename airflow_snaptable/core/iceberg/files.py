@@ -1,11 +1,12 @@
 """An Iceberg table's files: where they are, and which ones a set of snapshots reaches.
 
-Iceberg metadata names files by absolute URI. They are compared under Iceberg's
-``DeleteOrphanFiles`` equivalences (``s3``, ``s3a`` and ``s3n`` are one scheme; ``file:/x``,
-``file:///x`` and ``/x`` one path) and handled relative to the table location, through this
-package's counted ``Storage`` (so operation counts and crash injection see every delete).
-A file the metadata places outside the table location (``write.data.path``,
-``write.metadata.path``) fails closed: nothing is deleted that this store cannot place.
+Iceberg metadata names files by absolute URI. They are compared in normal form under Iceberg's
+``DeleteOrphanFiles`` equivalences (core/table_paths.py: ``s3``, ``s3a`` and ``s3n`` are one
+scheme; ``file:/x``, ``file:///x`` and ``/x`` one path; ``.``, ``..`` and doubled slashes
+resolved) and handled relative to the table location, through this package's counted
+``Storage`` (so operation counts and crash injection see every delete). A file the metadata
+places outside the table location (``write.data.path``, ``write.metadata.path``, also through
+``..``) fails closed: nothing is deleted that this store cannot place.
 """
 
 from __future__ import annotations
@@ -15,30 +16,15 @@ import gc
 import io
 from dataclasses import dataclass, field
 from typing import Collection, Iterable
-from urllib.parse import urlparse
 
 import fastavro
 
-from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, UnsupportedMetadataError
+from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, PathOutsideTableError
 from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.table_paths import relative_to_location, split_uri
 
-_EQUIVALENT_SCHEMES = {"s3a": "s3", "s3n": "s3", "gs": "gs", "gcs": "gs", "abfss": "abfs", "wasbs": "wasb"}
 #: This package's own directory under the table location (deletion plans): never an orphan.
 LIFECYCLE_DIR = "snaptable"
-
-
-def normalize(uri: str) -> tuple[str, str, str]:
-    """(scheme, authority, path) with equivalent schemes folded and the path without a trailing slash."""
-    parsed = urlparse(uri)
-    scheme = parsed.scheme.lower() or "file"
-    if len(scheme) == 1:  # a Windows drive letter is not a scheme
-        scheme, path, authority = "file", uri, ""
-    else:
-        path, authority = parsed.path, parsed.netloc
-    scheme = _EQUIVALENT_SCHEMES.get(scheme, scheme)
-    if scheme == "file":
-        authority = ""
-    return scheme, authority, path.rstrip("/") or "/"
 
 
 @dataclass(frozen=True)
@@ -54,7 +40,7 @@ class LocationStorage:
     def __call__(self) -> Storage:
         from pyiceberg.io.fsspec import FsspecFileIO
 
-        scheme, authority, path = normalize(self.location)
+        scheme, authority, path = split_uri(self.location)
         fs = FsspecFileIO(properties=dict(self.io_properties)).get_fs(scheme)
         root = path if scheme == "file" else f"{authority}{path}"
         return Storage(fs, root, self.location)
@@ -74,27 +60,23 @@ class Locator:
 
     def __init__(self, location: str):
         self.location = location
-        self._scheme, self._authority, self._path = normalize(location)
         #: Manifest lists name the same manifests over and over (a W1 table: 20,000 names, 200 distinct).
         self._known: dict[str, str | None] = {}
 
     def relative(self, uri: str) -> str | None:
+        """The normal path of ``uri`` relative to the location; None when it is not inside."""
         if uri in self._known:
             return self._known[uri]
-        scheme, authority, path = normalize(uri)
-        rel = None
-        if (scheme, authority) == (self._scheme, self._authority):
-            prefix = self._path.rstrip("/") + "/"
-            rel = path[len(prefix):] if path.startswith(prefix) else None
+        rel = relative_to_location(uri, self.location) if isinstance(uri, str) else None
         self._known[uri] = rel
         return rel
 
     def inside(self, uri: str, what: str) -> str:
         rel = self.relative(uri)
         if rel is None:
-            raise UnsupportedMetadataError(
+            raise PathOutsideTableError(
                 f"{what} {uri} is outside the table location {self.location} (write.data.path / "
-                "write.metadata.path): files there are not handled"
+                "write.metadata.path, or '..' out of the location): files there are not handled"
             )
         return rel
 

@@ -20,12 +20,10 @@ What is shared is the contract: the actions, their checks, results and front end
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
 from airflow_snaptable.core.consumers import Consumer
 from airflow_snaptable.core.errors import (
-    CommitConflictError,
     InvalidArgumentError,
     SnapshotNotFoundError,
     TagAlreadyExistsError,
@@ -40,6 +38,7 @@ from airflow_snaptable.core.iceberg.orphans import remove_orphan_files
 from airflow_snaptable.core.iceberg.consumers import IcebergConsumers
 from airflow_snaptable.core.iceberg.periodic import periodic_tagging
 from airflow_snaptable.core.iceberg.positions import IcebergPositions, new_snapshots
+from airflow_snaptable.core.iceberg.refs import KeptRef, commit_refs, existing_snapshot, existing_tag
 from airflow_snaptable.core.iceberg.retention import MAIN, RetentionSettings, ancestors
 from airflow_snaptable.core.iceberg.snapshots import snapshot_of
 from airflow_snaptable.core.names import validate_name
@@ -51,7 +50,6 @@ from airflow_snaptable.core.tags import IF_EXISTS, MANUAL, PERIODIC, Tag
 from airflow_snaptable.core.timeutil import duration_argument, millis, to_millis
 
 FORMAT = "iceberg"
-_REF_ATTEMPTS = 5
 
 
 class IcebergTable:
@@ -74,7 +72,7 @@ class IcebergTable:
         return f"IcebergTable({self._uri!r})"
 
     def refresh(self):
-        self.iceberg = self.catalog.load_table(self.iceberg.name())
+        self.iceberg = catalogs.reload_table(self._uri, self.catalog, self.iceberg.name())
         return self.iceberg
 
     @property
@@ -155,17 +153,8 @@ class IcebergTable:
         return self
 
     def ref_commit(self, updates: Callable[[Any], tuple], requirements: Callable[[Any], tuple]):
-        """One catalog commit of ref changes, made again on the new metadata after a conflict."""
-        from pyiceberg.exceptions import CommitFailedException
-
-        for attempt in range(_REF_ATTEMPTS):
-            table = self.refresh()
-            try:
-                return table.catalog.commit_table(table, requirements(table.metadata), updates(table.metadata))
-            except CommitFailedException as exc:
-                if attempt == _REF_ATTEMPTS - 1:
-                    raise CommitConflictError(f"{self._uri}: concurrent commits kept changing the refs: {exc}") from exc
-                time.sleep(0.05 * 2**attempt)
+        """One catalog commit of ref changes (core/iceberg/refs.py)."""
+        return commit_refs(self, updates, requirements)
 
     def _tag_update(self, name: str, snapshot_id: int, time_retained):
         from pyiceberg.table.refs import SnapshotRefType
@@ -199,19 +188,33 @@ class IcebergTable:
             snapshot_id = metadata.current_snapshot_id
         self.snapshot(snapshot_id)
         update = self._tag_update(name, snapshot_id, time_retained)
-        if name in metadata.refs:
-            existing = metadata.refs[name]
-            if if_exists == "skip" and existing.snapshot_ref_type.value == "tag" and existing.snapshot_id == snapshot_id:
-                return self.tag(name), True
-            raise TagAlreadyExistsError(f"ref {name!r} exists already in {self._uri} (snapshot {existing.snapshot_id})")
-        self.ref_commit(lambda m: (update,), lambda m: (AssertRefSnapshotId(ref=name, snapshot_id=None),))
+
+        def absent(m) -> tuple:
+            if name in m.refs:  # also when another writer created it since the first read
+                existing = m.refs[name]
+                if if_exists == "skip" and existing.snapshot_ref_type.value == "tag" and existing.snapshot_id == snapshot_id:
+                    raise KeptRef()
+                raise TagAlreadyExistsError(f"ref {name!r} exists already in {self._uri} (snapshot {existing.snapshot_id})")
+            return (AssertRefSnapshotId(ref=name, snapshot_id=None),)
+
+        def tagging(m) -> tuple:
+            return (update.model_copy(update={"snapshot_id": existing_snapshot(self, m, snapshot_id, f"tag {name!r} was created")}),)
+
+        try:
+            self.ref_commit(tagging, absent)
+        except KeptRef:
+            return self.tag(name), True
         return self.tag(name), False
 
     def replace_tag(self, name: str, snapshot_id: int, *, time_retained=None) -> Tag:
         self.tag(name)
         self.snapshot(snapshot_id)
         update = self._tag_update(name, snapshot_id, time_retained)
-        self.ref_commit(lambda m: (update,), lambda m: ())
+        def moving(m) -> tuple:
+            return (update.model_copy(update={"snapshot_id": existing_snapshot(self, m, snapshot_id, f"tag {name!r} was replaced")}),)
+
+        # The tag is replaced, never created again: one deleted meanwhile stays deleted.
+        self.ref_commit(moving, lambda m: (existing_tag(self, m, name),))
         return self.tag(name)
 
     def rename_tag(self, name: str, new_name: str) -> Tag:
@@ -225,19 +228,19 @@ class IcebergTable:
         update = update.model_copy(update={"max_ref_age_ms": old.time_retained_millis})
         self.ref_commit(
             lambda m: (update, RemoveSnapshotRefUpdate(ref_name=name)),
-            lambda m: (AssertRefSnapshotId(ref=new_name, snapshot_id=None), AssertRefSnapshotId(ref=name, snapshot_id=old.snapshot_id)),
+            lambda m: (AssertRefSnapshotId(ref=new_name, snapshot_id=None), existing_tag(self, m, name, old.snapshot_id)),
         )
         return self.tag(new_name)
 
     def delete_tag(self, name: str) -> list[str]:
         """Remove the tag ref. Its snapshot's files go with the next expiry that removes the snapshot
         (Iceberg: a tag holds a snapshot in the metadata, not files)."""
-        from pyiceberg.table.update import AssertRefSnapshotId, RemoveSnapshotRefUpdate
+        from pyiceberg.table.update import RemoveSnapshotRefUpdate
 
         tag = self.tag(name)
         self.ref_commit(
             lambda m: (RemoveSnapshotRefUpdate(ref_name=name),),
-            lambda m: (AssertRefSnapshotId(ref=name, snapshot_id=tag.snapshot_id),),
+            lambda m: (existing_tag(self, m, name, tag.snapshot_id),),
         )
         return [name]
 
@@ -297,7 +300,9 @@ class IcebergTable:
             target = snapshot_id
         current = metadata.current_snapshot_id
         self.ref_commit(
-            lambda m: (SetSnapshotRefUpdate(ref_name=MAIN, type=SnapshotRefType.BRANCH, snapshot_id=target),),
+            lambda m: (SetSnapshotRefUpdate(
+                ref_name=MAIN, type=SnapshotRefType.BRANCH, snapshot_id=existing_snapshot(self, m, target, "main was rolled back to it"),
+            ),),
             lambda m: (AssertRefSnapshotId(ref=MAIN, snapshot_id=current),),
         )
         return RollbackResult(target_snapshot_id=target, latest_snapshot_id=target, keep_history=True, discarded_snapshot_ids=[])

@@ -23,6 +23,7 @@ from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataE
 from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestEntry
 from airflow_snaptable.core.paimon.binary_row import PartitionLayout, bucket_directory
 from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.table_paths import checked_file_name
 
 MANIFEST_DIR = "manifest"
 #: The ``_VERSION`` of manifest and manifest-list records this code reads (Paimon 0.9 - 1.x, pypaimon).
@@ -30,7 +31,8 @@ RECORD_VERSION = 2
 
 
 def manifest_path(name: str) -> str:
-    return f"{MANIFEST_DIR}/{name}"
+    """Where the manifest or list ``name`` is: a plain name in ``manifest/`` (core/table_paths.py)."""
+    return f"{MANIFEST_DIR}/{checked_file_name(name, 'manifest file name')}"
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,7 @@ class ManifestReader:
             if record.get("_EXTRA_FILES"):
                 raise UnsupportedMetadataError(f"{where}: manifest side files (_EXTRA_FILES) are not supported")
             try:
-                found.append(ManifestMeta(str(record["_FILE_NAME"]), int(record["_FILE_SIZE"])))
+                found.append(ManifestMeta(checked_file_name(record["_FILE_NAME"], "manifest file name", where), int(record["_FILE_SIZE"])))
             except (KeyError, TypeError, ValueError) as exc:
                 raise CorruptMetadataError(f"{where}: bad manifest list entry: {exc}") from exc
         return found
@@ -138,6 +140,7 @@ class ManifestReader:
                     f"{where}: data file {meta['_FILE_NAME']} is at an external path (_EXTERNAL_PATH); external paths are not supported"
                 )
             partition = self.layout.decode(record["_PARTITION"])
+            # Inside the table by construction: each directory is "<key>=<value>" (escaped: no "/") or "bucket-<n>".
             directory = self.layout.directory(partition) + bucket_directory(int(record["_BUCKET"])) + "/"
             name = _file_name(meta["_FILE_NAME"], where)
             extras = tuple(_file_name(e, where) for e in meta.get("_EXTRA_FILES") or ())
@@ -152,9 +155,8 @@ class ManifestReader:
 
 
 def _file_name(name, where: str) -> str:
-    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-        raise UnsupportedMetadataError(f"{where}: file name {name!r} is not a plain name in its bucket directory")
-    return name
+    """A data or extra file's name: one plain component of its bucket directory."""
+    return checked_file_name(name, "data file name (in its bucket directory)", where)
 
 
 def fold(entries_in_order: Iterable[PaimonEntry]) -> dict[str, DataFile]:

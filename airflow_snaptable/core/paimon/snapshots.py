@@ -20,6 +20,7 @@ from typing import Any, Iterable
 from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError, UnsupportedMetadataError
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.table_paths import checked_file_name
 
 SNAPSHOT_DIR = "snapshot"
 EARLIEST_HINT = f"{SNAPSHOT_DIR}/EARLIEST"
@@ -60,8 +61,7 @@ def from_document(doc: Any, raw: str, where: str) -> Snapshot:
         if not isinstance(snapshot_id, int) or isinstance(snapshot_id, bool) or snapshot_id < 1:
             raise ValueError(f"bad id {snapshot_id!r}")
         for key in ("baseManifestList", "deltaManifestList"):
-            if not isinstance(doc[key], str) or not doc[key] or "/" in doc[key]:
-                raise ValueError(f"bad {key} {doc[key]!r}")
+            checked_file_name(doc[key], key, where)  # expiry deletes the lists by these names
         return Snapshot(
             id=snapshot_id,
             parent_id=snapshot_id - 1 if snapshot_id > 1 else None,
