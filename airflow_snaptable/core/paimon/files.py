@@ -11,6 +11,7 @@ directories; temporary files of interrupted atomic writes are in ``snapshot/``, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Iterator, Mapping, Sequence
 
@@ -27,6 +28,7 @@ from airflow_snaptable.core.paimon.manifests import (
 )
 from airflow_snaptable.core.paimon.snapshots import RAW_KEY
 from airflow_snaptable.core.path_set import PathHashSet
+from airflow_snaptable.core.plans import DataCandidate
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.store import ExpiringMetadata, InUse, StoredFile
@@ -100,6 +102,15 @@ class PaimonFiles:
 
     def delete(self, paths: Sequence[str]) -> None:
         self.storage.delete_files(list(paths))
+
+    def measured(self, candidates: list[DataCandidate]) -> list[DataCandidate]:
+        """The candidates with the sizes of the extra files (file indexes) measured: Paimon records none
+        (they read as 0), and the bytes an operation frees count every file it deletes."""
+        unknown = [c.path for c in candidates if c.size == 0]
+        if not unknown:
+            return candidates
+        sizes = self.storage.sizes(unknown)
+        return [dataclasses.replace(c, size=sizes.get(c.path, 0)) if c.size == 0 else c for c in candidates]
 
     # -- expiry -------------------------------------------------------------------------------------
 
