@@ -160,3 +160,31 @@ def test_expiry_figures_are_the_files_that_leave_storage(make, tmp_path, request
     assert set(dry.data_files) == by_kind["data"]
     assert set(dry.manifest_files) == by_kind["manifest"]
     assert set(dry.snapshot_files) == by_kind["snapshot"]
+
+
+class _CrashAtFirstDataDelete(Exception):
+    pass
+
+
+@pytest.mark.parametrize("make", [_native, _iceberg], ids=["native", "iceberg"])
+def test_a_dry_run_after_a_crash_reports_what_the_rerun_recovers(make, tmp_path):
+    """An expiry killed before it deleted its data files leaves its plan; the rerun finishes it first.
+    The dry run before the rerun reports the same recovered files and deletes nothing."""
+    case = make(tmp_path, None)
+
+    def crash(kind: str, path: str) -> None:
+        if kind == "delete" and path.startswith("data/"):
+            raise _CrashAtFirstDataDelete(path)
+
+    case.table.storage.on_operation = crash
+    with pytest.raises(_CrashAtFirstDataDelete):
+        case.table.expire_snapshots(**case.expire)
+    case.table.storage.on_operation = None
+    before = sizes(case.root)
+    dry = case.table.expire_snapshots(dry_run=True, **case.expire)
+    assert sizes(case.root) == before
+    real = case.table.expire_snapshots(**case.expire)
+    assert dry.recovered_data_files == real.recovered_data_files > 0
+    gone = {path for path in before if path not in sizes(case.root)}
+    assert real.recovered_data_files == len([p for p in gone if case.kind(p) == "data"])
+    case.read_back()
