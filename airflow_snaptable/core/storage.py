@@ -244,21 +244,6 @@ class Storage:
         self._op("exists", rel)
         return self.fs.exists(self.full_path(rel))
 
-    def sizes(self, rels: list[str]) -> dict[str, int]:
-        """The byte size of each file (one counted ``exists`` operation each: a stat, or a HEAD request);
-        missing files are absent from the result. For files whose size no metadata records."""
-        def size(rel: str) -> int | None:
-            self._op("exists", rel)
-            try:
-                if self._is_local:
-                    return os.stat(self.full_path(rel)).st_size
-                return int(self.fs.info(self.full_path(rel))["size"])
-            except FileNotFoundError:
-                return None
-
-        found = map_io(size, rels) if self.is_remote else [size(rel) for rel in rels]
-        return {rel: n for rel, n in zip(rels, found) if n is not None}
-
     def list_names(self, rel_dir: str) -> list[str]:
         """Base names of the entries directly under ``rel_dir`` (empty if it does not exist)."""
         self._op("list", rel_dir)

@@ -81,6 +81,8 @@ class IcebergDeletionPlan:
     def from_json(cls, name: str, data: bytes) -> "IcebergDeletionPlan":
         try:
             doc = json.loads(data)
+            if not isinstance(doc, dict):
+                raise ValueError("a deletion plan is a JSON object")
             doc.pop("bytes", None)  # a journal of an earlier version: a total, not per file
             return cls(name=name, **doc)
         except (ValueError, TypeError) as exc:
