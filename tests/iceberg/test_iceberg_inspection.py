@@ -175,3 +175,10 @@ def test_the_orphan_window_the_help_states_is_the_one_each_format_applies(iceber
     iceberg = Table.open("iceberg://db.orders", catalog=iceberg_env.properties)
     assert iceberg.remove_orphan_files(now=now).older_than_millis == now - iceberg_days * day
     assert (native_days, iceberg_days) == (1, 3)
+
+
+def test_savepoints_are_a_typed_refusal(iceberg_env, capsys):
+    """Iceberg tables have no savepoints (creating one is refused): listing them is refused alike, not a crash."""
+    _build(iceberg_env)
+    assert main(["savepoints", "iceberg://db.orders", "--catalog", iceberg_env.catalog_json]) == 2
+    assert "UnsupportedOperationError" in capsys.readouterr().err

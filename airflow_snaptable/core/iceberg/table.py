@@ -362,6 +362,9 @@ class IcebergTable:
     def create_savepoint(self, *args, **kwargs):
         self._unsupported("savepoints")
 
+    def savepoints(self):
+        self._unsupported("savepoints")
+
     def delete_savepoint(self, *args, **kwargs):
         self._unsupported("savepoints")
 
