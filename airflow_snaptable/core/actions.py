@@ -31,6 +31,8 @@ from airflow_snaptable.core.action_base import (
     valid_name,
 )
 from airflow_snaptable.core.errors import InvalidArgumentError
+from airflow_snaptable.core.iceberg.orphans import DEFAULT_WINDOW as ICEBERG_ORPHAN_WINDOW
+from airflow_snaptable.core.orphans import DEFAULT_ORPHAN_WINDOW
 from airflow_snaptable.core.periodic import FORMATTERS, PERIODS, TIME_SOURCES
 from airflow_snaptable.core.clean_actions import Clean, CreateSavepoint, DeleteSavepoint, RestoreSavepoint
 from airflow_snaptable.core.table import Table
@@ -217,6 +219,11 @@ class Rollback(Action):
         return self.result_document(table.rollback_to(**self.arguments()))
 
 
+def _days(window) -> str:
+    days = window.total_seconds() / 86_400
+    return f"{days:g} day" + ("" if days == 1 else "s")
+
+
 @dataclass(frozen=True, kw_only=True)
 class RemoveOrphanFiles(Action):
     """Delete files under the table that nothing references (left behind by crashed writers)."""
@@ -225,7 +232,9 @@ class RemoveOrphanFiles(Action):
 
     older_than: str | int | None = arg(
         None, check=check_time_or_duration,
-        help="Only files older than this: a time, or a duration back from now such as '2 d' (default: 1 day).",
+        help="Only files older than this: a time, or a duration back from now such as '2 d' (default: "
+        f"{_days(DEFAULT_ORPHAN_WINDOW)} on this package's and Paimon tables, {_days(ICEBERG_ORPHAN_WINDOW)} on "
+        "Iceberg tables, as Iceberg's DeleteOrphanFiles).",
     )
     dry_run: bool = arg(True, help="List the orphan files only, delete nothing.")
     list_files: bool = arg(

@@ -14,12 +14,12 @@ from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from airflow_snaptable.core.errors import MissingMetadataError
 from airflow_snaptable.core.manifest import (
-    MANIFEST_DIR, DataFile, ManifestEntry, ManifestIO, apply_entries, iter_manifest, manifest_path,
+    MANIFEST_DIR, DataFile, FileKind, ManifestEntry, ManifestIO, apply_entries, iter_manifest, manifest_path,
 )
 from airflow_snaptable.core.manifest_changes import iter_changes
 from airflow_snaptable.core.native_in_use import native_paths_in_use
 from airflow_snaptable.core.path_set import PathHashSet
-from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.snapshot import FileCounts, Snapshot
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.store import ExpiringMetadata, InUse, StoredFile
 from airflow_snaptable.core.tags import Tag
@@ -39,6 +39,19 @@ class NativeFiles:
 
     def state(self, snapshot: Snapshot) -> dict[str, DataFile]:
         return self.manifests.read_state(snapshot)
+
+    def delta_file_counts(self, snapshots: Sequence[Snapshot]) -> dict[int, FileCounts]:
+        """Each snapshot's added and deleted data files: its summary's counts (written from the commit's
+        request), else its delta's entries counted."""
+        counts = {}
+        for snapshot in snapshots:
+            summary = snapshot.summary or {}
+            added, deleted = summary.get("added_files"), summary.get("deleted_files")
+            if not (isinstance(added, int) and isinstance(deleted, int)):
+                kinds = [entry.kind for entry in self.delta(snapshot)]
+                added, deleted = kinds.count(FileKind.ADD), kinds.count(FileKind.DELETE)
+            counts[snapshot.id] = FileCounts(added, deleted)
+        return counts
 
     def state_entries(self, snapshot: Snapshot) -> Iterator[ManifestEntry]:
         """The entries that fold to the snapshot's state (its base list's manifests, then its delta's),

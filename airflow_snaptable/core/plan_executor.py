@@ -22,7 +22,7 @@ from typing import Callable
 
 from airflow_snaptable.core.expire_parts import candidate_parts
 from airflow_snaptable.core.intents import IntentManager
-from airflow_snaptable.core.plans import EXPIRE, ROLLBACK, DeletionPlan, PlanEffect, PlanManager, PlanOutcome
+from airflow_snaptable.core.plans import EXPIRE, ROLLBACK, DataCandidate, DeletionPlan, PlanEffect, PlanManager, PlanOutcome
 from airflow_snaptable.core.progress import delete_with_progress
 from airflow_snaptable.core.protection import Protection, ProtectionReader
 from airflow_snaptable.core.readds import ReaddRegistry
@@ -156,7 +156,7 @@ class PlanExecutor:
         """Each part of a plan in parts: (the candidates to delete, how many ``protection`` holds)."""
         for part in candidate_parts(self.store, plan):
             held = self.protection.protected(part, protection)
-            yield [c for c in part if c.path not in held], len(held)
+            yield self._measured([c for c in part if c.path not in held]), len(held)
 
     def effect(self, plan: DeletionPlan, protection: Protection) -> PlanEffect:
         """The metadata and data files executing ``plan`` deletes: its candidates minus what ``protection`` holds.
@@ -172,12 +172,18 @@ class PlanExecutor:
                 data += doomed
                 protected += held
             return PlanEffect(self._unheld_manifests(plan, protection), data, protected)
-        data = [c for c in plan.data_files if c.path not in protection.protected_paths]
+        data = self._measured([c for c in plan.data_files if c.path not in protection.protected_paths])
         return PlanEffect(
             manifest_files=self._unheld_manifests(plan, protection),
             data_files=data,
             protected_data_files=len(plan.data_files) - len(data),
         )
+
+    def _measured(self, doomed: list[DataCandidate]) -> list[DataCandidate]:
+        """The doomed files with every size known: a format that records no size for some of its files
+        (Paimon's file indexes) measures them, so the bytes freed count every file deleted."""
+        measured = getattr(self.store.files, "measured", None)
+        return doomed if measured is None else measured(doomed)
 
     @staticmethod
     def _unheld_manifests(plan: DeletionPlan, protection: Protection) -> list[tuple[str, int]]:

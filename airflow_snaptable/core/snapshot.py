@@ -43,6 +43,14 @@ class CommitKind(str, Enum):
 
 
 @dataclass(frozen=True)
+class FileCounts:
+    """How many data files one commit added and deleted (what ``snaptable snapshots`` and the timeline show)."""
+
+    added: int
+    deleted: int
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """One immutable, numbered state of the table."""
 

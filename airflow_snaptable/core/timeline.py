@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_snaptable.core.describe import ICEBERG_FORMAT, file_counts
 from airflow_snaptable.core.errors import SnapTableError
 from airflow_snaptable.core.timeutil import to_millis
 
@@ -45,8 +46,9 @@ class SnapshotPoint:
     retained: bool = True
     #: The next expiry (under the table's options) would remove it.
     pending_expiry: bool = False
-    added_files: int = 0
-    deleted_files: int = 0
+    #: Data files the commit added and deleted (None: its metadata can no longer tell).
+    added_files: int | None = 0
+    deleted_files: int | None = 0
     #: A keep-history rollback: the snapshot whose state this one restored.
     rollback_to: int | None = None
 
@@ -67,10 +69,13 @@ class TagMark:
 @dataclass(frozen=True)
 class ConsumerMark:
     id: str
+    #: The consumer's position: the id of the snapshot it reads next (Iceberg: a sequence number along main).
     next_snapshot: int
     update_time_millis: int
-    #: Read everything: its next snapshot is the one not committed yet (latest + 1).
+    #: Read everything: its next snapshot is the one not committed yet.
     caught_up: bool = False
+    #: The snapshot drawn as the one it reads next (None when it has read everything).
+    next_snapshot_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,9 @@ class Timeline:
     uri: str
     format: str
     generated_at_millis: int
+    #: Snapshot ids count the commits (this package's and Paimon's tables): a missing id is a gap, and the
+    #: next snapshot is ``latest + 1``. Iceberg's ids are random: neither holds.
+    numbered_ids: bool = True
     snapshots: list[SnapshotPoint] = field(default_factory=list)
     tags: list[TagMark] = field(default_factory=list)
     consumers: list[ConsumerMark] = field(default_factory=list)
@@ -117,38 +125,50 @@ class Timeline:
         return asdict(self)
 
 
-_EXPIRY_OPTION_PREFIXES = ("snapshot.num-retained", "snapshot.time-retained", "snapshot.expire", "consumer.")
+_EXPIRY_OPTION_PREFIXES = ("snapshot.num-retained", "snapshot.time-retained", "snapshot.expire", "consumer.", "history.expire.")
+#: The summary key Iceberg's snapshots carry their sequence number under (core/iceberg/snapshots.py).
+SEQUENCE_NUMBER_KEY = "sequence-number"
 
 
 def build_timeline(table: "Table", *, now=None) -> Timeline:
     """The timeline of ``table``: read its snapshots, tags and consumers, and dry-run its next expiry.
 
+    ``table`` is any table ``Table.open`` returns: this package's, Paimon's, or an Iceberg table
+    (whose history is ``main``'s, and whose tags may name snapshots off it, all still in the metadata).
+
     :param now: the time the expiry dry run is planned at (default: the table's clock), and the
         timeline's ``generated_at_millis``.
     """
     now_millis = table.clock() if now is None else to_millis(now)
-    retained = {s.id: s for s in table.snapshots()}
+    numbered = table.format != ICEBERG_FORMAT
+    history = table.snapshots()  # earliest to latest
+    retained = {s.id: s for s in history}
     tags = table.tags()
     window, error = _expiry_window(table, now_millis)
 
-    points: dict[int, SnapshotPoint] = {}
-    for snapshot in retained.values():
-        points[snapshot.id] = _point(snapshot, True, snapshot.id in window)
+    shown: dict[int, tuple] = {s.id: (s, True) for s in history}
     marks = []
     for tag in tags:
         live = retained.get(tag.snapshot_id)
         reused = live is not None and live.base_manifest_list != tag.snapshot.base_manifest_list
-        if live is None and tag.snapshot_id not in points:
-            points[tag.snapshot_id] = _point(tag.snapshot, False, False)
+        # Off the retained history: on numbered tables the tag's copy of an expired snapshot; on Iceberg a
+        # snapshot of another branch, or one a rollback left, still in the metadata.
+        expired = live is None and numbered
+        if live is None and tag.snapshot_id not in shown:
+            shown[tag.snapshot_id] = (tag.snapshot, not expired)
         marks.append(TagMark(
             name=tag.name, snapshot_id=tag.snapshot_id, source=tag.source, create_time_millis=tag.create_time_millis,
-            expires_at_millis=tag.expires_at_millis, snapshot_expired=live is None, id_reused=reused,
+            expires_at_millis=tag.expires_at_millis, snapshot_expired=expired, id_reused=reused,
         ))
+    counts = _file_counts(table, [snapshot for snapshot, _kept in shown.values()])
+    points = {
+        i: _point(snapshot, kept, i in window and kept, counts.get(i)) for i, (snapshot, kept) in shown.items()
+    }
 
-    latest = max(retained) if retained else None
+    earliest = history[0].id if history else None
+    latest = history[-1].id if history else None
     consumers = [
-        ConsumerMark(c.id, c.next_snapshot, c.update_time_millis, caught_up=latest is not None and c.next_snapshot > latest)
-        for c in sorted(table.consumers(), key=lambda c: (c.next_snapshot, c.id))
+        _consumer_mark(c, history, numbered) for c in sorted(table.consumers(), key=lambda c: (c.next_snapshot, c.id))
     ]
     ordered = sorted(points.values(), key=lambda p: (p.time_millis, p.id))
     rollbacks = [RollbackMark("keep-history", p.id, p.rollback_to) for p in ordered if p.rollback_to is not None]
@@ -156,20 +176,48 @@ def build_timeline(table: "Table", *, now=None) -> Timeline:
         uri=table.uri,
         format=table.format,
         generated_at_millis=now_millis,
+        numbered_ids=numbered,
         snapshots=ordered,
-        tags=sorted(marks, key=lambda t: (t.snapshot_id, t.name)),
+        tags=sorted(marks, key=lambda t: (points[t.snapshot_id].time_millis, t.snapshot_id, t.name)),
         consumers=consumers,
         rollbacks=rollbacks,
-        gaps=_gaps(sorted(points), min(retained) if retained else None),
-        earliest_snapshot_id=min(retained) if retained else None,
+        gaps=_gaps(sorted(points), earliest) if numbered else [],
+        earliest_snapshot_id=earliest,
         latest_snapshot_id=latest,
-        expiry_window=sorted(window),
+        expiry_window=sorted(window, key=lambda i: (points[i].time_millis, i) if i in points else (0, i)),
         expiry_error=error,
         expiry_options=_expiry_options(table),
     )
 
 
-def _point(snapshot, retained: bool, pending: bool) -> SnapshotPoint:
+def _consumer_mark(consumer, history: list, numbered: bool) -> ConsumerMark:
+    """Where the consumer reads next. Numbered tables: the snapshot of its id (caught up past the latest).
+    Iceberg: the first of main's snapshots at or above its position (a sequence number)."""
+    if numbered:
+        caught_up = bool(history) and consumer.next_snapshot > history[-1].id
+        return ConsumerMark(consumer.id, consumer.next_snapshot, consumer.update_time_millis, caught_up,
+                            None if caught_up else consumer.next_snapshot)
+    for snapshot in history:
+        if int(snapshot.summary.get(SEQUENCE_NUMBER_KEY) or 0) >= consumer.next_snapshot:
+            return ConsumerMark(consumer.id, consumer.next_snapshot, consumer.update_time_millis, False, snapshot.id)
+    return ConsumerMark(consumer.id, consumer.next_snapshot, consumer.update_time_millis, bool(history), None)
+
+
+def _file_counts(table: "Table", snapshots: list) -> dict[int, Any]:
+    """Each snapshot's added and deleted files; a snapshot whose metadata cannot tell is left out."""
+    try:
+        return file_counts(table, snapshots)
+    except SnapTableError:
+        found = {}
+        for snapshot in snapshots:
+            try:
+                found.update(file_counts(table, [snapshot]))
+            except SnapTableError:
+                continue
+        return found
+
+
+def _point(snapshot, retained: bool, pending: bool, counts) -> SnapshotPoint:
     summary = snapshot.summary or {}
     target = summary.get(ROLLBACK_SUMMARY_KEY)
     return SnapshotPoint(
@@ -181,14 +229,10 @@ def _point(snapshot, retained: bool, pending: bool) -> SnapshotPoint:
         commit_user=snapshot.commit_user,
         retained=retained,
         pending_expiry=pending,
-        added_files=_int(summary.get("added_files")),
-        deleted_files=_int(summary.get("deleted_files")),
+        added_files=None if counts is None else counts.added,
+        deleted_files=None if counts is None else counts.deleted,
         rollback_to=target if isinstance(target, int) and not isinstance(target, bool) else None,
     )
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _expiry_window(table: "Table", now_millis: int) -> tuple[set[int], str | None]:
@@ -210,5 +254,5 @@ def _gaps(ids: list[int], earliest_retained: int | None) -> list[Gap]:
 
 
 def _expiry_options(table: "Table") -> dict[str, str]:
-    options = getattr(table.schema, "options", None) or {}
+    options = table.properties if table.format == ICEBERG_FORMAT else table.schema.options
     return {str(k): str(v) for k, v in sorted(options.items()) if str(k).startswith(_EXPIRY_OPTION_PREFIXES)}

@@ -33,6 +33,7 @@ CHART_HEIGHT = 170
 AXIS_Y = CHART_TOP + CHART_HEIGHT
 ROW = 20
 MAX_LABEL = 16
+ID_LABEL = 11  # characters of a snapshot id over its mark (Iceberg's have 19; the tooltip has it whole)
 LEGEND_WIDTH = LEFT + 4 * 96 + 170 + 110 + 200
 FONT = "'DejaVu Sans', 'Liberation Sans', Arial, Helvetica, sans-serif"
 KIND_COLORS = {"APPEND": "#2e7d32", "OVERWRITE": "#ef6c00", "DELETE": "#c62828", "COMPACT": "#1565c0"}
@@ -109,18 +110,20 @@ class _Layout:
         self.slots = {p.id: i for i, p in enumerate(timeline.snapshots)}
         self.count = len(timeline.snapshots)
         self.next_slot = any(c.caught_up for c in timeline.consumers)
-        self.next_id = (timeline.latest_snapshot_id or 0) + 1
+        self.next_id = (timeline.latest_snapshot_id or 0) + 1 if timeline.numbered_ids else None  # Iceberg's: random
         if self.next_slot:
             self.count += 1
         self.width = max(LEFT + self.count * STEP + RIGHT, LEGEND_WIDTH)
         self.top_records = max([p.total_records for p in timeline.snapshots] + [1])
 
-    def x(self, snapshot_id: int) -> float | None:
+    def x(self, snapshot_id: int | None) -> float | None:
         if snapshot_id in self.slots:
             return LEFT + (self.slots[snapshot_id] + 0.5) * STEP
-        if self.next_slot and snapshot_id == self.next_id:
-            return LEFT + (self.count - 0.5) * STEP
         return None
+
+    def consumer_x(self, consumer) -> float | None:
+        """Its next snapshot's slot; once it has read everything, the slot of the snapshot not committed yet."""
+        return LEFT + (self.count - 0.5) * STEP if consumer.caught_up else self.x(consumer.next_snapshot_id)
 
     def y(self, records: int) -> float:
         return round(AXIS_Y - 14 - (CHART_HEIGHT - 40) * records / self.top_records, 1)
@@ -256,7 +259,8 @@ def _snapshots(timeline: Timeline, layout: _Layout) -> list[str]:
         x, y = layout.x(point.id), layout.y(point.total_records)
         state = "kept only by a tag (expired)" if not point.retained else ("removed by the next expiry" if point.id in pending else "retained")
         lines = [f"snapshot {point.id}: {point.kind}", f"committed {format_millis(point.time_millis)} by {point.commit_user}",
-                 f"{point.total_records} records ({point.delta_records:+d}), +{point.added_files} / -{point.deleted_files} files", state]
+                 f"{point.total_records} records ({point.delta_records:+d}), " + (
+                     "files changed: unknown" if point.added_files is None else f"+{point.added_files} / -{point.deleted_files} files"), state]
         if point.rollback_to is not None:
             lines.append(f"restores the state of snapshot {point.rollback_to}")
         attrs = _attrs(snapshot_id=point.id, kind=point.kind, records=point.total_records, time_millis=point.time_millis,
@@ -265,35 +269,34 @@ def _snapshots(timeline: Timeline, layout: _Layout) -> list[str]:
             f'<g class="snapshot"{attrs}><title>{esc(chr(10).join(lines))}</title>'
             f'<line class="grid" x1="{x}" y1="{y + 9}" x2="{x}" y2="{AXIS_Y}"/>'
             + _mark(point.kind, x, y, point.retained)
-            + f'<text x="{x}" y="{y - 12}" text-anchor="middle">#{point.id}</text>'
+            + f'<text x="{x}" y="{y - 12}" text-anchor="middle">#{esc(short(str(point.id), ID_LABEL))}</text>'
             f'<text class="muted" x="{x}" y="{AXIS_Y + 16}" text-anchor="middle">{esc(format_millis(point.time_millis, False))}</text>'
             f'<text class="muted" x="{x}" y="{AXIS_Y + 29}" text-anchor="middle">{esc(format_millis(point.time_millis)[:10])}</text>'
             "</g>"
         )
     if layout.next_slot:
-        x = layout.x(layout.next_id)
+        x, label = LEFT + (layout.count - 0.5) * STEP, "next" if layout.next_id is None else f"next (#{layout.next_id})"
         out.append(f'<g class="next-snapshot"{_attrs(snapshot_id=layout.next_id)}><title>the next snapshot, not committed yet</title>'
                    f'<circle cx="{x}" cy="{AXIS_Y}" r="5" fill="#ffffff" stroke="#90a4ae" stroke-dasharray="2 2"/>'
-                   f'<text class="muted" x="{x}" y="{AXIS_Y + 16}" text-anchor="middle">next (#{layout.next_id})</text></g>')
+                   f'<text class="muted" x="{x}" y="{AXIS_Y + 16}" text-anchor="middle">{label}</text></g>')
     return out
 
 
-def _stacked(marks, layout: _Layout, top: int, key) -> tuple[dict[int, int], int]:
+def _stacked(marks, top: int, x_of) -> tuple[dict[int, int], int]:
     """Row of each mark below its slot (several on one snapshot stack up); returns rows and the lane's bottom."""
-    used: dict[float, int] = {}
+    used: dict[float | None, int] = {}
     rows = {}
     for index, mark in enumerate(marks):
-        x = layout.x(key(mark))
-        row = used.get(x, 0)
-        used[x] = row + 1
-        rows[index] = row
+        x = x_of(mark)
+        rows[index] = used.get(x, 0)
+        used[x] = rows[index] + 1
     bottom = top + max(used.values(), default=0) * ROW
     return rows, bottom
 
 
 def _tags(timeline: Timeline, layout: _Layout, top: int) -> tuple[int, list[str]]:
     out = [f'<text class="muted" x="12" y="{top + 13}">tags</text>']
-    rows, bottom = _stacked(timeline.tags, layout, top, lambda t: t.snapshot_id)
+    rows, bottom = _stacked(timeline.tags, top, lambda t: layout.x(t.snapshot_id))
     for index, tag in enumerate(timeline.tags):
         x = layout.x(tag.snapshot_id)
         if x is None:
@@ -318,16 +321,18 @@ def _tags(timeline: Timeline, layout: _Layout, top: int) -> tuple[int, list[str]
 
 def _consumers(timeline: Timeline, layout: _Layout, top: int) -> tuple[int, list[str]]:
     out = [f'<text class="muted" x="12" y="{top + 13}">consumers</text>']
-    rows, bottom = _stacked(timeline.consumers, layout, top, lambda c: c.next_snapshot)
+    rows, bottom = _stacked(timeline.consumers, top, layout.consumer_x)
     for index, consumer in enumerate(timeline.consumers):
-        x = layout.x(consumer.next_snapshot)
+        x = layout.consumer_x(consumer)
         if x is None:
             continue  # a position outside the snapshots shown (expired below a tag-only one): listed in the page
         y = top + rows[index] * ROW
-        state = "has read everything" if consumer.caught_up else f"reads snapshot {consumer.next_snapshot} next"
-        tooltip = f"consumer {consumer.id}: {state}; expiry keeps snapshot {consumer.next_snapshot} and later\nupdated {format_millis(consumer.update_time_millis)}"
+        state = "has read everything" if consumer.caught_up else f"reads snapshot {consumer.next_snapshot_id} next"
+        # Iceberg's position is a sequence number along main: the consumer holds main's snapshot at the one before.
+        keeps = f"snapshot {consumer.next_snapshot}" if timeline.numbered_ids else f"position {consumer.next_snapshot - 1}"
+        tooltip = f"consumer {consumer.id}: {state}; expiry keeps {keeps} and later\nupdated {format_millis(consumer.update_time_millis)}"
         out.append(
-            f'<g class="consumer"{_attrs(consumer=consumer.id, next_snapshot=consumer.next_snapshot, caught_up=consumer.caught_up)}>'
+            f'<g class="consumer"{_attrs(consumer=consumer.id, next_snapshot=consumer.next_snapshot, caught_up=consumer.caught_up, next_snapshot_id=consumer.next_snapshot_id)}>'
             f"<title>{esc(tooltip)}</title>"
             f'<path d="M{x - STEP / 2 + 8},{y + 3} l8,6 l-8,6 Z"/>'
             f'<text x="{x - STEP / 2 + 20}" y="{y + 13}">{esc(short(consumer.id, 14))}</text></g>'
@@ -367,7 +372,8 @@ def render_html(timeline: Timeline, *, links: Sequence[tuple[str, str]] = (), ti
         f"<li>{esc(t.name)} ({esc(t.source)}) \u2192 snapshot {t.snapshot_id}{' (expired; the tag holds it)' if t.snapshot_expired else ''}</li>"
         for t in timeline.tags
     ) or "<li>none</li>"
-    consumers = "".join(f"<li>{esc(c.id)} \u2192 next snapshot {c.next_snapshot}</li>" for c in timeline.consumers) or "<li>none</li>"
+    consumers = "".join(f"<li>{esc(c.id)} \u2192 next {'snapshot' if timeline.numbered_ids else 'position'} {c.next_snapshot}</li>"
+                        for c in timeline.consumers) or "<li>none</li>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">

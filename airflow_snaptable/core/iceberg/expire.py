@@ -62,7 +62,8 @@ class IcebergDeletionPlan:
     content_files: list[str] = field(default_factory=list)
     statistics_files: list[str] = field(default_factory=list)
     metadata_files: list[str] = field(default_factory=list)
-    bytes: int = 0
+    #: Bytes of each file the plan names (what ``bytes_freed`` adds up, for the files actually deleted).
+    sizes: dict[str, int] = field(default_factory=dict)
     delete_files: bool = True
     name: str = field(default_factory=lambda: f"expire-{uuid.uuid4().hex}.json")
 
@@ -70,10 +71,25 @@ class IcebergDeletionPlan:
         doc = {k: v for k, v in self.__dict__.items() if k != "name"}
         return json.dumps(doc, sort_keys=True).encode()
 
+    @property
+    def deleted_paths(self) -> list[str]:
+        """Every file executing the plan deletes (none when it keeps the files)."""
+        if not self.delete_files:
+            return []
+        return self.metadata_files + self.manifest_lists + self.manifests + self.content_files + self.statistics_files
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.sizes.get(path, 0) for path in self.deleted_paths)
+
     @classmethod
     def from_json(cls, name: str, data: bytes) -> "IcebergDeletionPlan":
         try:
-            plan = cls(name=name, **json.loads(data))
+            doc = json.loads(data)
+            if not isinstance(doc, dict):
+                raise ValueError("a deletion plan is a JSON object")
+            doc.pop("bytes", None)  # a journal of an earlier version: a total, not per file
+            plan = cls(name=name, **doc)
         except (ValueError, TypeError) as exc:
             raise CorruptMetadataError(f"{PLAN_DIR}/{name}: unreadable deletion plan: {exc}") from exc
         # A plan is finished by whoever finds it: what it names is deleted only inside the table.
@@ -107,7 +123,8 @@ class IcebergExpiry:
         gone = [metadata.snapshot_by_id(i) for i in retention.expired_ids]
         self._fill_files(plan, reader, gone, retained)
         plan.statistics_files = self._statistics(metadata, locator, expired)
-        plan.metadata_files = self._dropped_metadata(table, locator, retention) if delete_files else []
+        plan.sizes.update(_statistics_sizes(metadata, locator))
+        plan.metadata_files = self._dropped_metadata(table, locator, retention, plan.sizes) if delete_files else []
         return plan
 
     @staticmethod
@@ -127,7 +144,7 @@ class IcebergExpiry:
         plan.manifest_lists = sorted(exclusive.manifest_lists - kept_lists)
         plan.manifests = sorted(set(exclusive.manifests) - set(kept_manifests))
         plan.content_files = sorted(candidates)
-        plan.bytes = sum(exclusive.bytes.get(p, 0) for p in plan.manifests + plan.content_files)
+        plan.sizes = {p: exclusive.bytes[p] for p in plan.manifest_lists + plan.manifests + plan.content_files if p in exclusive.bytes}
 
     @staticmethod
     def _statistics(metadata, locator: Locator, expired: set[int]) -> list[str]:
@@ -136,11 +153,12 @@ class IcebergExpiry:
         kept = {path for snapshot_id, path in entries if snapshot_id not in expired}
         return sorted({path for snapshot_id, path in entries if snapshot_id in expired and path not in kept})
 
-    def _dropped_metadata(self, table, locator: Locator, retention: Retention) -> list[str]:
+    def _dropped_metadata(self, table, locator: Locator, retention: Retention, sizes: dict[str, int]) -> list[str]:
         """The metadata files older than every one the log keeps once the commit trims it to
         ``write.metadata.previous-versions-max``: those this commit drops and those earlier
         commits dropped without deleting. Only versions below the oldest kept one: a concurrent
-        commit's new file has a higher version and is never touched."""
+        commit's new file has a higher version and is never touched. Their bytes go into ``sizes``
+        (from the listing of the metadata directory)."""
         from pyiceberg.table import TableProperties
 
         metadata = table.metadata
@@ -149,24 +167,28 @@ class IcebergExpiry:
         kept = log[-max(1, keep):]
         versions = [v for v in (_metadata_version(p) for p in kept) if v is not None]
         dropped = {locator.inside(p, "metadata file") for p in log[: len(log) - len(kept)]}
-        if versions:
-            for rel, _size, _mtime in self.storage.list_files(METADATA_DIR):
+        if versions or dropped:
+            for rel, size, _mtime in self.storage.list_files(METADATA_DIR):
                 version = _metadata_version(rel)
-                if version is not None and version < min(versions):
+                if versions and version is not None and version < min(versions):
                     dropped.add(rel)
+                sizes[rel] = size
         return sorted(dropped)
 
     # -- running ----------------------------------------------------------------------------------
 
     def run(self, settings: RetentionSettings, *, dry_run: bool = False, delete_files: bool = True) -> ExpireResult:
-        recovered = 0 if dry_run else self.finish_pending()
+        # A dry run reports what the real run does: it finishes the plans a crashed run left, then
+        # expires; main's history then starts after the snapshots the plan removes.
+        recovered = self.finish_pending(dry_run=dry_run)
         attempt = 0
         while True:
             table = self.load()
             plan = self.plan(table, settings, delete_files)
             before = _main_ancestry(table.metadata)
             if dry_run or (not plan.expired_ids and not plan.removed_refs):
-                return self._result(plan, before, before if dry_run else before, dry_run=dry_run, recovered=recovered, table=table)
+                after = _main_ancestry(table.metadata, without=set(plan.expired_ids))
+                return self._result(plan, before, after, dry_run=dry_run, recovered=recovered)
             self.storage.write_bytes(f"{PLAN_DIR}/{plan.name}", plan.to_json())
             try:
                 # The journal is this plan's fence: a consumer that moves from now on sees it and backs
@@ -194,7 +216,7 @@ class IcebergExpiry:
                 )
             self._delete(plan, committed.metadata, committed.metadata_location)
             self.storage.delete(f"{PLAN_DIR}/{plan.name}")
-            return self._result(plan, before, _main_ancestry(committed.metadata), dry_run=False, recovered=recovered, table=table)
+            return self._result(plan, before, _main_ancestry(committed.metadata), dry_run=False, recovered=recovered)
 
     def _commit(self, table, plan: IcebergDeletionPlan):
         from pyiceberg.exceptions import CommitFailedException
@@ -238,8 +260,9 @@ class IcebergExpiry:
         self.storage.delete_files(plan.manifests)
         self.storage.delete_files(plan.content_files + plan.statistics_files)
 
-    def finish_pending(self) -> int:
-        """Finish the plans a crashed run left; the number of data and delete files it deleted."""
+    def finish_pending(self, dry_run: bool = False) -> int:
+        """Finish the plans a crashed run left; the number of data and delete files it deleted
+        (``dry_run``: would delete, deleting nothing)."""
         deleted = 0
         for name in sorted(self.storage.list_names(PLAN_DIR)):
             if not name.startswith("expire-") or not name.endswith(".json"):
@@ -259,18 +282,22 @@ class IcebergExpiry:
                 live = reach(ManifestReader(self.storage, locator), table.metadata.snapshots, only_live=True)
                 plan.content_files = [p for p in plan.content_files if p not in live.content_files]
                 plan.manifests = [p for p in plan.manifests if p not in live.manifests]
-                self._delete(plan, table.metadata, table.metadata_location)
+                if not dry_run:
+                    self._delete(plan, table.metadata, table.metadata_location)
                 deleted += len(plan.content_files) if plan.delete_files else 0
-            self.storage.delete(rel)
+            if not dry_run:
+                self.storage.delete(rel)
         return deleted
 
-    def _result(self, plan, before: list, after: list, *, dry_run: bool, recovered: int, table) -> ExpireResult:
+    def _result(self, plan: IcebergDeletionPlan, before: list, after: list, *, dry_run: bool, recovered: int) -> ExpireResult:
+        # Every file deleted counts, in the kind the dry run lists it under: data and delete files;
+        # manifests and manifest lists; metadata and statistics files (a snapshot's own files).
         result = ExpireResult(
             expired_snapshot_ids=list(plan.expired_ids),
             deleted_data_files=len(plan.content_files) if plan.delete_files else 0,
             deleted_manifest_files=(len(plan.manifests) + len(plan.manifest_lists)) if plan.delete_files else 0,
-            deleted_snapshot_files=len(plan.metadata_files) if plan.delete_files else 0,
-            bytes_freed=plan.bytes if plan.delete_files else 0,
+            deleted_snapshot_files=(len(plan.metadata_files) + len(plan.statistics_files)) if plan.delete_files else 0,
+            bytes_freed=plan.bytes,
             earliest_before=before[-1].snapshot_id if before else None,
             earliest_after=after[-1].snapshot_id if after else None,
             dry_run=dry_run,
@@ -288,8 +315,13 @@ def _metadata_version(path: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _main_ancestry(metadata) -> list:
-    return ancestors(metadata, metadata.current_snapshot_id)
+def _main_ancestry(metadata, without: frozenset[int] | set[int] = frozenset()) -> list:
+    """``main``'s history, newest first; ``without`` those snapshots (it ends where the first of them was)."""
+    history = ancestors(metadata, metadata.current_snapshot_id)
+    for index, snapshot in enumerate(history):
+        if snapshot.snapshot_id in without:
+            return history[:index]
+    return history
 
 
 def journaled_expired_ids(storage: Storage) -> set[int]:
@@ -302,3 +334,14 @@ def journaled_expired_ids(storage: Storage) -> set[int]:
             except FileNotFoundError:
                 continue  # finished meanwhile
     return doomed
+
+
+def _statistics_sizes(metadata, locator: Locator) -> dict[str, int]:
+    """The bytes the metadata records for each statistics file inside the table location."""
+    entries = list(metadata.statistics or []) + list(getattr(metadata, "partition_statistics", None) or [])
+    found = {}
+    for entry in entries:
+        rel = locator.relative(entry.statistics_path)
+        if rel is not None:
+            found[rel] = int(entry.file_size_in_bytes)
+    return found

@@ -134,10 +134,17 @@ class ManifestReader:
         self.locator = locator
         self._lists: dict[str, list[ManifestRef]] = {}
         self._manifests: dict[str, list[EntryRef]] = {}
+        #: Bytes of each file read, by URI (Iceberg records no manifest list's size: its read is the measure).
+        self._sizes: dict[str, int] = {}
 
     def manifests_of(self, snapshot) -> list[ManifestRef]:
         self.prefetch_lists([snapshot])
         return self._lists[snapshot.manifest_list]
+
+    def list_size(self, snapshot) -> int:
+        """The bytes of the snapshot's manifest list (read once)."""
+        self.prefetch_lists([snapshot])
+        return self._sizes[snapshot.manifest_list]
 
     def entries(self, manifest: ManifestRef) -> list[EntryRef]:
         """Every entry, deleted ones included (a DELETED entry still names a file that once was live)."""
@@ -192,6 +199,7 @@ class ManifestReader:
         for path, rel in rels.items():
             if rel not in contents:
                 raise MissingMetadataError(f"{path} does not exist")
+            self._sizes[path] = len(contents[rel])
             out[path] = _decoded(path, contents[rel], None)
         return out
 
@@ -270,7 +278,9 @@ def reach(reader: ManifestReader, snapshots: Iterable, *, only_live: bool, manif
     reader.prefetch_lists(snapshots)
     to_read: dict[str, ManifestRef] = {}
     for snapshot in snapshots:
-        reached.manifest_lists.add(locator.inside(snapshot.manifest_list, "manifest list"))
+        list_rel = locator.inside(snapshot.manifest_list, "manifest list")
+        reached.manifest_lists.add(list_rel)
+        reached.bytes[list_rel] = reader.list_size(snapshot)
         for manifest in reader.manifests_of(snapshot):
             rel = locator.inside(manifest.path, "manifest")
             if rel in reached.manifests:

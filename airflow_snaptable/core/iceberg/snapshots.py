@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.snapshot import CommitKind, FileCounts, Snapshot
 
+#: Summary keys of the files a commit added and removed (Iceberg's SnapshotSummary): data files and delete files.
+_ADDED = ("added-data-files", "added-delete-files")
+_DELETED = ("deleted-data-files", "removed-delete-files")
 _KINDS = {"append": CommitKind.APPEND, "overwrite": CommitKind.OVERWRITE, "delete": CommitKind.DELETE, "replace": CommitKind.COMPACT}
 
 
@@ -28,3 +31,13 @@ def snapshot_of(snapshot) -> Snapshot:
         delta_manifest_list="",
         summary=summary,
     )
+
+
+def file_counts_of(snapshot: Snapshot) -> FileCounts:
+    """The data and delete files the snapshot's commit added and removed, as its summary counts them."""
+    summary = snapshot.summary or {}
+
+    def total(keys) -> int:
+        return sum(int(summary.get(key) or 0) for key in keys)
+
+    return FileCounts(total(_ADDED), total(_DELETED))

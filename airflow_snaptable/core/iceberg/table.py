@@ -39,7 +39,7 @@ from airflow_snaptable.core.iceberg.consumers import IcebergConsumers
 from airflow_snaptable.core.iceberg.periodic import periodic_tagging
 from airflow_snaptable.core.iceberg.positions import IcebergPositions, new_snapshots
 from airflow_snaptable.core.iceberg.refs import KeptRef, commit_refs, existing_snapshot, existing_tag
-from airflow_snaptable.core.iceberg.retention import MAIN, RetentionSettings, ancestors
+from airflow_snaptable.core.iceberg.retention import CONSUMER_REF_PREFIX, MAIN, RetentionSettings, ancestors
 from airflow_snaptable.core.iceberg.snapshots import snapshot_of
 from airflow_snaptable.core.names import validate_name
 from airflow_snaptable.core.orphans import OrphanResult
@@ -48,6 +48,7 @@ from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.periodic import PeriodicTagResult, period_start_of
 from airflow_snaptable.core.tags import IF_EXISTS, MANUAL, PERIODIC, Tag
 from airflow_snaptable.core.timeutil import duration_argument, millis, to_millis
+from airflow_snaptable.core.verify import VerifyResult
 
 FORMAT = "iceberg"
 
@@ -78,6 +79,11 @@ class IcebergTable:
     @property
     def arrow_schema(self):
         return self.iceberg.schema().as_arrow()
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """The table's properties (Iceberg's options: ``history.expire.*``, ``write.*``, ...), as the catalog has them now."""
+        return dict(self.refresh().metadata.properties or {})
 
     @property
     def partition_keys(self) -> tuple[str, ...]:
@@ -120,8 +126,8 @@ class IcebergTable:
         metadata = self.refresh().metadata
         found = []
         for name, ref in metadata.refs.items():
-            if ref.snapshot_ref_type.value != "tag":
-                continue
+            if ref.snapshot_ref_type.value != "tag" or name.startswith(CONSUMER_REF_PREFIX):
+                continue  # a consumer's ref is its mark (core/iceberg/consumers.py), listed as a consumer
             snapshot = metadata.snapshot_by_id(ref.snapshot_id)
             if snapshot is None:
                 continue
@@ -331,6 +337,12 @@ class IcebergTable:
         )
         return IcebergExpiry(self.refresh, self.storage).run(settings, dry_run=dry_run, delete_files=delete_files)
 
+    def verify(self) -> VerifyResult:
+        """What is wrong with the table, reported, never raised (core/iceberg/verify.py)."""
+        from airflow_snaptable.core.iceberg.verify import verify_iceberg
+
+        return verify_iceberg(self)
+
     def remove_orphan_files(self, *, older_than=None, dry_run: bool = True, now=None) -> OrphanResult:
         now_ms = self.clock() if now is None else to_millis(now)
         return remove_orphan_files(self.refresh, self.storage, now_ms, older_than, dry_run)
@@ -366,6 +378,9 @@ class IcebergTable:
         self._unsupported("Hudi cleaning policies")
 
     def create_savepoint(self, *args, **kwargs):
+        self._unsupported("savepoints")
+
+    def savepoints(self):
         self._unsupported("savepoints")
 
     def delete_savepoint(self, *args, **kwargs):

@@ -11,7 +11,9 @@ directories; temporary files of interrupted atomic writes are in ``snapshot/``, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import posixpath
 from typing import Iterator, Mapping, Sequence
 
 from airflow_snaptable.core.manifest import DataFile, ManifestEntry
@@ -27,7 +29,8 @@ from airflow_snaptable.core.paimon.manifests import (
 )
 from airflow_snaptable.core.paimon.snapshots import RAW_KEY
 from airflow_snaptable.core.path_set import PathHashSet
-from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.plans import DataCandidate
+from airflow_snaptable.core.snapshot import FileCounts, Snapshot
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.store import ExpiringMetadata, InUse, StoredFile
 from airflow_snaptable.core.tags import Tag
@@ -72,6 +75,23 @@ class PaimonFiles:
         manifests = self.reader.manifests(names)
         return [e for name in names for e in manifests[name]]
 
+    def delta_file_counts(self, snapshots: Sequence[Snapshot]) -> dict[int, FileCounts]:
+        """Each snapshot's added and deleted data files, as its delta list's manifests count them (one
+        read per snapshot, no manifest read)."""
+        lists = self.reader.lists(s.delta_manifest_list for s in snapshots)
+        counts = {}
+        for snapshot in snapshots:
+            metas = lists[snapshot.delta_manifest_list]
+            counts[snapshot.id] = FileCounts(sum(m.added_files for m in metas), sum(m.deleted_files for m in metas))
+        return counts
+
+    def live_file_count(self, snapshot: Snapshot) -> int:
+        """The data files the snapshot reads: its lists' manifests' ADD entries less their DELETE entries
+        (each DELETE takes out one earlier ADD), without reading a manifest."""
+        lists = self._lists([snapshot])
+        metas = [m for name in (snapshot.base_manifest_list, snapshot.delta_manifest_list) for m in lists[name]]
+        return sum(m.added_files for m in metas) - sum(m.deleted_files for m in metas)
+
     def state(self, snapshot: Snapshot) -> dict[str, DataFile]:
         names = self._entries(snapshot, self._lists([snapshot]))
         manifests = self.reader.manifests(names)
@@ -100,6 +120,16 @@ class PaimonFiles:
 
     def delete(self, paths: Sequence[str]) -> None:
         self.storage.delete_files(list(paths))
+
+    def measured(self, candidates: list[DataCandidate]) -> list[DataCandidate]:
+        """The candidates with the sizes of the extra files (file indexes) measured: Paimon records none
+        (they read as 0), and the bytes an operation frees count every file it deletes."""
+        directories = sorted({posixpath.dirname(c.path) for c in candidates if c.size == 0})
+        if not directories:
+            return candidates
+        # One listing per bucket directory (a file index sits beside its data file), not a request per file.
+        sizes = {rel: size for directory in directories for rel, size, _mtime in self.storage.list_files(directory)}
+        return [dataclasses.replace(c, size=sizes.get(c.path, 0)) if c.size == 0 else c for c in candidates]
 
     # -- expiry -------------------------------------------------------------------------------------
 

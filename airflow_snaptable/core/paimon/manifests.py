@@ -41,6 +41,9 @@ class ManifestMeta:
 
     name: str
     size: int
+    #: ADD and DELETE entries in the manifest (``_NUM_ADDED_FILES``, ``_NUM_DELETED_FILES``): data files, not their extra files.
+    added_files: int = 0
+    deleted_files: int = 0
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,10 @@ class ManifestReader:
             if record.get("_EXTRA_FILES"):
                 raise UnsupportedMetadataError(f"{where}: manifest side files (_EXTRA_FILES) are not supported")
             try:
-                found.append(ManifestMeta(checked_file_name(record["_FILE_NAME"], "manifest file name", where), int(record["_FILE_SIZE"])))
+                found.append(ManifestMeta(
+                    checked_file_name(record["_FILE_NAME"], "manifest file name", where), int(record["_FILE_SIZE"]),
+                    int(record.get("_NUM_ADDED_FILES") or 0), int(record.get("_NUM_DELETED_FILES") or 0),
+                ))
             except (KeyError, TypeError, ValueError) as exc:
                 raise CorruptMetadataError(f"{where}: bad manifest list entry: {exc}") from exc
         return found
