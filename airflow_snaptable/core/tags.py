@@ -150,9 +150,12 @@ class TagManager:
         return sorted(found, key=lambda t: (t.snapshot_id, t.name))
 
     def create(self, tag: Tag) -> bool:
+        # A create killed mid-write (kill -9) left a temp file: the next tag write removes it.
+        self.storage.remove_abandoned_temps(TAG_DIR)
         return self.storage.create_exclusive(tag_path(tag.name), tag.to_json())
 
     def replace(self, tag: Tag) -> None:
+        self.storage.remove_abandoned_temps(TAG_DIR)
         self.storage.write_bytes(tag_path(tag.name), tag.to_json())
 
     def delete(self, name: str) -> None:

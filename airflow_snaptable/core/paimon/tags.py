@@ -115,9 +115,12 @@ class PaimonTagStore:
         return sorted(found, key=lambda t: (t.snapshot_id, t.name))
 
     def create(self, tag: Tag) -> bool:
+        # A create killed mid-write (kill -9) left a temp file: the next tag write removes it.
+        self.storage.remove_abandoned_temps(TAG_DIR)
         return self.storage.create_exclusive(tag_path(tag.name), encode_tag(tag))
 
     def replace(self, tag: Tag) -> None:
+        self.storage.remove_abandoned_temps(TAG_DIR)
         self.storage.write_bytes(tag_path(tag.name), encode_tag(tag))
 
     def delete(self, name: str) -> None:
@@ -185,6 +188,7 @@ class PaimonConsumerStore:
 
     def write(self, consumer: Consumer) -> None:
         path = f"{CONSUMER_DIR}/{CONSUMER_PREFIX}{validate_name(consumer.id, 'consumer')}"
+        self.storage.remove_abandoned_temps(CONSUMER_DIR)  # left by a write killed mid-way (kill -9)
         self.storage.write_bytes(path, json.dumps({"nextSnapshot": consumer.next_snapshot}).encode())
 
     def delete(self, consumer_id: str) -> None:
