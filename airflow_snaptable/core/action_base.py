@@ -37,6 +37,7 @@ from airflow_snaptable.core.names import validate_name
 from airflow_snaptable.core.options import parse_duration, parse_size
 from airflow_snaptable.core.storage import check_location
 from airflow_snaptable.core.table import Table
+from airflow_snaptable.core.timeutil import is_epoch_millis_text
 
 Check = Callable[[Any, str], Any]
 
@@ -259,8 +260,9 @@ def check_duration(value: Any, name: str) -> None:
 
 
 def check_time_or_duration(value: Any, name: str) -> None:
-    """Orphan cleaning's ``older_than``, read as core reads it: a duration text back from now, else a time."""
-    if isinstance(value, str):
+    """Orphan cleaning's ``older_than``, read as core reads it: a duration text back from now, else a time
+    (the text of an integer is a time: epoch millis)."""
+    if isinstance(value, str) and not is_epoch_millis_text(value):
         try:
             parse_duration(value, name)
             return

@@ -153,8 +153,9 @@ class RenameTag(Action):
 class CreatePeriodicTags(Action):
     """Tag the state at the end of each elapsed period (Paimon's automatic tag creation).
 
-    Unset arguments come from the table options ``tag.creation-period``,
-    ``tag.creation-delay``, ``tag.period-formatter`` and ``tag.num-retained-max``.
+    Unset arguments come from the table options ``tag.creation-period`` (or
+    ``tag.creation-period-duration``), ``tag.creation-delay``, ``tag.period-formatter`` and
+    ``tag.num-retained-max``.
     """
 
     name: ClassVar[str] = "periodic-tags"

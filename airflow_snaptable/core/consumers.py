@@ -81,6 +81,7 @@ class ConsumerManager:
         return min((c.next_snapshot for c in consumers), default=None)
 
     def write(self, consumer: Consumer) -> None:
+        self.storage.remove_abandoned_temps(CONSUMER_DIR)  # left by a write killed mid-way (kill -9)
         self.storage.write_bytes(consumer_path(consumer.id), consumer.to_json())
 
     def delete(self, consumer_id: str) -> None:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from airflow_snaptable.core.consumers import Consumer
 from airflow_snaptable.core.errors import CorruptMetadataError
+from airflow_snaptable.core.local_files import is_abandoned_temp
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.tags import Tag
 
@@ -78,6 +79,8 @@ class IntentManager:
         self.storage = storage
 
     def announce(self, intent: Intent) -> Intent:
+        # A writer killed mid-announcement (kill -9) left a temp file; its rerun is the next announcement.
+        self.storage.remove_abandoned_temps(INTENT_DIR)
         self.storage.write_bytes(intent.path, intent.to_json())
         return intent
 
@@ -104,11 +107,15 @@ class IntentManager:
         return [i.consumer for i in self.intents() if i.kind == CONSUMER]
 
     def drop_stale(self, earliest: int | None) -> int:
-        """Drop intents whose writer is gone: older than STALE_INTENT_SECONDS, or consumer intents below ``earliest``."""
+        """Drop intents whose writer is gone: older than STALE_INTENT_SECONDS, or consumer intents below
+        ``earliest``; and the temp files of intent writes whose writer is gone (core/local_files.py)."""
         dropped = 0
         now = time.time()  # compared with storage modification times, not the table's clock
         for rel, _size, mtime in self.storage.list_files(INTENT_DIR):
             name = rel.rsplit("/", 1)[-1]
+            if is_abandoned_temp(name, mtime, now):
+                self.storage.delete(rel)
+                continue
             if not name.startswith(INTENT_PREFIX):
                 continue
             stale = mtime is not None and now - mtime > STALE_INTENT_SECONDS

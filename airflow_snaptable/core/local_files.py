@@ -9,11 +9,21 @@
 - A writer's directory may be removed by an empty-directory clean between ``makedirs`` and
   ``open`` (core/storage.py ``remove_empty_dirs``): the open fails and the directory is made
   again. Once the temp file exists the directory is not empty, so ``rmdir`` leaves it.
+- A temp file is named after its target and its writer: ``.<target>.<host>-<pid>.<random>.tmp``,
+  where ``<host>`` stands for this machine's boot and pid namespace. A process killed between
+  writing it and renaming it (kill -9, a power loss) leaves it behind; it is *abandoned* once its
+  writer is provably gone (same host token, pid no longer running) or once it is older than
+  ABANDONED_TEMP_SECONDS, far longer than any one write takes. Only abandoned temp files are
+  removed (:func:`is_abandoned_temp`): a live writer's rename must find its temp file.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
+import re
+import socket
 import uuid
 
 from airflow_snaptable.core.errors import StorageError
@@ -116,5 +126,51 @@ def fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+#: A temp file lives for one write (a large deletion plan takes seconds): one this old lost its writer.
+ABANDONED_TEMP_SECONDS = 600
+_OWNED_TEMP = re.compile(r"\.(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]{1,10})\.[0-9a-f]{16}\.tmp$")
+
+
+@functools.cache
+def host_token() -> str:
+    """This machine's boot and pid namespace, hashed: a pid names the same process only where both match."""
+    parts = [socket.gethostname()]
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            parts.append(f.read().strip())
+        parts.append(str(os.stat("/proc/self/ns/pid").st_ino))
+    except OSError:
+        pass  # not Linux: the host name alone (a pid reused after a reboot only keeps a temp file longer)
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:8]
+
+
 def _temp_name(path: str) -> str:
-    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+    # 16 random hex digits besides the writer: a 200-byte tag name's temp file stays under 255 bytes.
+    owner = f"{host_token()}-{os.getpid()}.{uuid.uuid4().hex[:16]}"
+    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{owner}.tmp")
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except Exception:  # noqa: BLE001 - another user's process (PermissionError), or a pid the system refuses: running
+        return True
+    return True
+
+
+def is_abandoned_temp(name: str, mtime: float | None, now: float) -> bool:
+    """Is ``name`` the temp file of an atomic write whose writer is gone (module rules)?
+
+    For directories whose only hidden ``.tmp`` files are write temps (of this module, or of another
+    engine's writer, which only age tells). ``mtime`` and ``now`` are epoch seconds of the storage.
+    """
+    if not (name.startswith(".") and name.endswith(".tmp")):
+        return False
+    if mtime is not None and now - mtime > ABANDONED_TEMP_SECONDS:
+        return True
+    owner = _OWNED_TEMP.search(name)
+    return owner is not None and owner["host"] == host_token() and not _running(int(owner["pid"]))

@@ -82,6 +82,14 @@ def _positive_int(value: Any, key: str) -> int:
     return result
 
 
+def _period_duration(value: Any, key: str) -> timedelta:
+    """Paimon's ``tag.creation-period-duration``: whole minutes, the resolution of its tag names (yyyyMMddHHmm)."""
+    result = parse_duration(value, key)
+    if result < timedelta(minutes=1) or result % timedelta(minutes=1):
+        raise InvalidOptionError(f"{key}: must be a whole number of minutes, got {value!r}")
+    return result
+
+
 def _choice(*allowed: str) -> Callable[[Any, str], str]:
     def parse(value: Any, key: str) -> str:
         text = str(value).strip().lower()
@@ -111,6 +119,10 @@ _SPECS = [
         "What periodic tags judge periods by: commit time (process-time) or the snapshots' watermark.",
     ),
     OptionSpec("tag.creation-period", _choice("daily", "hourly", "two-hours"), None, "Period of automatic tags."),
+    OptionSpec(
+        "tag.creation-period-duration", _period_duration, None,
+        "Period of automatic tags as a duration (whole minutes; named yyyyMMddHHmm); wins over tag.creation-period.",
+    ),
     OptionSpec("tag.creation-delay", parse_duration, timedelta(0), "Wait after a period ends before tagging it."),
     OptionSpec(
         "tag.period-formatter",

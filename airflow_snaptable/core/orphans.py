@@ -29,7 +29,7 @@ from airflow_snaptable.core.options import parse_duration
 from airflow_snaptable.core.path_set import PathHashSet
 from airflow_snaptable.core.progress import delete_with_progress
 from airflow_snaptable.core.store import InUse, StoredFile, TableStore
-from airflow_snaptable.core.timeutil import to_millis
+from airflow_snaptable.core.timeutil import is_epoch_millis_text, to_millis
 
 DEFAULT_ORPHAN_WINDOW = timedelta(days=1)
 #: Listed files checked against the in-use set at once.
@@ -173,7 +173,10 @@ def cutoff_millis(now_millis: int, older_than) -> int:
     reference = min(now_millis, int(time.time() * 1000))
     if older_than is None:
         return reference - int(DEFAULT_ORPHAN_WINDOW.total_seconds() * 1000)
-    if isinstance(older_than, timedelta) or (isinstance(older_than, str) and _is_duration(older_than)):
+    # The text of an integer is a time in epoch millis, as the integer is (not a duration in seconds).
+    if isinstance(older_than, timedelta) or (
+        isinstance(older_than, str) and not is_epoch_millis_text(older_than) and _is_duration(older_than)
+    ):
         return reference - int(parse_duration(older_than, "older_than").total_seconds() * 1000)
     cutoff = to_millis(older_than)
     if cutoff > reference:

@@ -25,7 +25,7 @@ from airflow_snaptable.core.intents import IntentManager
 from airflow_snaptable.core.plans import EXPIRE, ROLLBACK, DataCandidate, DeletionPlan, PlanEffect, PlanManager, PlanOutcome
 from airflow_snaptable.core.progress import delete_with_progress
 from airflow_snaptable.core.protection import Protection, ProtectionReader
-from airflow_snaptable.core.readds import ReaddRegistry
+from airflow_snaptable.core.readds import READD_DIR, ReaddRegistry
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.store import TableStore
 
@@ -61,7 +61,8 @@ class PlanExecutor:
         return self.execute(plan, protection)
 
     def finish_all(self) -> PlanOutcome:
-        """Complete every active plan (left by a crash); drop pending plans whose owner died and stale intents."""
+        """Complete every active plan (left by a crash); drop pending plans whose owner died, stale intents and
+        the temp files writers killed mid-write left in the engine's directories (plans, intents, re-adds)."""
         total = PlanOutcome()
         for plan in self.plans.plans():
             outcome = self.execute(plan)
@@ -72,6 +73,7 @@ class PlanExecutor:
             total.bytes_freed += outcome.bytes_freed
         self.plans.drop_abandoned()
         IntentManager(self.store.lifecycle).drop_stale(self.store.snapshots.earliest_id())
+        self.store.lifecycle.remove_abandoned_temps(READD_DIR)
         return total
 
     def execute(self, plan: DeletionPlan, protection: Protection | None = None) -> PlanOutcome:

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError
+from airflow_snaptable.core.local_files import is_abandoned_temp
 from airflow_snaptable.core.storage import Storage
 from airflow_snaptable.core.store import SnapshotStore, TableStore
 from airflow_snaptable.core.table_paths import checked_file_name, checked_relative_path
@@ -317,8 +318,9 @@ class PlanManager:
             raise CorruptMetadataError(f"{self.storage.full_uri(plan.part_path)}: cannot parse part record: {exc}") from exc
 
     def drop_abandoned(self) -> None:
-        """Delete pending plans whose owner died (older than STALE_PENDING_SECONDS), dead pending rollbacks
-        and part records of finished plans.
+        """Delete pending plans whose owner died (older than STALE_PENDING_SECONDS), dead pending rollbacks,
+        part records of finished plans and the temp files of plan writes whose writer is gone (a kill
+        -9 mid-write: core/local_files.py).
 
         A pending plan deleted nothing, so dropping it loses nothing.
         """
@@ -328,6 +330,8 @@ class PlanManager:
         for rel, _size, mtime in listed:
             name = rel.rsplit("/", 1)[-1]
             if name.startswith("pending-") and mtime is not None and now - mtime > STALE_PENDING_SECONDS:
+                self.storage.delete(rel)
+            elif is_abandoned_temp(name, mtime, now):
                 self.storage.delete(rel)
             elif name.startswith("plan-") and name.endswith(".part") and name[:-len(".part")] + ".json" not in names:
                 # A part record is written only while its plan stands: without the plan, the plan finished.

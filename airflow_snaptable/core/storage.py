@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import posixpath
 import threading
+import time
 from collections import Counter
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -288,6 +289,13 @@ class Storage:
             files, directories = list_directory(self.fs, self.root, self.full_path(current), local=self._is_local)
             yield from files
             pending.extend(sorted(directories, reverse=True))  # popped in name order
+
+    def remove_abandoned_temps(self, rel_dir: str) -> None:
+        """Delete the temp files killed writers left in ``rel_dir`` (local_files.is_abandoned_temp: never a live one's).
+        Only local writes make temp files (an object store takes a whole object): elsewhere nothing is listed."""
+        now = time.time()  # compared with the storage's modification times, not a table's clock
+        listed = self.list_files(rel_dir) if self._is_local else []
+        self.delete_files([rel for rel, _size, mtime in listed if local_files.is_abandoned_temp(posixpath.basename(rel), mtime, now)])
 
     def delete(self, rel: str) -> None:
         """Delete a file; deleting a missing file is success (it is already gone)."""

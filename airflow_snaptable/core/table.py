@@ -25,7 +25,7 @@ from airflow_snaptable.core.expire import ExpireResult, SnapshotExpiry
 from airflow_snaptable.core.manifest import DataFile, ManifestIO
 from airflow_snaptable.core.native_files import NativeFiles
 from airflow_snaptable.core.orphans import OrphanFilesClean, OrphanResult
-from airflow_snaptable.core.periodic import PeriodicTagging, PeriodicTagResult
+from airflow_snaptable.core.periodic import PeriodicTagging, PeriodicTagResult, resolve_sources
 from airflow_snaptable.core.plan_executor import PlanExecutor
 from airflow_snaptable.core.rollback import Rollback, RollbackResult
 from airflow_snaptable.core.partition_pruning import pruned_state
@@ -273,11 +273,11 @@ class Table(TableWrites):
         return PeriodicTagging(self.store, self.tag_lifecycle(), self.options, self.clock).create
 
     def tags(self) -> list[Tag]:
-        """Every tag, ordered by snapshot id."""
-        return self.tag_manager.tags()
+        """Every tag by snapshot id; one that records no source is periodic or manual by the table's options."""
+        return resolve_sources(self.tag_manager.tags(), self.options, self.clock())
 
     def tag(self, name: str) -> Tag:
-        return self.tag_manager.tag(name)
+        return resolve_sources([self.tag_manager.tag(name)], self.options, self.clock())[0]
 
     def expire_tags(self, *, now=None) -> list[str]:
         """Delete the tags whose time to live has passed; returns their names."""

@@ -24,6 +24,10 @@ TAG_DIR = "tag"
 TAG_PREFIX = "tag-"
 MANUAL = "manual"
 PERIODIC = "periodic"
+#: The source of a tag whose file records none: Paimon's tag files, Iceberg's refs, and a tag file of
+#: ours without a "source" field (an older or another writer's). Whether it is automatic is the periodic rules' question
+#: (core/periodic.py: its name must be the table's own pattern).
+UNRECORDED = "unrecorded"
 #: What creating a tag does when a tag of that name exists.
 IF_EXISTS = ("fail", "skip")
 
@@ -34,7 +38,8 @@ class Tag:
     snapshot: Snapshot
     create_time_millis: int
     time_retained_millis: int | None = None
-    source: str = MANUAL  # MANUAL or PERIODIC: only periodic tags are pruned by tag.num-retained-max
+    #: MANUAL, PERIODIC (only those are pruned by tag.num-retained-max), a savepoint's, or UNRECORDED.
+    source: str = MANUAL
 
     @property
     def snapshot_id(self) -> int:
@@ -70,7 +75,7 @@ class Tag:
                 snapshot=snapshot,
                 create_time_millis=int(doc["tagCreateTime"]),
                 time_retained_millis=None if doc.get("tagTimeRetainedMillis") is None else int(doc["tagTimeRetainedMillis"]),
-                source=str(doc.get("source", MANUAL)),
+                source=str(doc.get("source", UNRECORDED)),
             )
         except CorruptMetadataError:
             raise
@@ -145,9 +150,12 @@ class TagManager:
         return sorted(found, key=lambda t: (t.snapshot_id, t.name))
 
     def create(self, tag: Tag) -> bool:
+        # A create killed mid-write (kill -9) left a temp file: the next tag write removes it.
+        self.storage.remove_abandoned_temps(TAG_DIR)
         return self.storage.create_exclusive(tag_path(tag.name), tag.to_json())
 
     def replace(self, tag: Tag) -> None:
+        self.storage.remove_abandoned_temps(TAG_DIR)
         self.storage.write_bytes(tag_path(tag.name), tag.to_json())
 
     def delete(self, name: str) -> None:

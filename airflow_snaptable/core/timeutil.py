@@ -2,13 +2,17 @@
 
 Every time a caller gives (a commit's ``as_of``, expiry's ``older_than``, a ``now`` for
 tests and replays) is read here, so a time means the same everywhere: an int is epoch
-millis, a datetime without a zone is UTC, a string is ISO-8601. Durations are parsed by
-core/options.py (the table options use them too); here they become arguments.
+millis, and so is the text of one (a command-line word, a rendered template, a JSON string),
+a datetime without a zone is UTC, other text is ISO-8601. Digits that also read as an
+ISO-8601 basic date (``2026``, ``2026001``, ``20260101``) are refused as ambiguous, never
+guessed. Durations are parsed by core/options.py (the table options use them too); here they
+become arguments.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 from datetime import timedelta
 from typing import Any
@@ -22,6 +26,14 @@ from airflow_snaptable.core.options import parse_duration
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _MIN_MILLIS = (dt.datetime.min.replace(tzinfo=dt.timezone.utc) - _EPOCH) // timedelta(milliseconds=1)
 _MAX_MILLIS = (dt.datetime.max.replace(tzinfo=dt.timezone.utc) - _EPOCH) // timedelta(milliseconds=1)
+
+
+_INTEGER_TEXT = re.compile(r"\s*[+-]?[0-9]+\s*")
+
+
+def is_epoch_millis_text(value: Any) -> bool:
+    """Is ``value`` the text of an integer, which a time field reads as epoch millis (not a duration, not a date)?"""
+    return isinstance(value, str) and _INTEGER_TEXT.fullmatch(value) is not None
 
 
 def now_millis() -> int:
@@ -38,6 +50,15 @@ def to_millis(when: Any) -> int:
         if not _MIN_MILLIS <= when <= _MAX_MILLIS:
             raise InvalidArgumentError(f"time {when!r} (epoch millis) is outside the years 1 to 9999")
         return when
+    if is_epoch_millis_text(when):
+        try:
+            pendulum.parse(when.strip())
+        except Exception:  # noqa: BLE001 - pendulum raises several types: not a date, so only millis
+            return to_millis(int(when))
+        raise InvalidArgumentError(
+            f"time {when!r} is ambiguous: epoch millis (a moment of 1970), or an ISO-8601 basic date; "
+            "write the date with dashes (2026-01-01)"
+        )
     if isinstance(when, str):
         try:
             when = pendulum.parse(when)

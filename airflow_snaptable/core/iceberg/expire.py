@@ -263,6 +263,10 @@ class IcebergExpiry:
     def finish_pending(self, dry_run: bool = False) -> int:
         """Finish the plans a crashed run left; the number of data and delete files it deleted
         (``dry_run``: would delete, deleting nothing)."""
+        if not dry_run:
+            # Nothing else cleans the engine's directory (orphan cleaning leaves it alone): a plan write
+            # killed mid-way (kill -9) left a temp file that only this rerun removes.
+            self.storage.remove_abandoned_temps(PLAN_DIR)
         deleted = 0
         for name in sorted(self.storage.list_names(PLAN_DIR)):
             if not name.startswith("expire-") or not name.endswith(".json"):

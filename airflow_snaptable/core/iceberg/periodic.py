@@ -2,9 +2,11 @@
 
 The rules run over a view of the Iceberg table: its ``main`` history (the latest ancestor at a
 period's end is the state the period's tag holds), its tag refs, and its tag commits. An Iceberg
-ref records no source, so, as on Paimon tables, a tag whose name reads as a period is a periodic
-tag: ``num_retained_max`` may prune it and the periodic run does not tag that period again.
-The options (``tag.creation-period``, ``tag.creation-delay``, ``tag.period-formatter``,
+ref records no source, so, as on Paimon tables, a tag is automatic only if its whole name is the
+pattern of the run's period and formatter and names a complete period (core/periodic.py):
+``num_retained_max`` may prune it and the periodic run does not tag that period again. Any other
+tag is manual, whatever it looks like. The options (``tag.creation-period``,
+``tag.creation-period-duration``, ``tag.creation-delay``, ``tag.period-formatter``,
 ``tag.num-retained-max``, ``tag.automatic-creation``) are read from the table's properties.
 Watermarks are not Iceberg's: ``time_source="watermark"`` raises UnsupportedOperationError.
 """
@@ -19,7 +21,10 @@ from airflow_snaptable.core.periodic import PeriodicTagging
 from airflow_snaptable.core.tags import MANUAL
 
 #: The table properties the periodic rules read.
-TAG_OPTIONS = ("tag.creation-period", "tag.creation-delay", "tag.period-formatter", "tag.num-retained-max", "tag.automatic-creation")
+TAG_OPTIONS = (
+    "tag.creation-period", "tag.creation-period-duration", "tag.creation-delay", "tag.period-formatter",
+    "tag.num-retained-max", "tag.automatic-creation",
+)
 
 
 class _History:
@@ -41,11 +46,20 @@ class _History:
         return self.table.snapshot(snapshot_id)
 
 
+class _Refs:
+    """The tag refs as they are (no source recorded): the periodic rules tell which are automatic."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def tags(self):
+        return self.table.tag_refs()
+
+
 @dataclasses.dataclass(frozen=True)
 class _View:
     snapshots: _History
-    #: The table itself: its ``tags()`` say which tags are periodic (by name).
-    tags: object
+    tags: _Refs
 
 
 class _Tagging:
@@ -71,5 +85,5 @@ def tag_options(properties: dict) -> TableOptions:
 
 
 def periodic_tagging(table) -> PeriodicTagging:
-    view = _View(_History(table), table)
+    view = _View(_History(table), _Refs(table))
     return PeriodicTagging(view, _Tagging(table), tag_options(dict(table.refresh().metadata.properties)), table.clock)

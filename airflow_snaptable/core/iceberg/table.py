@@ -36,7 +36,7 @@ from airflow_snaptable.core.iceberg.expire import IcebergExpiry, journaled_expir
 from airflow_snaptable.core.iceberg.files import storage_for
 from airflow_snaptable.core.iceberg.orphans import remove_orphan_files
 from airflow_snaptable.core.iceberg.consumers import IcebergConsumers
-from airflow_snaptable.core.iceberg.periodic import periodic_tagging
+from airflow_snaptable.core.iceberg.periodic import periodic_tagging, tag_options
 from airflow_snaptable.core.iceberg.positions import IcebergPositions, new_snapshots
 from airflow_snaptable.core.iceberg.refs import KeptRef, commit_refs, existing_snapshot, existing_tag
 from airflow_snaptable.core.iceberg.retention import CONSUMER_REF_PREFIX, MAIN, RetentionSettings, ancestors
@@ -45,8 +45,8 @@ from airflow_snaptable.core.names import validate_name
 from airflow_snaptable.core.orphans import OrphanResult
 from airflow_snaptable.core.rollback import RollbackResult
 from airflow_snaptable.core.snapshot import Snapshot
-from airflow_snaptable.core.periodic import PeriodicTagResult, period_start_of
-from airflow_snaptable.core.tags import IF_EXISTS, MANUAL, PERIODIC, Tag
+from airflow_snaptable.core.periodic import PeriodicTagResult, resolve_sources
+from airflow_snaptable.core.tags import IF_EXISTS, UNRECORDED, Tag
 from airflow_snaptable.core.timeutil import duration_argument, millis, to_millis
 from airflow_snaptable.core.verify import VerifyResult
 
@@ -123,6 +123,12 @@ class IcebergTable:
     # -- tags -----------------------------------------------------------------------------------
 
     def tags(self) -> list[Tag]:
+        """Every tag ref, each periodic or manual as the table's period properties tell (core/periodic.py)."""
+        options = tag_options(dict(self.refresh().metadata.properties))
+        return resolve_sources(self.tag_refs(), options, self.clock())
+
+    def tag_refs(self) -> list[Tag]:
+        """Every tag ref as it is: a ref records no source (UNRECORDED)."""
         metadata = self.refresh().metadata
         found = []
         for name, ref in metadata.refs.items():
@@ -131,9 +137,7 @@ class IcebergTable:
             snapshot = metadata.snapshot_by_id(ref.snapshot_id)
             if snapshot is None:
                 continue
-            # A ref records no source: a name that reads as a period is a periodic tag (as on Paimon tables).
-            source = PERIODIC if period_start_of(name) is not None else MANUAL
-            found.append(Tag(name, snapshot_of(snapshot), snapshot.timestamp_ms, ref.max_ref_age_ms, source))
+            found.append(Tag(name, snapshot_of(snapshot), snapshot.timestamp_ms, ref.max_ref_age_ms, UNRECORDED))
         return sorted(found, key=lambda t: (t.snapshot.time_millis, t.name))
 
     def tag(self, name: str) -> Tag:

@@ -4,8 +4,8 @@ A tag file is its snapshot's JSON, plus ``tagCreateTime`` (a Java ``LocalDateTim
 ``[y, mo, d, h, mi, s, nanos]`` in the writer's time zone, trailing zeros left out) and
 ``tagTimeRetained`` (a Java ``Duration`` in seconds) when the tag has a time to live; without one,
 Paimon writes the plain snapshot JSON (older readers cannot read the extra fields), and so does
-this store. Paimon records no source: a name that reads as a period is periodic (Paimon's
-``TagAutoCreation`` rule). A consumer file is ``{"nextSnapshot": n}``; its update time is the
+this store. Paimon records no source (UNRECORDED): whether a tag is automatic is decided by its
+name and the table's period options (core/periodic.py, Paimon's ``TagPeriodHandler.isAutoTag``). A consumer file is ``{"nextSnapshot": n}``; its update time is the
 file's modification time (Paimon's ``ConsumerManager.expire`` reads that).
 """
 
@@ -19,9 +19,8 @@ from airflow_snaptable.core.consumers import Consumer
 from airflow_snaptable.core.errors import ConsumerNotFoundError, CorruptMetadataError, SnapTableError, TagNotFoundError
 from airflow_snaptable.core.names import validate_name
 from airflow_snaptable.core.paimon.snapshots import document, from_document, parse_json
-from airflow_snaptable.core.periodic import period_start_of
 from airflow_snaptable.core.storage import Storage
-from airflow_snaptable.core.tags import MANUAL, PERIODIC, Tag
+from airflow_snaptable.core.tags import UNRECORDED, Tag
 
 TAG_DIR = "tag"
 TAG_PREFIX = "tag-"
@@ -78,8 +77,7 @@ def decode_tag(name: str, data: bytes, where: str) -> Tag:
         raise CorruptMetadataError(f"{where}: {exc}") from exc
     # Paimon's TagTimeExpire expires a tag only when it has both a create time and a time to live.
     retained_millis = None if retained is None or create is None else int(round(retained * 1000))
-    source = PERIODIC if period_start_of(name) is not None else MANUAL
-    return Tag(name, snapshot, create_millis, retained_millis, source)
+    return Tag(name, snapshot, create_millis, retained_millis, UNRECORDED)
 
 
 class PaimonTagStore:
@@ -117,9 +115,12 @@ class PaimonTagStore:
         return sorted(found, key=lambda t: (t.snapshot_id, t.name))
 
     def create(self, tag: Tag) -> bool:
+        # A create killed mid-write (kill -9) left a temp file: the next tag write removes it.
+        self.storage.remove_abandoned_temps(TAG_DIR)
         return self.storage.create_exclusive(tag_path(tag.name), encode_tag(tag))
 
     def replace(self, tag: Tag) -> None:
+        self.storage.remove_abandoned_temps(TAG_DIR)
         self.storage.write_bytes(tag_path(tag.name), encode_tag(tag))
 
     def delete(self, name: str) -> None:
@@ -187,6 +188,7 @@ class PaimonConsumerStore:
 
     def write(self, consumer: Consumer) -> None:
         path = f"{CONSUMER_DIR}/{CONSUMER_PREFIX}{validate_name(consumer.id, 'consumer')}"
+        self.storage.remove_abandoned_temps(CONSUMER_DIR)  # left by a write killed mid-way (kill -9)
         self.storage.write_bytes(path, json.dumps({"nextSnapshot": consumer.next_snapshot}).encode())
 
     def delete(self, consumer_id: str) -> None:
