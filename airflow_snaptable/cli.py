@@ -13,9 +13,10 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from airflow_snaptable.core import SnapTableError, Table
-from airflow_snaptable.core import actions, progress
-from airflow_snaptable.core.action_base import ActionField
-from airflow_snaptable.core.storage_options import parse_storage_options
+from airflow_snaptable.core import actions
+from airflow_snaptable.core.lifecycle import progress
+from airflow_snaptable.core.actions.contract import ActionField
+from airflow_snaptable.core.io.storage_options import parse_storage_options
 
 URI_HELP = (
     "table location: a local path or an fsspec URL such as s3://bucket/table (this package's tables and "
@@ -169,8 +170,8 @@ def cmd_timeline(args) -> Any:
     from pathlib import Path
 
     from airflow_snaptable.core.errors import InvalidArgumentError
-    from airflow_snaptable.core.timeline import build_timeline
-    from airflow_snaptable.core.timeline_render import render_html, render_svg
+    from airflow_snaptable.core.timeline.model import build_timeline
+    from airflow_snaptable.core.timeline.render import render_html, render_svg
 
     out = Path(args.out)
     if out.suffix.lower() not in (".svg", ".html", ".htm"):
@@ -356,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class TerminalBar:
-    """Draws deletion progress as a bar on a terminal (core/progress.py events), one line per phase."""
+    """Draws deletion progress as a bar on a terminal (core/lifecycle/progress.py events), one line per phase."""
 
     WIDTH = 30
 

@@ -2,7 +2,7 @@
 
 :func:`run_killed` runs ``code`` (Python, with ``Table`` and ``uri`` defined) in a child process
 that sends itself SIGKILL at the moment a local atomic write has written and synced its temp file
-and is about to rename or link it to a target whose path contains ``at`` (core/local_files.py):
+and is about to rename or link it to a target whose path contains ``at`` (core/io/local_files.py):
 the state a kill -9 or a power loss leaves there. :func:`start_paused` stops the child at that
 moment instead, until :meth:`Paused.release`, so a test can run other writers beside a live one.
 """

@@ -1,7 +1,7 @@
 """Seeded random periodic-tag histories and an oracle of the periodic rules, for any table format.
 
 The oracle is written from the rules (docs/lifecycle.md, Paimon's TagPeriodHandler and
-TagAutoCreation), not from core/periodic.py: it knows who made each tag (a run or a person), where
+TagAutoCreation), not from core/lifecycle/periodic_tags.py: it knows who made each tag (a run or a person), where
 the code has to tell automatic tags by their names (Paimon and Iceberg record no source). Each
 history is one table: commits at random times, manual tags named in every pattern but the table's
 own (and in its own pattern for periods far in the future), then runs at growing times, with or

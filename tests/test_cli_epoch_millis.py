@@ -15,7 +15,7 @@ from airflow_snaptable.cli import main
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.actions import CreateTag, ExpireSnapshots, RemoveOrphanFiles, Rollback
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.timeutil import to_millis
+from airflow_snaptable.core.arguments.times import to_millis
 from tests.conftest import make_rows
 from tests.core.test_lifecycle import tree
 

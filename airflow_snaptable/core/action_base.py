@@ -1,6 +1,6 @@
 """The action contract: what a maintenance action is, and how values become one.
 
-An action (core/actions.py) is a frozen dataclass: ``table`` plus one keyword-only field
+An action (core/actions/maintenance.py) is a frozen dataclass: ``table`` plus one keyword-only field
 per argument of the core call it runs, and ``run(table)``. Each field carries what every
 front end needs (:class:`Param`): its help text, its strict checks, whether operators take
 it as a template, whether the CLI takes it as a positional word, whether it is internal.
@@ -15,7 +15,7 @@ Values reach an action in three forms, read by one set of rules:
 - Python values given to an operator or the hook: datetimes, dates and timedeltas become
   their JSON text first (:func:`json_value`);
 - text (rendered templates, command-line words): read by the field's kind
-  (:func:`~airflow_snaptable.core.checks.value_from_text`).
+  (:func:`~airflow_snaptable.core.arguments.checks.value_from_text`).
 
 An action is checked when it is made (each field, then the choices between fields, then
 ``validate()``), so a bad action fails before it reaches a table or a Spark job.
@@ -31,13 +31,13 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Collection, Mapping
 
-from airflow_snaptable.core.checks import check_exclusive, check_int, check_kinds, is_int, value_from_text
+from airflow_snaptable.core.arguments.checks import check_exclusive, check_int, check_kinds, is_int, value_from_text
 from airflow_snaptable.core.errors import InvalidArgumentError, InvalidOptionError
-from airflow_snaptable.core.names import validate_name
-from airflow_snaptable.core.options import parse_duration, parse_size
-from airflow_snaptable.core.storage import check_location
+from airflow_snaptable.core.arguments.names import validate_name
+from airflow_snaptable.core.arguments.table_options import parse_duration, parse_size
+from airflow_snaptable.core.io.storage import check_location
 from airflow_snaptable.core.table import Table
-from airflow_snaptable.core.timeutil import is_epoch_millis_text
+from airflow_snaptable.core.arguments.times import is_epoch_millis_text
 
 Check = Callable[[Any, str], Any]
 
@@ -279,7 +279,7 @@ def check_size(value: Any, name: str) -> None:
 
 
 def valid_name(what: str) -> Check:
-    """A name that becomes a path (a tag, a consumer): core/names.py's rules."""
+    """A name that becomes a path (a tag, a consumer): core/arguments/names.py's rules."""
 
     def check(value: str, name: str) -> None:
         if not value.strip():

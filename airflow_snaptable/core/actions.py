@@ -1,6 +1,6 @@
 """The maintenance actions: each one defined once, here, and run the same way by every front end.
 
-An action is a value (a frozen dataclass, core/action_base.py): its fields are the arguments
+An action is a value (a frozen dataclass, core/actions/contract.py): its fields are the arguments
 of the core call, with their defaults, checks and documentation; ``run(table)`` makes the
 call. The CLI (``snaptable expire ...``), the Spark job (``--action-file``), the hook and the
 Airflow operators are built from these definitions and return the same result document
@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-from airflow_snaptable.core.action_base import (
+from airflow_snaptable.core.actions.contract import (
     Action,
     Choice,
     allowed,
@@ -31,12 +31,12 @@ from airflow_snaptable.core.action_base import (
     valid_name,
 )
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.iceberg.orphans import DEFAULT_WINDOW as ICEBERG_ORPHAN_WINDOW
-from airflow_snaptable.core.orphans import DEFAULT_ORPHAN_WINDOW
-from airflow_snaptable.core.periodic import FORMATTERS, PERIODS, TIME_SOURCES
-from airflow_snaptable.core.clean_actions import Clean, CreateSavepoint, DeleteSavepoint, RestoreSavepoint
+from airflow_snaptable.core.formats.iceberg.orphans import DEFAULT_WINDOW as ICEBERG_ORPHAN_WINDOW
+from airflow_snaptable.core.lifecycle.orphans import DEFAULT_ORPHAN_WINDOW
+from airflow_snaptable.core.lifecycle.periodic_tags import FORMATTERS, PERIODS, TIME_SOURCES
+from airflow_snaptable.core.actions.hudi_clean import Clean, CreateSavepoint, DeleteSavepoint, RestoreSavepoint
 from airflow_snaptable.core.table import Table
-from airflow_snaptable.core.tags import IF_EXISTS
+from airflow_snaptable.core.native.tags import IF_EXISTS
 
 _NOW = "The time the action runs at (default: the table's clock), for tests and replays."
 
@@ -386,7 +386,7 @@ def run_action(
 ) -> dict[str, Any]:
     """Run ``action`` on its table (or on ``table``, opened already): the result ``{"action", "table", "result"}``.
 
-    ``catalog``: the catalog properties of an ``iceberg://`` table (core/formats.py).
+    ``catalog``: the catalog properties of an ``iceberg://`` table (core/formats/foreign.py).
     """
     return action.run(table or Table.open(action.table, storage_options, catalog=catalog))
 

@@ -2,7 +2,7 @@
 
 A consumer's ``next_snapshot`` is the first snapshot it has not read yet;
 that snapshot and every later one are never expired while the consumer lives
-(moving one safely while expiry runs: core/consumer_lifecycle.py).
+(moving one safely while expiry runs: core/lifecycle/consumers.py).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass
 
 from airflow_snaptable.core.errors import ConsumerNotFoundError, CorruptMetadataError
-from airflow_snaptable.core.names import validate_name
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.arguments.names import validate_name
+from airflow_snaptable.core.io.storage import Storage
 
 CONSUMER_DIR = "consumer"
 CONSUMER_PREFIX = "consumer-"

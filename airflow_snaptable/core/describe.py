@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from airflow_snaptable.core.snapshot import FileCounts
+from airflow_snaptable.core.native.snapshot import FileCounts
 
-#: The format names of core/table.py and core/iceberg/table.py.
+#: The format names of core/table.py and core/formats/iceberg/table.py.
 PAIMON_FORMAT = "paimon"
 ICEBERG_FORMAT = "iceberg"
 
@@ -83,7 +83,7 @@ def file_counts(table, snapshots) -> dict[int, FileCounts]:
     """The data files each snapshot's commit added and deleted, by snapshot id: this package's from the
     snapshot's summary, Paimon's from its delta manifest list, Iceberg's (data and delete files) from its summary."""
     if table.format == ICEBERG_FORMAT:
-        from airflow_snaptable.core.iceberg.snapshots import file_counts_of
+        from airflow_snaptable.core.formats.iceberg.snapshots import file_counts_of
 
         return {snapshot.id: file_counts_of(snapshot) for snapshot in snapshots}
     return table.store.files.delta_file_counts(list(snapshots))
@@ -94,7 +94,7 @@ def _tags(table) -> list[dict[str, Any]]:
 
 
 def _paimon(table, latest) -> TableDescription:
-    from airflow_snaptable.core.paimon.schema import read_document
+    from airflow_snaptable.core.formats.paimon.schema import read_document
 
     doc = read_document(table.storage)
     return TableDescription(
@@ -129,7 +129,7 @@ def paimon_type_text(paimon_type) -> str:
 
 
 def _iceberg(table) -> TableDescription:
-    from airflow_snaptable.core.iceberg.consumers import PROPERTY_PREFIX
+    from airflow_snaptable.core.formats.iceberg.consumers import PROPERTY_PREFIX
 
     iceberg = table.refresh()
     schema = iceberg.schema()

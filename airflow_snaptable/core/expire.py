@@ -1,8 +1,8 @@
-"""Snapshot expiry: Table.expire_snapshots (rules and planning: core/expire_plan.py).
+"""Snapshot expiry: Table.expire_snapshots (rules and planning: core/lifecycle/expiry/plan.py).
 
 A run first finishes the plans an interrupted run left behind, then carries out the range
-that expires now as consecutive sub-ranges (core/expire_subranges.py), each planned and carried
-out through the one plan sequence (core/plan_executor.py), with the consumers re-checked once its
+that expires now as consecutive sub-ranges (core/lifecycle/expiry/subranges.py), each planned and carried
+out through the one plan sequence (core/lifecycle/plan_executor.py), with the consumers re-checked once its
 fence is up. An error in a later sub-range leaves the earlier ones done (each a complete expiry of
 a prefix). A dry run reports what that real run would delete, reading instead of deleting.
 """
@@ -14,9 +14,9 @@ import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from airflow_snaptable.core.checks import check_bool
+from airflow_snaptable.core.arguments.checks import check_bool
 from airflow_snaptable.core.errors import MissingMetadataError, SnapshotNotFoundError
-from airflow_snaptable.core.expire_plan import (
+from airflow_snaptable.core.lifecycle.expiry.plan import (
     ExpireSettings,
     ExpireRule,
     SnapshotCache,
@@ -25,13 +25,13 @@ from airflow_snaptable.core.expire_plan import (
     plan_expiry,
     resolve_settings,
 )
-from airflow_snaptable.core.expire_parts import needs_parts, plan_parted_expiry
-from airflow_snaptable.core.expire_subranges import subrange_end
-from airflow_snaptable.core.options import TableOptions
-from airflow_snaptable.core.plan_executor import PlanExecutor
-from airflow_snaptable.core.plans import EXPIRE, DeletionPlan
-from airflow_snaptable.core.store import TableStore
-from airflow_snaptable.core.timeutil import to_millis
+from airflow_snaptable.core.lifecycle.expiry.parts import needs_parts, plan_parted_expiry
+from airflow_snaptable.core.lifecycle.expiry.subranges import subrange_end
+from airflow_snaptable.core.arguments.table_options import TableOptions
+from airflow_snaptable.core.lifecycle.plan_executor import PlanExecutor
+from airflow_snaptable.core.lifecycle.deletion_plans import EXPIRE, DeletionPlan
+from airflow_snaptable.core.lifecycle.store import TableStore
+from airflow_snaptable.core.arguments.times import to_millis
 
 #: Planning starts over when a consumer moves into the range or another expiry overtakes this one;
 #: each retry follows progress someone else made.
@@ -97,7 +97,7 @@ class SnapshotExpiry:
         ``snapshot_ids`` (Iceberg's ``expireSnapshotId``) expires exactly those, which must be the oldest
         retained snapshots (``expire_plan.given_range``). ``delete_files=False`` (Iceberg's ``cleanExpiredFiles(false)``) only removes the snapshots: the
         files they alone used stay, unreferenced, for orphan cleaning to remove later. The action
-        ``ExpireSnapshots`` (core/actions.py) documents each argument for the CLI and the operators.
+        ``ExpireSnapshots`` (core/actions/maintenance.py) documents each argument for the CLI and the operators.
         """
         check_bool(dry_run, "dry_run")
         check_bool(skip_missing, "skip_missing")
@@ -111,7 +111,7 @@ class SnapshotExpiry:
 
     def run(self, settings: ExpireSettings, *, dry_run: bool = False, skip_missing: bool = False, delete_files: bool = True) -> ExpireResult:
         """Expire by resolved settings (``expire`` resolves them from arguments and options; a Hudi clean
-        policy resolves its own, core/clean.py)."""
+        policy resolves its own, core/lifecycle/hudi_clean.py)."""
         result = ExpireResult(dry_run=dry_run)
         missing = result.missing_metadata if skip_missing else None
         if dry_run:
@@ -149,7 +149,7 @@ class SnapshotExpiry:
                 if lowest is not None and lowest < plan.fence:
                     return False
                 # So are rollbacks: one in flight to below the fence would discard what this plan keeps (a
-                # rollback that checks after this fence is up backs off, core/rollback.py); one that finished
+                # rollback that checks after this fence is up backs off, core/lifecycle/rollback.py); one that finished
                 # since the planning discarded the kept snapshot.
                 ceiling = self.executor.plans.ceiling()
                 return (ceiling is None or ceiling >= plan.fence) and self._still_retained(kept)

@@ -1,7 +1,7 @@
 """Intents: how a tag or a consumer position is published without a crash window.
 
 A new tag or consumer position must be checked against unfinished deletion
-plans *after* it is visible to them (see core/plans.py): either a plan's
+plans *after* it is visible to them (see core/lifecycle/deletion_plans.py): either a plan's
 executor sees it and keeps its files, or the writer sees the plan and backs
 out. Publishing the tag itself and then checking leaves a window: a writer
 that dies between the two leaves a tag on files a plan is deleting.
@@ -27,11 +27,11 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from airflow_snaptable.core.consumers import Consumer
+from airflow_snaptable.core.native.consumers import Consumer
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.local_files import is_abandoned_temp
-from airflow_snaptable.core.storage import Storage
-from airflow_snaptable.core.tags import Tag
+from airflow_snaptable.core.io.local_files import is_abandoned_temp
+from airflow_snaptable.core.io.storage import Storage
+from airflow_snaptable.core.native.tags import Tag
 
 INTENT_DIR = "intent"
 INTENT_PREFIX = "intent-"
@@ -108,7 +108,7 @@ class IntentManager:
 
     def drop_stale(self, earliest: int | None) -> int:
         """Drop intents whose writer is gone: older than STALE_INTENT_SECONDS, or consumer intents below
-        ``earliest``; and the temp files of intent writes whose writer is gone (core/local_files.py)."""
+        ``earliest``; and the temp files of intent writes whose writer is gone (core/io/local_files.py)."""
         dropped = 0
         now = time.time()  # compared with storage modification times, not the table's clock
         for rel, _size, mtime in self.storage.list_files(INTENT_DIR):

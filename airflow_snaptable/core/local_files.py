@@ -7,7 +7,7 @@
 - A create-if-absent (the commit point of a snapshot on local disk) hard-links the fsynced temp
   file to the target: ``link`` fails if the target exists, and the target appears whole.
 - A writer's directory may be removed by an empty-directory clean between ``makedirs`` and
-  ``open`` (core/storage.py ``remove_empty_dirs``): the open fails and the directory is made
+  ``open`` (core/io/storage.py ``remove_empty_dirs``): the open fails and the directory is made
   again. Once the temp file exists the directory is not empty, so ``rmdir`` leaves it.
 - A temp file is named after its target and its writer: ``.<target>.<host>-<pid>.<random>.tmp``,
   where ``<host>`` stands for this machine's boot and pid namespace. A process killed between

@@ -12,14 +12,14 @@ successor); an in-process stream past it gets StreamPositionLostError.
 ``keep_history=True`` instead commits a new snapshot whose state equals the
 target (Iceberg-like: nothing is discarded). That re-adds files the table had
 deleted, which every deletion rule otherwise assumes never happens, so the
-re-added files are registered first (core/readds.py) and deletion plans keep
+re-added files are registered first (core/lifecycle/readds.py) and deletion plans keep
 them.
 
 Writers may race a rollback (Paimon requires a quiet table): a commit that
 lands while the rollback plans makes the rollback refuse; one that lands
 later is discarded with the rest, its writer sees the rollback's fence (or its
 rolled-back parent) and fails with CommitFailedError instead of being
-acknowledged and lost (core/commit.py), and the executor sweeps any snapshot
+acknowledged and lost (core/native/commit.py), and the executor sweeps any snapshot
 above the target that a writer which died left behind.
 """
 
@@ -28,19 +28,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from airflow_snaptable.core.checks import check_exclusive, check_int
-from airflow_snaptable.core.commit_request import WHOLE_TABLE, CommitRequest
-from airflow_snaptable.core.consumers import Consumer
+from airflow_snaptable.core.arguments.checks import check_exclusive, check_int
+from airflow_snaptable.core.native.commit_request import WHOLE_TABLE, CommitRequest
+from airflow_snaptable.core.native.consumers import Consumer
 from airflow_snaptable.core.errors import CommitConflictError, InvalidArgumentError, MissingMetadataError, SnapshotNotFoundError
-from airflow_snaptable.core.expire_parts import candidates_among
-from airflow_snaptable.core.manifest import FileKind
-from airflow_snaptable.core.plan_executor import PlanExecutor
-from airflow_snaptable.core.plans import ROLLBACK, DataCandidate, DeletionPlan
-from airflow_snaptable.core.readds import ReaddRegistry
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot
-from airflow_snaptable.core.store import TableStore
-from airflow_snaptable.core.tag_lifecycle import snapshot_or_tagged
-from airflow_snaptable.core.timeutil import to_millis
+from airflow_snaptable.core.lifecycle.expiry.parts import candidates_among
+from airflow_snaptable.core.native.manifest import FileKind
+from airflow_snaptable.core.lifecycle.plan_executor import PlanExecutor
+from airflow_snaptable.core.lifecycle.deletion_plans import ROLLBACK, DataCandidate, DeletionPlan
+from airflow_snaptable.core.lifecycle.readds import ReaddRegistry
+from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.lifecycle.store import TableStore
+from airflow_snaptable.core.lifecycle.tags import snapshot_or_tagged
+from airflow_snaptable.core.arguments.times import to_millis
 
 
 @dataclass
@@ -120,7 +120,7 @@ class Rollback:
             if plan.restore_snapshot is None:
                 # The fence is up: an expiry removing the target either published its plan before this
                 # check (its fence is above the target) or sees this plan's ceiling and backs off
-                # (core/expire.py); one that finished meanwhile took the target with it.
+                # (core/lifecycle/expiry/run.py); one that finished meanwhile took the target with it.
                 self._target_still_there(target)
             return True
 

@@ -20,7 +20,7 @@ from airflow_snaptable.core.errors import (
     SnapshotNotFoundError,
     UnsupportedMetadataError,
 )
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.table_paths import checked_file_name
 
 SNAPSHOT_DIR = "snapshot"
@@ -76,7 +76,7 @@ class Snapshot:
     #: snapshot this one was built on, where an id alone cannot tell (an expired id re-created by a
     #: stale writer). None for the first snapshot and in snapshots written before it existed.
     parent_base_manifest_list: str | None = None
-    #: Where the commits below this one that may delete files are (core/deleting_commits.py):
+    #: Where the commits below this one that may delete files are (core/native/deleting_commits.py):
     #: ``{"id": p, "base_manifest_list": name}`` names snapshot ``p`` of this snapshot's lineage, and
     #: every snapshot strictly between ``p`` and this one deletes no file (``deletes_no_file``);
     #: ``{"id": 0}``: none down to the first snapshot. None in snapshots written before it existed.
@@ -203,7 +203,7 @@ class SnapshotManager:
         reused): its base manifest list, whose name is unique to the commit attempt that wrote it."""
         return snapshot.base_manifest_list
 
-    # -- unpublishing (the format's part of a deletion plan, core/plan_executor.py) --------
+    # -- unpublishing (the format's part of a deletion plan, core/lifecycle/plan_executor.py) --------
 
     def unpublish(self, snapshot_ids: Iterable[int]) -> list[str]:
         """Remove these snapshots from the history one file at a time in order (a crash leaves a prefix removed; one gone is
@@ -385,7 +385,7 @@ class SnapshotManager:
         first, last = below + 1, above - 1
         what = f"snapshot {first} is" if first == last else f"snapshots {first}..{last} are"
         # Only an active plan can close a gap (a rollback restores its target after activating its plan).
-        unfinished = any(name.startswith("plan-") for name in self.storage.list_names("plan"))  # core/plans.py PLAN_DIR
+        unfinished = any(name.startswith("plan-") for name in self.storage.list_names("plan"))  # core/lifecycle/deletion_plans.py PLAN_DIR
         if unfinished:
             remedy = (
                 "an unfinished deletion plan is in plan/ (an interrupted rollback to an expired snapshot leaves such a "

@@ -3,7 +3,7 @@
 A tag file holds a copy of the snapshot it names, so the tagged state stays
 readable after the snapshot itself expires. Expiry never deletes a file that
 a tag still holds, and deleting a tag frees the files only it held: those rules
-are the lifecycle's (core/tag_lifecycle.py, core/protection.py); here are the
+are the lifecycle's (core/lifecycle/tags.py, core/lifecycle/protection.py); here are the
 tag itself and its files.
 """
 
@@ -15,10 +15,10 @@ from datetime import timedelta
 from typing import Callable
 
 from airflow_snaptable.core.errors import CorruptMetadataError, SnapTableError, TagNotFoundError
-from airflow_snaptable.core.names import validate_name
-from airflow_snaptable.core.timeutil import duration_argument
-from airflow_snaptable.core.snapshot import Snapshot
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.arguments.names import validate_name
+from airflow_snaptable.core.arguments.times import duration_argument
+from airflow_snaptable.core.native.snapshot import Snapshot
+from airflow_snaptable.core.io.storage import Storage
 
 TAG_DIR = "tag"
 TAG_PREFIX = "tag-"
@@ -26,7 +26,7 @@ MANUAL = "manual"
 PERIODIC = "periodic"
 #: The source of a tag whose file records none: Paimon's tag files, Iceberg's refs, and a tag file of
 #: ours without a "source" field (an older or another writer's). Whether it is automatic is the periodic rules' question
-#: (core/periodic.py: its name must be the table's own pattern).
+#: (core/lifecycle/periodic_tags.py: its name must be the table's own pattern).
 UNRECORDED = "unrecorded"
 #: What creating a tag does when a tag of that name exists.
 IF_EXISTS = ("fail", "skip")

@@ -2,7 +2,7 @@
 
 :func:`build_timeline` reads a :class:`~airflow_snaptable.core.table.Table` once and returns a
 :class:`Timeline` (plain values, JSON-ready with :meth:`Timeline.to_dict`); the pictures are
-core/timeline_render.py's. What it holds:
+core/timeline/render.py's. What it holds:
 
 - every retained snapshot, and every expired snapshot a tag still holds (a tag file keeps a copy
   of its snapshot), in commit-time order, with its kind, commit time and total records;
@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_snaptable.core.describe import ICEBERG_FORMAT, file_counts
 from airflow_snaptable.core.errors import SnapTableError
-from airflow_snaptable.core.timeutil import to_millis
+from airflow_snaptable.core.arguments.times import to_millis
 
 if TYPE_CHECKING:
     from airflow_snaptable.core.table import Table
 
-#: The summary key a keep-history rollback's snapshot carries (core/rollback.py).
+#: The summary key a keep-history rollback's snapshot carries (core/lifecycle/rollback.py).
 ROLLBACK_SUMMARY_KEY = "rollback_to"
 
 
@@ -126,7 +126,7 @@ class Timeline:
 
 
 _EXPIRY_OPTION_PREFIXES = ("snapshot.num-retained", "snapshot.time-retained", "snapshot.expire", "consumer.", "history.expire.")
-#: The summary key Iceberg's snapshots carry their sequence number under (core/iceberg/snapshots.py).
+#: The summary key Iceberg's snapshots carry their sequence number under (core/formats/iceberg/snapshots.py).
 SEQUENCE_NUMBER_KEY = "sequence-number"
 
 

@@ -5,7 +5,7 @@ tests and replays) is read here, so a time means the same everywhere: an int is 
 millis, and so is the text of one (a command-line word, a rendered template, a JSON string),
 a datetime without a zone is UTC, other text is ISO-8601. Digits that also read as an
 ISO-8601 basic date (``2026``, ``2026001``, ``20260101``) are refused as ambiguous, never
-guessed. Durations are parsed by core/options.py (the table options use them too); here they
+guessed. Durations are parsed by core/arguments/table_options.py (the table options use them too); here they
 become arguments.
 """
 
@@ -20,7 +20,7 @@ from typing import Any
 import pendulum
 
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.options import parse_duration
+from airflow_snaptable.core.arguments.table_options import parse_duration
 
 # The epoch millis of the first and the last millisecond a datetime holds (years 1 and 9999, UTC).
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)

@@ -18,8 +18,8 @@ import time
 import pytest
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.local_files import ABANDONED_TEMP_SECONDS, host_token
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.local_files import ABANDONED_TEMP_SECONDS, host_token
+from airflow_snaptable.core.io.storage import Storage
 from tests.conftest import SCHEMA, make_rows
 from tests.killed_writer import run_killed, start_paused, temp_files
 

@@ -15,7 +15,7 @@ import pytest
 
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import InvalidArgumentError, InvalidOptionError
-from airflow_snaptable.core.tags import Tag, tag_path
+from airflow_snaptable.core.native.tags import Tag, tag_path
 from tests.conftest import SCHEMA, make_rows
 
 H = 3_600_000

@@ -18,7 +18,7 @@ from collections import Counter
 import pytest
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.tags import Tag, tag_path
+from airflow_snaptable.core.native.tags import Tag, tag_path
 from tests.conftest import SCHEMA, make_rows
 from tests.periodic_history import Oracle, combinations, random_history, spell
 

@@ -20,7 +20,7 @@ import pytest
 
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import CorruptMetadataError, PathOutsideTableError, UnsupportedMetadataError
-from airflow_snaptable.core.manifest import (
+from airflow_snaptable.core.native.manifest import (
     ManifestEntry,
     ManifestFileMeta,
     decode_manifest,
@@ -29,8 +29,8 @@ from airflow_snaptable.core.manifest import (
     encode_manifest_list,
     manifest_path,
 )
-from airflow_snaptable.core.plans import DataCandidate, DeletionPlan, EXPIRE
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.lifecycle.deletion_plans import DataCandidate, DeletionPlan, EXPIRE
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.table_paths import (
     check_relative_column,
     checked_file_name,

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.iceberg.expire import IcebergExpiry
+from airflow_snaptable.core.formats.iceberg.expire import IcebergExpiry
 from tests.iceberg.conftest import SCHEMA, IcebergEnv, files_on_disk
 
 #: Seeds run in CI; more locally with SNAPTABLE_ICEBERG_HISTORIES=600 (each history takes about a second).

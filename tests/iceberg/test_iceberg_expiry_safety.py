@@ -27,7 +27,7 @@ import pytest
 
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import CommitConflictError, CorruptMetadataError, MissingMetadataError
-from airflow_snaptable.core.iceberg.expire import IcebergExpiry
+from airflow_snaptable.core.formats.iceberg.expire import IcebergExpiry
 from tests.iceberg.conftest import assert_exactly_reachable_left, files_on_disk, reachable_files, read_everything, rows
 
 FAR = 4_102_444_800_000  # 2100-01-01
@@ -390,7 +390,7 @@ def test_a_catalog_checking_on_a_server_gets_standard_requirements_and_a_commit_
     branch's with the manifests it carried over."""
     from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID
 
-    from airflow_snaptable.core.iceberg import requirements
+    from airflow_snaptable.core.formats.iceberg import requirements
 
     table, main = _history(iceberg_env)
     monkeypatch.setattr(requirements, "checks_requirements_here", lambda catalog: False)

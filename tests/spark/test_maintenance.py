@@ -11,7 +11,7 @@ import pytest
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.actions import ExpireSnapshots, RemoveOrphanFiles, run_action
 from airflow_snaptable.core.errors import PathOutsideTableError, StorageError
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.spark.maintenance import DistributedStorage, SparkDeleter, run_action_distributed
 from tests.conftest import SCHEMA, make_rows
 from tests.spark.helpers import assert_clean, data_files_on_disk
@@ -79,7 +79,7 @@ def test_expire_snapshots_deletes_on_executors_with_core_results(spark, tmp_path
     assert result["deleted_data_files"] == len(predicted["data_files"])
     assert result["deleted_manifest_files"] == len(predicted["manifest_files"])
     # counted by the executors' tasks (a Spark accumulator), not by the driver; with the manifests go the
-    # expired snapshot files, which unpublishing renamed aside on this local disk (core/snapshot.py unpublish)
+    # expired snapshot files, which unpublishing renamed aside on this local disk (core/native/snapshot.py unpublish)
     expired = len(predicted["expired_snapshot_ids"])
     assert run.deleted_on_executors == len(predicted["data_files"]) + len(predicted["manifest_files"]) + expired
     assert run.spark_jobs == 2  # one delete_files call for the metadata files, one for the data files

@@ -20,7 +20,7 @@ from airflow_snaptable.core.errors import (
     TableNotFoundError,
     UnsupportedOperationError,
 )
-from airflow_snaptable.core.iceberg.catalog_checks import (
+from airflow_snaptable.core.formats.iceberg.catalog_checks import (
     catalog_failure,
     check_implementations,
     check_sql_uri,

@@ -8,7 +8,7 @@ The sequence:
    delete files), their statistics files, and the metadata files the commit drops from the
    metadata log (``write.metadata.previous-versions-max``).
 2. Journal: the plan is written under ``<location>/snaptable/plan/`` before the commit; it is the
-   fence consumers check (core/iceberg/consumers.py). The table is read again after it: if any
+   fence consumers check (core/formats/iceberg/consumers.py). The table is read again after it: if any
    commit came in between (a consumer, a ref, a retention setting, a snapshot), the plan is made again.
 3. Commit: the removal goes through the catalog's atomic swap, and holds only on the metadata it was
    planned on (requirements.py): any change in between fails it, and the whole plan is made again
@@ -36,11 +36,11 @@ import uuid
 from dataclasses import dataclass, field
 
 from airflow_snaptable.core.errors import CommitConflictError, CorruptMetadataError, UnsupportedMetadataError
-from airflow_snaptable.core.expire import ExpireResult
-from airflow_snaptable.core.iceberg.consumers import held_by_consumers
-from airflow_snaptable.core.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach, statistics_entries
-from airflow_snaptable.core.iceberg.retention import Retention, RetentionSettings, ancestors, plan_retention
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.lifecycle.expiry.run import ExpireResult
+from airflow_snaptable.core.formats.iceberg.consumers import held_by_consumers
+from airflow_snaptable.core.formats.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach, statistics_entries
+from airflow_snaptable.core.formats.iceberg.retention import Retention, RetentionSettings, ancestors, plan_retention
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.table_paths import checked_relative_path
 
 PLAN_DIR = f"{LIFECYCLE_DIR}/plan"
@@ -192,7 +192,7 @@ class IcebergExpiry:
             self.storage.write_bytes(f"{PLAN_DIR}/{plan.name}", plan.to_json())
             try:
                 # The journal is this plan's fence: a consumer that moves from now on sees it and backs
-                # out (core/iceberg/consumers.py). Whatever committed before it (a consumer, a ref, a
+                # out (core/formats/iceberg/consumers.py). Whatever committed before it (a consumer, a ref, a
                 # retention setting) is seen here; what commits after it fails the commit's requirement.
                 if self.load().metadata_location != table.metadata_location:
                     raise CommitConflictError(f"{table.name()}: the table changed while the expiry was planned")
@@ -204,7 +204,7 @@ class IcebergExpiry:
                     raise
                 time.sleep(min(2.0, 0.05 * 2**attempt) * (0.5 + random.random()))
                 continue
-            from airflow_snaptable.core.iceberg.requirements import applied_on
+            from airflow_snaptable.core.formats.iceberg.requirements import applied_on
 
             if not applied_on(table, committed.metadata):
                 # A catalog that checks requirements on a server applied the removal over a version the
@@ -227,7 +227,7 @@ class IcebergExpiry:
             RemoveStatisticsUpdate,
         )
 
-        from airflow_snaptable.core.iceberg.requirements import unchanged_since
+        from airflow_snaptable.core.formats.iceberg.requirements import unchanged_since
 
         metadata = table.metadata
         expired = set(plan.expired_ids)
@@ -329,7 +329,7 @@ def _main_ancestry(metadata, without: frozenset[int] | set[int] = frozenset()) -
 
 
 def journaled_expired_ids(storage: Storage) -> set[int]:
-    """The snapshots the journaled plans remove (the fence consumers check, core/iceberg/consumers.py)."""
+    """The snapshots the journaled plans remove (the fence consumers check, core/formats/iceberg/consumers.py)."""
     doomed: set[int] = set()
     for name in storage.list_names(PLAN_DIR):
         if name.startswith("expire-") and name.endswith(".json"):

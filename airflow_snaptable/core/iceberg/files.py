@@ -20,7 +20,7 @@ from typing import Collection, Iterable
 import fastavro
 
 from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, PathOutsideTableError
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.table_paths import relative_to_location, split_uri
 
 #: This package's own directory under the table location (deletion plans): never an orphan.

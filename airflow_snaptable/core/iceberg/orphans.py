@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow_snaptable.core.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach, statistics_entries
-from airflow_snaptable.core.orphans import OrphanResult, cutoff_millis
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.formats.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach, statistics_entries
+from airflow_snaptable.core.lifecycle.orphans import OrphanResult, cutoff_millis
+from airflow_snaptable.core.io.storage import Storage
 
 DEFAULT_WINDOW = timedelta(days=3)
 #: Loads of the metadata after the first, while commits keep coming during the read of the valid files.

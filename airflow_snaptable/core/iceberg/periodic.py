@@ -1,9 +1,9 @@
-"""Periodic tags on Iceberg tag refs: Paimon's automatic-tag rules (core/periodic.py), unchanged.
+"""Periodic tags on Iceberg tag refs: Paimon's automatic-tag rules (core/lifecycle/periodic_tags.py), unchanged.
 
 The rules run over a view of the Iceberg table: its ``main`` history (the latest ancestor at a
 period's end is the state the period's tag holds), its tag refs, and its tag commits. An Iceberg
 ref records no source, so, as on Paimon tables, a tag is automatic only if its whole name is the
-pattern of the run's period and formatter and names a complete period (core/periodic.py):
+pattern of the run's period and formatter and names a complete period (core/lifecycle/periodic_tags.py):
 ``num_retained_max`` may prune it and the periodic run does not tag that period again. Any other
 tag is manual, whatever it looks like. The options (``tag.creation-period``,
 ``tag.creation-period-duration``, ``tag.creation-delay``, ``tag.period-formatter``,
@@ -16,9 +16,9 @@ from __future__ import annotations
 import dataclasses
 
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.options import OPTION_SPECS, TableOptions
-from airflow_snaptable.core.periodic import PeriodicTagging
-from airflow_snaptable.core.tags import MANUAL
+from airflow_snaptable.core.arguments.table_options import OPTION_SPECS, TableOptions
+from airflow_snaptable.core.lifecycle.periodic_tags import PeriodicTagging
+from airflow_snaptable.core.native.tags import MANUAL
 
 #: The table properties the periodic rules read.
 TAG_OPTIONS = (

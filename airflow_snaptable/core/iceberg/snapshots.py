@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_snaptable.core.snapshot import CommitKind, FileCounts, Snapshot
+from airflow_snaptable.core.native.snapshot import CommitKind, FileCounts, Snapshot
 
 #: Summary keys of the files a commit added and removed (Iceberg's SnapshotSummary): data files and delete files.
 _ADDED = ("added-data-files", "added-delete-files")

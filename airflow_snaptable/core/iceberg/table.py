@@ -1,7 +1,7 @@
 """An Apache Iceberg table's lifecycle, with Iceberg's own semantics, behind the actions' contract.
 
 ``Table.open("iceberg://db.orders", catalog={...})`` returns an :class:`IcebergTable`: the
-methods the actions (core/actions.py) call, with the same arguments and result types as on
+methods the actions (core/actions/maintenance.py) call, with the same arguments and result types as on
 this package's tables, carried out the way Iceberg does them:
 
 - snapshots are Iceberg's (random 64-bit ids); ``snapshots()`` lists the current branch's
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from airflow_snaptable.core.consumers import Consumer
+from airflow_snaptable.core.native.consumers import Consumer
 from airflow_snaptable.core.errors import (
     InvalidArgumentError,
     SnapshotNotFoundError,
@@ -30,25 +30,25 @@ from airflow_snaptable.core.errors import (
     TagNotFoundError,
     UnsupportedOperationError,
 )
-from airflow_snaptable.core.expire import ExpireResult
-from airflow_snaptable.core.iceberg import catalog as catalogs
-from airflow_snaptable.core.iceberg.expire import IcebergExpiry, journaled_expired_ids
-from airflow_snaptable.core.iceberg.files import storage_for
-from airflow_snaptable.core.iceberg.orphans import remove_orphan_files
-from airflow_snaptable.core.iceberg.consumers import IcebergConsumers
-from airflow_snaptable.core.iceberg.periodic import periodic_tagging, tag_options
-from airflow_snaptable.core.iceberg.positions import IcebergPositions, new_snapshots
-from airflow_snaptable.core.iceberg.refs import KeptRef, commit_refs, existing_snapshot, existing_tag
-from airflow_snaptable.core.iceberg.retention import CONSUMER_REF_PREFIX, MAIN, RetentionSettings, ancestors
-from airflow_snaptable.core.iceberg.snapshots import snapshot_of
-from airflow_snaptable.core.names import validate_name
-from airflow_snaptable.core.orphans import OrphanResult
-from airflow_snaptable.core.rollback import RollbackResult
-from airflow_snaptable.core.snapshot import Snapshot
-from airflow_snaptable.core.periodic import PeriodicTagResult, resolve_sources
-from airflow_snaptable.core.tags import IF_EXISTS, UNRECORDED, Tag
-from airflow_snaptable.core.timeutil import duration_argument, millis, to_millis
-from airflow_snaptable.core.verify import VerifyResult
+from airflow_snaptable.core.lifecycle.expiry.run import ExpireResult
+from airflow_snaptable.core.formats.iceberg import catalog as catalogs
+from airflow_snaptable.core.formats.iceberg.expire import IcebergExpiry, journaled_expired_ids
+from airflow_snaptable.core.formats.iceberg.files import storage_for
+from airflow_snaptable.core.formats.iceberg.orphans import remove_orphan_files
+from airflow_snaptable.core.formats.iceberg.consumers import IcebergConsumers
+from airflow_snaptable.core.formats.iceberg.periodic import periodic_tagging, tag_options
+from airflow_snaptable.core.formats.iceberg.positions import IcebergPositions, new_snapshots
+from airflow_snaptable.core.formats.iceberg.refs import KeptRef, commit_refs, existing_snapshot, existing_tag
+from airflow_snaptable.core.formats.iceberg.retention import CONSUMER_REF_PREFIX, MAIN, RetentionSettings, ancestors
+from airflow_snaptable.core.formats.iceberg.snapshots import snapshot_of
+from airflow_snaptable.core.arguments.names import validate_name
+from airflow_snaptable.core.lifecycle.orphans import OrphanResult
+from airflow_snaptable.core.lifecycle.rollback import RollbackResult
+from airflow_snaptable.core.native.snapshot import Snapshot
+from airflow_snaptable.core.lifecycle.periodic_tags import PeriodicTagResult, resolve_sources
+from airflow_snaptable.core.native.tags import IF_EXISTS, UNRECORDED, Tag
+from airflow_snaptable.core.arguments.times import duration_argument, millis, to_millis
+from airflow_snaptable.core.formats.native.verify import VerifyResult
 
 FORMAT = "iceberg"
 
@@ -123,7 +123,7 @@ class IcebergTable:
     # -- tags -----------------------------------------------------------------------------------
 
     def tags(self) -> list[Tag]:
-        """Every tag ref, each periodic or manual as the table's period properties tell (core/periodic.py)."""
+        """Every tag ref, each periodic or manual as the table's period properties tell (core/lifecycle/periodic_tags.py)."""
         options = tag_options(dict(self.refresh().metadata.properties))
         return resolve_sources(self.tag_refs(), options, self.clock())
 
@@ -133,7 +133,7 @@ class IcebergTable:
         found = []
         for name, ref in metadata.refs.items():
             if ref.snapshot_ref_type.value != "tag" or name.startswith(CONSUMER_REF_PREFIX):
-                continue  # a consumer's ref is its mark (core/iceberg/consumers.py), listed as a consumer
+                continue  # a consumer's ref is its mark (core/formats/iceberg/consumers.py), listed as a consumer
             snapshot = metadata.snapshot_by_id(ref.snapshot_id)
             if snapshot is None:
                 continue
@@ -148,7 +148,7 @@ class IcebergTable:
 
     @property
     def snapshot_manager(self) -> IcebergPositions:
-        """Positions in ``main``'s history for sensing new snapshots: data sequence numbers (core/iceberg/positions.py)."""
+        """Positions in ``main``'s history for sensing new snapshots: data sequence numbers (core/formats/iceberg/positions.py)."""
         return IcebergPositions(self)
 
     def new_snapshots(self, baseline: int, kinds_wanted, with_changes: bool, checked_through: int | None, ref: str | None = None):
@@ -260,7 +260,7 @@ class IcebergTable:
         is judged again."""
         from pyiceberg.table.update import RemoveSnapshotRefUpdate
 
-        from airflow_snaptable.core.iceberg.requirements import unchanged_since
+        from airflow_snaptable.core.formats.iceberg.requirements import unchanged_since
 
         now_ms = self.clock() if now is None else to_millis(now)
         expired: list[str] = []
@@ -343,7 +343,7 @@ class IcebergTable:
 
     def verify(self) -> VerifyResult:
         """What is wrong with the table, reported, never raised (core/iceberg/verify.py)."""
-        from airflow_snaptable.core.iceberg.verify import verify_iceberg
+        from airflow_snaptable.core.formats.iceberg.verify import verify_iceberg
 
         return verify_iceberg(self)
 
@@ -357,11 +357,11 @@ class IcebergTable:
         raise UnsupportedOperationError(f"{self._uri}: {what} on Iceberg tables is not supported yet")
 
     def create_periodic_tags(self, period=None, **kwargs) -> PeriodicTagResult:
-        """Paimon's automatic tags on Iceberg tag refs (core/iceberg/periodic.py): the options come from the
+        """Paimon's automatic tags on Iceberg tag refs (core/formats/iceberg/periodic.py): the options come from the
         table's properties; each period's tag holds ``main``'s state at the period's end."""
         return periodic_tagging(self).create(period, **kwargs)
 
-    # -- consumers (core/iceberg/consumers.py) -----------------------------------------------------
+    # -- consumers (core/formats/iceberg/consumers.py) -----------------------------------------------------
 
     def consumers(self) -> list[Consumer]:
         return self.consumer_manager.consumers()

@@ -1,6 +1,6 @@
 """``verify()`` of an Iceberg table: what a reader or the lifecycle would trip on, reported, never raised.
 
-The same report as for this package's tables (core/verify.py ``VerifyResult``), from Iceberg's own
+The same report as for this package's tables (core/formats/native/verify.py ``VerifyResult``), from Iceberg's own
 metadata. Every snapshot in the metadata is walked, as Iceberg's ``ReachableFileUtil`` does:
 
 - missing files: a manifest list, a manifest, a live data or delete file, a statistics file or the
@@ -27,11 +27,11 @@ import time
 import fastavro
 
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidOptionError
-from airflow_snaptable.core.iceberg.consumers import read_consumers
-from airflow_snaptable.core.iceberg.expire import PLAN_DIR, IcebergDeletionPlan
-from airflow_snaptable.core.iceberg.files import DELETED, LIFECYCLE_DIR, Locator, _entry_ref, _manifest_ref
-from airflow_snaptable.core.options import TableOptions
-from airflow_snaptable.core.verify import VerifyResult
+from airflow_snaptable.core.formats.iceberg.consumers import read_consumers
+from airflow_snaptable.core.formats.iceberg.expire import PLAN_DIR, IcebergDeletionPlan
+from airflow_snaptable.core.formats.iceberg.files import DELETED, LIFECYCLE_DIR, Locator, _entry_ref, _manifest_ref
+from airflow_snaptable.core.arguments.table_options import TableOptions
+from airflow_snaptable.core.formats.native.verify import VerifyResult
 
 #: Iceberg's Hadoop catalogs keep it beside the metadata files; nothing names it.
 VERSION_HINT = "metadata/version-hint.text"
@@ -39,7 +39,7 @@ CLOCK_SKEW = "commit.max-clock-skew"
 
 
 def verify_iceberg(table) -> VerifyResult:
-    """``table``: an IcebergTable (core/iceberg/table.py)."""
+    """``table``: an IcebergTable (core/formats/iceberg/table.py)."""
     iceberg = table.refresh()
     metadata, storage = iceberg.metadata, table.storage
     locator = Locator(iceberg.location())

@@ -1,4 +1,4 @@
-"""core/store.py ``FileStore`` on a Paimon table: manifests under ``manifest/``, data files in bucket directories.
+"""core/lifecycle/store.py ``FileStore`` on a Paimon table: manifests under ``manifest/``, data files in bucket directories.
 
 What Paimon's ``SnapshotDeletion``/``FileDeletionBase`` read, read the same way: a snapshot's
 state is its base list's manifests then its delta list's, folded by file identity; its delta
@@ -16,9 +16,9 @@ import json
 import posixpath
 from typing import Iterator, Mapping, Sequence
 
-from airflow_snaptable.core.manifest import DataFile, ManifestEntry
-from airflow_snaptable.core.paimon.binary_row import PartitionLayout, escape_path_name
-from airflow_snaptable.core.paimon.manifests import (
+from airflow_snaptable.core.native.manifest import DataFile, ManifestEntry
+from airflow_snaptable.core.formats.paimon.binary_row import PartitionLayout, escape_path_name
+from airflow_snaptable.core.formats.paimon.manifests import (
     MANIFEST_DIR,
     ManifestMeta,
     ManifestReader,
@@ -27,13 +27,13 @@ from airflow_snaptable.core.paimon.manifests import (
     fold,
     manifest_path,
 )
-from airflow_snaptable.core.paimon.snapshots import RAW_KEY
-from airflow_snaptable.core.path_set import PathHashSet
-from airflow_snaptable.core.plans import DataCandidate
-from airflow_snaptable.core.snapshot import FileCounts, Snapshot
-from airflow_snaptable.core.storage import Storage
-from airflow_snaptable.core.store import ExpiringMetadata, InUse, StoredFile
-from airflow_snaptable.core.tags import Tag
+from airflow_snaptable.core.formats.paimon.snapshots import RAW_KEY
+from airflow_snaptable.core.io.path_set import PathHashSet
+from airflow_snaptable.core.lifecycle.deletion_plans import DataCandidate
+from airflow_snaptable.core.native.snapshot import FileCounts, Snapshot
+from airflow_snaptable.core.io.storage import Storage
+from airflow_snaptable.core.lifecycle.store import ExpiringMetadata, InUse, StoredFile
+from airflow_snaptable.core.native.tags import Tag
 
 #: Directories whose hidden ``.<name>.<uuid>.tmp`` files are leftovers of interrupted atomic writes.
 _METADATA_DIRS = ("snapshot", "tag", "consumer")

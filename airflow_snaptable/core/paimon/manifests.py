@@ -20,9 +20,9 @@ from typing import Iterable
 import fastavro
 
 from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, UnsupportedMetadataError
-from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestEntry
-from airflow_snaptable.core.paimon.binary_row import PartitionLayout, bucket_directory
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry
+from airflow_snaptable.core.formats.paimon.binary_row import PartitionLayout, bucket_directory
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.table_paths import checked_file_name
 
 MANIFEST_DIR = "manifest"

@@ -18,8 +18,8 @@ import re
 from typing import Any, Iterable
 
 from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError, UnsupportedMetadataError
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.table_paths import checked_file_name
 
 SNAPSHOT_DIR = "snapshot"
@@ -101,7 +101,7 @@ def document(snapshot: Snapshot, where: str = "snapshot") -> dict:
 
 
 class PaimonSnapshotStore:
-    """core/store.py ``SnapshotStore`` on a Paimon table's ``snapshot/`` directory."""
+    """core/lifecycle/store.py ``SnapshotStore`` on a Paimon table's ``snapshot/`` directory."""
 
     def __init__(self, storage: Storage):
         self.storage = storage

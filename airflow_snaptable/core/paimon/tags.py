@@ -5,7 +5,7 @@ A tag file is its snapshot's JSON, plus ``tagCreateTime`` (a Java ``LocalDateTim
 ``tagTimeRetained`` (a Java ``Duration`` in seconds) when the tag has a time to live; without one,
 Paimon writes the plain snapshot JSON (older readers cannot read the extra fields), and so does
 this store. Paimon records no source (UNRECORDED): whether a tag is automatic is decided by its
-name and the table's period options (core/periodic.py, Paimon's ``TagPeriodHandler.isAutoTag``). A consumer file is ``{"nextSnapshot": n}``; its update time is the
+name and the table's period options (core/lifecycle/periodic_tags.py, Paimon's ``TagPeriodHandler.isAutoTag``). A consumer file is ``{"nextSnapshot": n}``; its update time is the
 file's modification time (Paimon's ``ConsumerManager.expire`` reads that).
 """
 
@@ -15,12 +15,12 @@ import datetime as dt
 import json
 from typing import Callable
 
-from airflow_snaptable.core.consumers import Consumer
+from airflow_snaptable.core.native.consumers import Consumer
 from airflow_snaptable.core.errors import ConsumerNotFoundError, CorruptMetadataError, SnapTableError, TagNotFoundError
-from airflow_snaptable.core.names import validate_name
-from airflow_snaptable.core.paimon.snapshots import document, from_document, parse_json
-from airflow_snaptable.core.storage import Storage
-from airflow_snaptable.core.tags import UNRECORDED, Tag
+from airflow_snaptable.core.arguments.names import validate_name
+from airflow_snaptable.core.formats.paimon.snapshots import document, from_document, parse_json
+from airflow_snaptable.core.io.storage import Storage
+from airflow_snaptable.core.native.tags import UNRECORDED, Tag
 
 TAG_DIR = "tag"
 TAG_PREFIX = "tag-"
@@ -81,7 +81,7 @@ def decode_tag(name: str, data: bytes, where: str) -> Tag:
 
 
 class PaimonTagStore:
-    """core/store.py ``TagStore`` on ``tag/``."""
+    """core/lifecycle/store.py ``TagStore`` on ``tag/``."""
 
     def __init__(self, storage: Storage):
         self.storage = storage
@@ -142,7 +142,7 @@ def parse_consumer_file(data: bytes, where: str, consumer_id: str = "", modified
 
 
 class PaimonConsumerStore:
-    """core/store.py ``ConsumerStore`` on ``consumer/``."""
+    """core/lifecycle/store.py ``ConsumerStore`` on ``consumer/``."""
 
     def __init__(self, storage: Storage):
         self.storage = storage
