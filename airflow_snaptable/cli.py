@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from airflow_snaptable.core import SnapTableError, Table
 from airflow_snaptable.core import actions, progress
 from airflow_snaptable.core.action_base import ActionField
-from airflow_snaptable.core.storage_options import parse_storage_options
+from airflow_snaptable.core.io.storage_options import parse_storage_options
 
 URI_HELP = (
     "table location: a local path or an fsspec URL such as s3://bucket/table (this package's tables and "

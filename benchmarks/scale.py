@@ -260,7 +260,7 @@ def lower_bound(uri: str, scratch: str) -> dict:
     ``Storage.delete_files``) and reading the expired snapshots' delta manifests once."""
     from airflow_snaptable.core import Table
     from airflow_snaptable.core.manifest import manifest_path, manifest_table
-    from airflow_snaptable.core.storage import Storage
+    from airflow_snaptable.core.io.storage import Storage
 
     table = Table.open(uri)
     snapshots = table.snapshots()

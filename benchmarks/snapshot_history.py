@@ -116,7 +116,7 @@ def lower_bound(uri: str, scratch: str) -> dict:
     from airflow_snaptable.core import Table
     from airflow_snaptable.core.manifest import manifest_path, manifest_table
     from airflow_snaptable.core.snapshot import Snapshot, snapshot_path
-    from airflow_snaptable.core.storage import Storage
+    from airflow_snaptable.core.io.storage import Storage
 
     table = Table.open(uri)
     first, last = table.snapshot_manager.earliest_id(), table.snapshot_manager.latest_id()

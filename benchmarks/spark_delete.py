@@ -86,7 +86,7 @@ def one_row_parquet(partition: int) -> bytes:
 def build_table(uri: str, files: int, storage_options: dict | None):
     """Snapshot 1 adds ``files`` data files; snapshot 2 overwrites them all."""
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.io_pool import map_io
+    from airflow_snaptable.core.io.pool import map_io
     from airflow_snaptable.core.manifest import DataFile
 
     table = Table.create(uri, SCHEMA, partition_by=["p"], storage_options=storage_options)
@@ -104,8 +104,8 @@ def build_table(uri: str, files: int, storage_options: dict | None):
 
 
 def copy_table(source_uri: str, target_uri: str, storage_options: dict | None) -> None:
-    from airflow_snaptable.core.io_pool import map_io
-    from airflow_snaptable.core.storage import Storage
+    from airflow_snaptable.core.io.pool import map_io
+    from airflow_snaptable.core.io.storage import Storage
 
     source = Storage.from_uri(source_uri, storage_options)
     if source._is_local:
@@ -117,7 +117,7 @@ def copy_table(source_uri: str, target_uri: str, storage_options: dict | None) -
 
 
 def files_on_storage(uri: str, storage_options: dict | None) -> list[str]:
-    from airflow_snaptable.core.storage import Storage
+    from airflow_snaptable.core.io.storage import Storage
 
     return [rel for rel, _size, _mtime in Storage.from_uri(uri, storage_options).list_files("")]
 
@@ -198,7 +198,7 @@ def start_spark(master: str):
     started = time.perf_counter()
     # start the Python workers and import core there once: a job pays this once, not per delete call
     spark.sparkContext.parallelize(range(spark.sparkContext.defaultParallelism * 2)).foreachPartition(
-        lambda rows: __import__("airflow_snaptable.core.storage")
+        lambda rows: __import__("airflow_snaptable.core.io.storage")
     )
     return spark, session_seconds, time.perf_counter() - started
 

@@ -36,7 +36,7 @@ from airflow_snaptable.core.periodic import PeriodicTagResult
 from airflow_snaptable.core.rollback import RollbackResult
 from airflow_snaptable.core.scan import TableScan
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.table import Table
 from airflow_snaptable.core.tags import Tag
 from airflow_snaptable.core.verify import VerifyResult

@@ -15,7 +15,7 @@ Values reach an action in three forms, read by one set of rules:
 - Python values given to an operator or the hook: datetimes, dates and timedeltas become
   their JSON text first (:func:`json_value`);
 - text (rendered templates, command-line words): read by the field's kind
-  (:func:`~airflow_snaptable.core.checks.value_from_text`).
+  (:func:`~airflow_snaptable.core.arguments.checks.value_from_text`).
 
 An action is checked when it is made (each field, then the choices between fields, then
 ``validate()``), so a bad action fails before it reaches a table or a Spark job.
@@ -31,11 +31,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Collection, Mapping
 
-from airflow_snaptable.core.checks import check_exclusive, check_int, check_kinds, is_int, value_from_text
+from airflow_snaptable.core.arguments.checks import check_exclusive, check_int, check_kinds, is_int, value_from_text
 from airflow_snaptable.core.errors import InvalidArgumentError, InvalidOptionError
-from airflow_snaptable.core.names import validate_name
-from airflow_snaptable.core.options import parse_duration, parse_size
-from airflow_snaptable.core.storage import check_location
+from airflow_snaptable.core.arguments.names import validate_name
+from airflow_snaptable.core.arguments.table_options import parse_duration, parse_size
+from airflow_snaptable.core.io.storage import check_location
 from airflow_snaptable.core.table import Table
 
 Check = Callable[[Any, str], Any]
@@ -277,7 +277,7 @@ def check_size(value: Any, name: str) -> None:
 
 
 def valid_name(what: str) -> Check:
-    """A name that becomes a path (a tag, a consumer): core/names.py's rules."""
+    """A name that becomes a path (a tag, a consumer): core/arguments/names.py's rules."""
 
     def check(value: str, name: str) -> None:
         if not value.strip():

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from airflow_snaptable.core.io_pool import map_io
+from airflow_snaptable.core.io.pool import map_io
 from airflow_snaptable.core.manifest import DataFile
 from airflow_snaptable.core.schema import TableSchema
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.writer import split_by_partition, write_partition_files
 
 

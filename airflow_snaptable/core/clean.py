@@ -37,7 +37,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-from airflow_snaptable.core.checks import check_bool, check_int
+from airflow_snaptable.core.arguments.checks import check_bool, check_int
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.expire import ExpireResult, SnapshotExpiry
 from airflow_snaptable.core.expire_plan import ExpireSettings

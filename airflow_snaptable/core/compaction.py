@@ -13,10 +13,10 @@ from typing import Callable, Sequence
 
 import pyarrow as pa
 
-from airflow_snaptable.core.checks import check_int
+from airflow_snaptable.core.arguments.checks import check_int
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.manifest import DataFile
-from airflow_snaptable.core.options import parse_size
+from airflow_snaptable.core.arguments.table_options import parse_size
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.table_write import TableWrite, check_commit_arguments
 

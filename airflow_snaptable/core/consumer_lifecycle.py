@@ -11,11 +11,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Callable
 
-from airflow_snaptable.core.checks import check_int
+from airflow_snaptable.core.arguments.checks import check_int
 from airflow_snaptable.core.consumers import Consumer
 from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError
 from airflow_snaptable.core.intents import CONSUMER as CONSUMER_INTENT, Intent, IntentManager
-from airflow_snaptable.core.names import validate_name
+from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.plans import PlanManager
 from airflow_snaptable.core.store import TableStore
 

@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass
 
 from airflow_snaptable.core.errors import ConsumerNotFoundError, CorruptMetadataError
-from airflow_snaptable.core.names import validate_name
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.arguments.names import validate_name
+from airflow_snaptable.core.io.storage import Storage
 
 CONSUMER_DIR = "consumer"
 CONSUMER_PREFIX = "consumer-"

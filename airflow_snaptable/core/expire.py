@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from airflow_snaptable.core.checks import check_bool
+from airflow_snaptable.core.arguments.checks import check_bool
 from airflow_snaptable.core.errors import MissingMetadataError, SnapshotNotFoundError
 from airflow_snaptable.core.expire_plan import (
     ExpireSettings,
@@ -27,11 +27,11 @@ from airflow_snaptable.core.expire_plan import (
 )
 from airflow_snaptable.core.expire_parts import needs_parts, plan_parted_expiry
 from airflow_snaptable.core.expire_subranges import subrange_end
-from airflow_snaptable.core.options import TableOptions
+from airflow_snaptable.core.arguments.table_options import TableOptions
 from airflow_snaptable.core.plan_executor import PlanExecutor
 from airflow_snaptable.core.plans import EXPIRE, DeletionPlan
 from airflow_snaptable.core.store import TableStore
-from airflow_snaptable.core.timeutil import to_millis
+from airflow_snaptable.core.arguments.times import to_millis
 
 #: Planning starts over when a consumer moves into the range or another expiry overtakes this one;
 #: each retry follows progress someone else made.

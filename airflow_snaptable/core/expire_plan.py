@@ -24,15 +24,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from airflow_snaptable.core.checks import check_exclusive, check_int
+from airflow_snaptable.core.arguments.checks import check_exclusive, check_int
 from airflow_snaptable.core.errors import InvalidArgumentError, ProtectedSnapshotError, SnapshotNotFoundError
 from airflow_snaptable.core.intents import IntentManager
 from airflow_snaptable.core.manifest import FileKind
-from airflow_snaptable.core.options import TableOptions
+from airflow_snaptable.core.arguments.table_options import TableOptions
 from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.store import SnapshotStore, TableStore
-from airflow_snaptable.core.timeutil import duration_argument, millis, to_millis
+from airflow_snaptable.core.arguments.times import duration_argument, millis, to_millis
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_snaptable.core.checks import check_int
+from airflow_snaptable.core.arguments.checks import check_int
 from airflow_snaptable.core.column_stats import check_stats
 from airflow_snaptable.core.commit_request import WHOLE_TABLE
 from airflow_snaptable.core.deleting_commits import deleting_commits

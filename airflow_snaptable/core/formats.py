@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.store import FormatTable
 
 ICEBERG_SCHEME = "iceberg://"

@@ -14,7 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from airflow_snaptable.core.checks import check_int
+from airflow_snaptable.core.arguments.checks import check_int
 from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError
 from airflow_snaptable.core.manifest import FileKind
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot

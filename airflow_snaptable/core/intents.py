@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from airflow_snaptable.core.consumers import Consumer
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.tags import Tag
 
 INTENT_DIR = "intent"

@@ -18,9 +18,9 @@ from airflow_snaptable.core.manifest import (
 )
 from airflow_snaptable.core.manifest_changes import iter_changes
 from airflow_snaptable.core.native_in_use import native_paths_in_use
-from airflow_snaptable.core.path_set import PathHashSet
+from airflow_snaptable.core.io.path_set import PathHashSet
 from airflow_snaptable.core.snapshot import Snapshot
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.store import ExpiringMetadata, InUse, StoredFile
 from airflow_snaptable.core.tags import Tag
 from airflow_snaptable.core.writer import DATA_DIR

@@ -1,5 +1,5 @@
 """The native format's in-use pass for orphan cleaning, in memory bounded by the table's file count
-times 8 bytes (core/path_set.py), not by its listing or its manifests' entries as objects.
+times 8 bytes (core/io/path_set.py), not by its listing or its manifests' entries as objects.
 
 It references what ``NativeFiles.referenced_by`` references (that pass, with owners and recorded
 sizes, serves ``verify``): every retained snapshot's two lists and their manifests; the data files
@@ -9,7 +9,7 @@ time and the manifests as Arrow columns (``kind``, ``path``) in batches; only pa
 
 A state's fold is exact, on the paths: a file is live when its last entry is an ADD. The DELETE
 entries' paths are the only strings held (a fully merged base has none), so a hash collision can
-never drop a live file from the set (core/path_set.py: collisions only ever keep files).
+never drop a live file from the set (core/io/path_set.py: collisions only ever keep files).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from airflow_snaptable.core.errors import CorruptMetadataError
 from airflow_snaptable.core.manifest import FileKind, ManifestIO, manifest_path
-from airflow_snaptable.core.path_set import PathHashSet, PathHashSetBuilder
+from airflow_snaptable.core.io.path_set import PathHashSet, PathHashSetBuilder
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.tags import Tag
 

@@ -23,13 +23,13 @@ from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 
-from airflow_snaptable.core.checks import check_bool
+from airflow_snaptable.core.arguments.checks import check_bool
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
-from airflow_snaptable.core.options import parse_duration
-from airflow_snaptable.core.path_set import PathHashSet
+from airflow_snaptable.core.arguments.table_options import parse_duration
+from airflow_snaptable.core.io.path_set import PathHashSet
 from airflow_snaptable.core.progress import delete_with_progress
 from airflow_snaptable.core.store import InUse, StoredFile, TableStore
-from airflow_snaptable.core.timeutil import to_millis
+from airflow_snaptable.core.arguments.times import to_millis
 
 DEFAULT_ORPHAN_WINDOW = timedelta(days=1)
 #: Listed files checked against the in-use set at once.
@@ -57,7 +57,7 @@ def files_in_use(store: TableStore) -> InUse:
 
 
 def paths_in_use(store: TableStore) -> PathHashSet:
-    """:func:`files_in_use` as a compact set of paths (8 bytes per file, core/path_set.py); fails closed alike."""
+    """:func:`files_in_use` as a compact set of paths (8 bytes per file, core/io/path_set.py); fails closed alike."""
     return store.files.paths_in_use(_history(store), store.tags.tags())
 
 
@@ -90,7 +90,7 @@ class OrphanFilesClean:
 
     Memory does not grow with the listing: the candidates are spilled to a local temporary file
     (:class:`CandidateSpill`) while the tree is listed a directory at a time, the in-use set is
-    8 bytes per referenced file (core/path_set.py), and the candidates are read back and checked
+    8 bytes per referenced file (core/io/path_set.py), and the candidates are read back and checked
     ``batch`` at a time.
     """
 

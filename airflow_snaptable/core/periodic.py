@@ -30,13 +30,13 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Callable
 
-from airflow_snaptable.core.checks import check_bool, check_int
+from airflow_snaptable.core.arguments.checks import check_bool, check_int
 from airflow_snaptable.core.errors import InvalidArgumentError, TagAlreadyExistsError, UnsupportedOperationError
-from airflow_snaptable.core.options import TableOptions
+from airflow_snaptable.core.arguments.table_options import TableOptions
 from airflow_snaptable.core.store import TableStore
 from airflow_snaptable.core.tag_lifecycle import TagLifecycle
 from airflow_snaptable.core.tags import PERIODIC
-from airflow_snaptable.core.timeutil import duration_argument, millis, to_millis
+from airflow_snaptable.core.arguments.times import duration_argument, millis, to_millis
 
 PERIODS = {"daily": timedelta(days=1), "hourly": timedelta(hours=1), "two-hours": timedelta(hours=2)}
 PROCESS_TIME = "process-time"

@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.store import SnapshotStore, TableStore
 
 PLAN_DIR = "plan"

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Collection
 
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 
 READD_DIR = "readd"
 _FINAL = re.compile(r"^readd-(\d+)\.json$")

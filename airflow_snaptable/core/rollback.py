@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
-from airflow_snaptable.core.checks import check_exclusive, check_int
+from airflow_snaptable.core.arguments.checks import check_exclusive, check_int
 from airflow_snaptable.core.commit_request import WHOLE_TABLE, CommitRequest
 from airflow_snaptable.core.consumers import Consumer
 from airflow_snaptable.core.errors import CommitConflictError, InvalidArgumentError, SnapshotNotFoundError
@@ -40,7 +40,7 @@ from airflow_snaptable.core.readds import ReaddRegistry
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.store import TableStore
 from airflow_snaptable.core.tag_lifecycle import snapshot_or_tagged
-from airflow_snaptable.core.timeutil import to_millis
+from airflow_snaptable.core.arguments.times import to_millis
 
 
 @dataclass

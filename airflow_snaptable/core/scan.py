@@ -15,7 +15,7 @@ from airflow_snaptable.core.manifest import DataFile
 from airflow_snaptable.core.data_skipping import referenced_columns
 from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.snapshot import Snapshot
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 
 Filter = Any  # a pyarrow.compute.Expression, or DNF tuples as pyarrow.parquet takes them
 

@@ -13,7 +13,7 @@ from urllib.parse import quote, unquote
 
 import pyarrow as pa
 
-from airflow_snaptable.core.checks import is_int
+from airflow_snaptable.core.arguments.checks import is_int
 from airflow_snaptable.core.errors import (
     CorruptMetadataError,
     InvalidArgumentError,
@@ -22,9 +22,9 @@ from airflow_snaptable.core.errors import (
     TableNotFoundError,
     UnsupportedStorageError,
 )
-from airflow_snaptable.core.names import MAX_PATH_COMPONENT_BYTES, validate_partition_key
-from airflow_snaptable.core.options import TableOptions
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.arguments.names import MAX_PATH_COMPONENT_BYTES, validate_partition_key
+from airflow_snaptable.core.arguments.table_options import TableOptions
+from airflow_snaptable.core.io.storage import Storage
 
 SCHEMA_DIR = "schema"
 _SCHEMA_FILE = re.compile(r"^schema-(\d+)$")

@@ -20,7 +20,7 @@ from airflow_snaptable.core.errors import (
     SnapshotNotFoundError,
     UnsupportedMetadataError,
 )
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 
 SNAPSHOT_DIR = "snapshot"
 LATEST_HINT = f"{SNAPSHOT_DIR}/LATEST"

@@ -32,10 +32,10 @@ from typing import Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence
 from airflow_snaptable.core.errors import SnapTableError
 from airflow_snaptable.core.consumers import Consumer
 from airflow_snaptable.core.manifest import DataFile, ManifestEntry
-from airflow_snaptable.core.path_set import PathHashSet
+from airflow_snaptable.core.io.path_set import PathHashSet
 from airflow_snaptable.core.schema import TableSchema
 from airflow_snaptable.core.snapshot import Snapshot
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.tags import Tag
 
 
@@ -273,7 +273,7 @@ class FormatTable:
     #: "paimon", "iceberg": reported in results and errors.
     format: str
     #: The table's Arrow schema, partition keys and options; the options under the keys
-    #: core/options.py knows (Paimon's own), which the format's store maps its settings to.
+    #: core/arguments/table_options.py knows (Paimon's own), which the format's store maps its settings to.
     schema: TableSchema
     store: TableStore
     #: The table's root: ``DataFile.path`` is relative to it.

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 
 from airflow_snaptable.core.changes import ChangeSet, StreamScan, compute_changes
-from airflow_snaptable.core.checks import check_bool, check_int
+from airflow_snaptable.core.arguments.checks import check_bool, check_int
 from airflow_snaptable.core.clean import SAVEPOINT, Clean, CleanResult, savepoint_name
 from airflow_snaptable.core.consumer_lifecycle import ConsumerLifecycle
 from airflow_snaptable.core.consumers import Consumer, ConsumerManager
@@ -32,13 +32,13 @@ from airflow_snaptable.core.partition_pruning import pruned_state
 from airflow_snaptable.core.scan import TableScan, check_columns, check_filter, read_table, to_expression
 from airflow_snaptable.core.schema import SchemaManager, TableSchema
 from airflow_snaptable.core.snapshot import Snapshot, SnapshotManager
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.formats import is_iceberg_uri, open_foreign
 from airflow_snaptable.core.store import NATIVE_FORMAT, FormatTable, TableStore
 from airflow_snaptable.core.tag_lifecycle import TagLifecycle
 from airflow_snaptable.core.tags import Tag, TagManager
 from airflow_snaptable.core.table_writes import TableWrites
-from airflow_snaptable.core.timeutil import now_millis, to_millis
+from airflow_snaptable.core.arguments.times import now_millis, to_millis
 from airflow_snaptable.core.verify import VerifyResult, verify
 
 
@@ -186,7 +186,7 @@ class Table(TableWrites):
         self._native_only("snapshot_at_watermark")
         return self.snapshot_manager.snapshot_at_watermark(check_int(watermark, "watermark"))
 
-    #: Epoch milliseconds from an int (millis), a datetime (naive means UTC) or an ISO-8601 string (core/timeutil.py).
+    #: Epoch milliseconds from an int (millis), a datetime (naive means UTC) or an ISO-8601 string (core/arguments/times.py).
     to_millis = staticmethod(to_millis)
 
     # -- reads -------------------------------------------------------------------

@@ -18,7 +18,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Callable
 
-from airflow_snaptable.core.checks import check_exclusive, check_int
+from airflow_snaptable.core.arguments.checks import check_exclusive, check_int
 from airflow_snaptable.core.errors import (
     CorruptMetadataError,
     InvalidArgumentError,
@@ -27,13 +27,13 @@ from airflow_snaptable.core.errors import (
     TagNotFoundError,
 )
 from airflow_snaptable.core.intents import TAG as TAG_INTENT, Intent, IntentManager
-from airflow_snaptable.core.names import validate_name
+from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.plan_executor import PlanExecutor
 from airflow_snaptable.core.plans import DELETE_TAG, DataCandidate, DeletionPlan
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.store import TableStore
 from airflow_snaptable.core.tags import IF_EXISTS, MANUAL, Tag, retained_millis
-from airflow_snaptable.core.timeutil import to_millis
+from airflow_snaptable.core.arguments.times import to_millis
 
 
 def snapshot_or_tagged(store: TableStore, snapshot_id: int) -> Snapshot:

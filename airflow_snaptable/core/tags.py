@@ -15,10 +15,10 @@ from datetime import timedelta
 from typing import Callable
 
 from airflow_snaptable.core.errors import CorruptMetadataError, SnapTableError, TagNotFoundError
-from airflow_snaptable.core.names import validate_name
-from airflow_snaptable.core.timeutil import duration_argument
+from airflow_snaptable.core.arguments.names import validate_name
+from airflow_snaptable.core.arguments.times import duration_argument
 from airflow_snaptable.core.snapshot import Snapshot
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 
 TAG_DIR = "tag"
 TAG_PREFIX = "tag-"

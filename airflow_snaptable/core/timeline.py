@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_snaptable.core.errors import SnapTableError
-from airflow_snaptable.core.timeutil import to_millis
+from airflow_snaptable.core.arguments.times import to_millis
 
 if TYPE_CHECKING:
     from airflow_snaptable.core.table import Table

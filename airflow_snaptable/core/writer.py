@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 
 from airflow_snaptable.core.column_stats import stats_of_table
 from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchError
-from airflow_snaptable.core.io_pool import map_io
+from airflow_snaptable.core.io.pool import map_io
 from airflow_snaptable.core.manifest import DataFile
 from airflow_snaptable.core.schema import TableSchema
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 
 DATA_DIR = "data"
 

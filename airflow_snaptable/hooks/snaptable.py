@@ -33,8 +33,8 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow_snaptable.core import actions as core_actions
 from airflow_snaptable.core.errors import InvalidArgumentError, InvalidNameError
 from airflow_snaptable.core.formats import is_iceberg_uri
-from airflow_snaptable.core.names import validate_name
-from airflow_snaptable.core.storage_options import parse_storage_options
+from airflow_snaptable.core.arguments.names import validate_name
+from airflow_snaptable.core.io.storage_options import parse_storage_options
 from airflow_snaptable.hooks.spark_submit import RunnerSettings, SparkSubmitRunner
 
 if TYPE_CHECKING:
@@ -256,7 +256,7 @@ class SnapTableHook(BaseHook):
 
     def test_connection(self) -> tuple[bool, str]:
         """Check that the root (if any) exists and can be listed with the connection's storage options."""
-        from airflow_snaptable.core.storage import Storage
+        from airflow_snaptable.core.io.storage import Storage
 
         try:
             root = self.root

@@ -91,7 +91,7 @@ def write_result(location: str, doc: Any, storage_options: dict | None) -> None:
 
 
 def _storage_options(spark) -> dict | None:
-    from airflow_snaptable.core.storage_options import parse_storage_options, storage_options_from_environment
+    from airflow_snaptable.core.io.storage_options import parse_storage_options, storage_options_from_environment
     from airflow_snaptable.spark._common import STORAGE_OPTIONS_CONF
 
     text = spark.sparkContext.getConf().get(STORAGE_OPTIONS_CONF, None)
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         name = first.name if len(actions) == 1 else f"{len(actions)} actions"
         spark = SparkSession.builder.appName(f"snaptable {name} {first.table}").getOrCreate()
         storage_options = _storage_options(spark)
-        from airflow_snaptable.core.storage_options import catalog_from_environment
+        from airflow_snaptable.core.io.storage_options import catalog_from_environment
 
         catalog = catalog_from_environment()
         for action in actions:

@@ -33,7 +33,7 @@ from airflow_snaptable.core.actions import Action, run_action
 from airflow_snaptable.core.errors import StorageError
 from airflow_snaptable.core.formats import is_iceberg_uri
 from airflow_snaptable.core.iceberg.files import storage_opener
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.table import Table
 
 log = logging.getLogger(__name__)

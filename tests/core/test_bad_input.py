@@ -25,8 +25,8 @@ from airflow_snaptable.core.errors import (
     InvalidNameError,
     SnapTableError,
 )
-from airflow_snaptable.core.names import MAX_NAME_LENGTH, validate_name
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.arguments.names import MAX_NAME_LENGTH, validate_name
+from airflow_snaptable.core.io.storage import Storage
 from tests.conftest import SCHEMA, make_rows, sorted_ids
 from tests.core.test_lifecycle import History, tree
 

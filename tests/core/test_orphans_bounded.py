@@ -1,6 +1,6 @@
 """Orphan cleaning in bounded memory: the streamed listing, the hashed in-use set, the batches.
 
-The in-use set (core/native_in_use.py, core/path_set.py) must hold exactly what the reference
+The in-use set (core/native_in_use.py, core/io/path_set.py) must hold exactly what the reference
 pass (``NativeFiles.referenced_by``, verify's) holds; the streamed listing (``Storage.iter_files``)
 exactly what ``fs.find`` listed; and the result must not depend on where the batches fall.
 """
@@ -16,8 +16,8 @@ import airflow_snaptable.core.native_in_use as native_in_use
 import airflow_snaptable.core.orphans as orphans
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.orphans import OrphanFilesClean, files_in_use, paths_in_use
-from airflow_snaptable.core.path_set import PathHashSet, path_hashes
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.path_set import PathHashSet, path_hashes
+from airflow_snaptable.core.io.storage import Storage
 from tests.conftest import SCHEMA, InjectedCrash, make_rows, sorted_ids
 
 DAY_MS = 86_400_000
@@ -25,7 +25,7 @@ DAY_MS = 86_400_000
 
 def find_listing(storage: Storage, rel_dir: str) -> list[tuple[str, int, float | None]]:
     """The listing before streaming: one ``fs.find(detail=True)`` of the whole tree, sorted."""
-    from airflow_snaptable.core.listing import modified_seconds
+    from airflow_snaptable.core.io.listing import modified_seconds
 
     try:
         found = storage.fs.find(storage.full_path(rel_dir), detail=True)

@@ -16,7 +16,7 @@ from airflow_snaptable.core.native_files import NativeFiles
 from airflow_snaptable.core.plan_executor import PlanExecutor
 from airflow_snaptable.core.rollback import Rollback
 from airflow_snaptable.core.snapshot import SnapshotManager, snapshot_path
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.store import ConsumerStore, FileStore, SnapshotStore, TableStore, TagStore
 from airflow_snaptable.core.tag_lifecycle import TagLifecycle
 from airflow_snaptable.core.tags import TagManager

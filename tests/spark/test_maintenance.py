@@ -11,7 +11,7 @@ import pytest
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.actions import ExpireSnapshots, RemoveOrphanFiles, run_action
 from airflow_snaptable.core.errors import StorageError
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.spark.maintenance import DistributedStorage, SparkDeleter, run_action_distributed
 from tests.conftest import SCHEMA, make_rows
 from tests.spark.helpers import assert_clean, data_files_on_disk

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from airflow_snaptable.core.checks import check_int
+from airflow_snaptable.core.arguments.checks import check_int
 from airflow_snaptable.core.consumers import Consumer
 from airflow_snaptable.core.errors import (
     ConsumerNotFoundError,
@@ -35,8 +35,8 @@ from airflow_snaptable.core.errors import (
 )
 from airflow_snaptable.core.iceberg.positions import IcebergPositions
 from airflow_snaptable.core.iceberg.retention import CONSUMER_REF_PREFIX as REF_PREFIX, MAIN, ancestors
-from airflow_snaptable.core.names import validate_name
-from airflow_snaptable.core.timeutil import duration_argument, millis
+from airflow_snaptable.core.arguments.names import validate_name
+from airflow_snaptable.core.arguments.times import duration_argument, millis
 
 PROPERTY_PREFIX = "snaptable.consumer."
 

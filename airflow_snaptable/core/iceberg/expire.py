@@ -36,7 +36,7 @@ from airflow_snaptable.core.expire import ExpireResult
 from airflow_snaptable.core.iceberg.consumers import held_by_consumers, read_consumers
 from airflow_snaptable.core.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach
 from airflow_snaptable.core.iceberg.retention import Retention, RetentionSettings, ancestors, plan_retention
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 
 PLAN_DIR = f"{LIFECYCLE_DIR}/plan"
 METADATA_DIR = "metadata"

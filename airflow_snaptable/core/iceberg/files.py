@@ -20,7 +20,7 @@ from urllib.parse import urlparse
 import fastavro
 
 from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, UnsupportedMetadataError
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 
 _EQUIVALENT_SCHEMES = {"s3a": "s3", "s3n": "s3", "gs": "gs", "gcs": "gs", "abfss": "abfs", "wasbs": "wasb"}
 #: This package's own directory under the table location (deletion plans): never an orphan.

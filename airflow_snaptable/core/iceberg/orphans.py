@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from airflow_snaptable.core.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach
 from airflow_snaptable.core.orphans import OrphanResult, cutoff_millis
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 
 DEFAULT_WINDOW = timedelta(days=3)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.options import OPTION_SPECS, TableOptions
+from airflow_snaptable.core.arguments.table_options import OPTION_SPECS, TableOptions
 from airflow_snaptable.core.periodic import PeriodicTagging
 from airflow_snaptable.core.tags import MANUAL
 

@@ -42,13 +42,13 @@ from airflow_snaptable.core.iceberg.periodic import periodic_tagging
 from airflow_snaptable.core.iceberg.positions import IcebergPositions, new_snapshots
 from airflow_snaptable.core.iceberg.retention import MAIN, RetentionSettings, ancestors
 from airflow_snaptable.core.iceberg.snapshots import snapshot_of
-from airflow_snaptable.core.names import validate_name
+from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.orphans import OrphanResult
 from airflow_snaptable.core.rollback import RollbackResult
 from airflow_snaptable.core.snapshot import Snapshot
 from airflow_snaptable.core.periodic import PeriodicTagResult, period_start_of
 from airflow_snaptable.core.tags import IF_EXISTS, MANUAL, PERIODIC, Tag
-from airflow_snaptable.core.timeutil import duration_argument, millis, to_millis
+from airflow_snaptable.core.arguments.times import duration_argument, millis, to_millis
 
 FORMAT = "iceberg"
 _REF_ATTEMPTS = 5

@@ -21,7 +21,7 @@ from airflow_snaptable.core.paimon.files import PaimonFiles
 from airflow_snaptable.core.paimon.schema import is_paimon_schema, partition_types, read_document, schema_ids, to_table_schema
 from airflow_snaptable.core.paimon.snapshots import PaimonSnapshotStore
 from airflow_snaptable.core.paimon.tags import PaimonConsumerStore, PaimonTagStore
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.store import FormatTable, TableStore
 
 FORMAT = "paimon"

@@ -26,9 +26,9 @@ from airflow_snaptable.core.paimon.manifests import (
     manifest_path,
 )
 from airflow_snaptable.core.paimon.snapshots import RAW_KEY
-from airflow_snaptable.core.path_set import PathHashSet
+from airflow_snaptable.core.io.path_set import PathHashSet
 from airflow_snaptable.core.snapshot import Snapshot
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.store import ExpiringMetadata, InUse, StoredFile
 from airflow_snaptable.core.tags import Tag
 

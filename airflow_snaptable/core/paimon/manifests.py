@@ -22,7 +22,7 @@ import fastavro
 from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, UnsupportedMetadataError
 from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestEntry
 from airflow_snaptable.core.paimon.binary_row import PartitionLayout, bucket_directory
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 
 MANIFEST_DIR = "manifest"
 #: The ``_VERSION`` of manifest and manifest-list records this code reads (Paimon 0.9 - 1.x, pypaimon).

@@ -1,8 +1,8 @@
 """Paimon's ``schema/schema-<id>`` (JSON) -> the engine's TableSchema.
 
 The Arrow schema is what Paimon's types map to (for reports: rows are Paimon's to read); the
-options are Paimon's own under the keys core/options.py knows (``snapshot.num-retained.min``,
-``tag.creation-period``, ...), other Paimon options are left out. A value core/options.py cannot
+options are Paimon's own under the keys core/arguments/table_options.py knows (``snapshot.num-retained.min``,
+``tag.creation-period``, ...), other Paimon options are left out. A value core/arguments/table_options.py cannot
 read raises UnsupportedMetadataError: expiring with a default instead of the table's retention
 could delete what the table keeps.
 """
@@ -15,9 +15,9 @@ import re
 import pyarrow as pa
 
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidOptionError, TableNotFoundError, UnsupportedMetadataError
-from airflow_snaptable.core.options import OPTION_SPECS, TableOptions
+from airflow_snaptable.core.arguments.table_options import OPTION_SPECS, TableOptions
 from airflow_snaptable.core.schema import TableSchema
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 
 SCHEMA_DIR = "schema"
 _SCHEMA_FILE = re.compile(r"^schema-(\d+)$")

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError, UnsupportedMetadataError
 from airflow_snaptable.core.snapshot import CommitKind, Snapshot
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 
 SNAPSHOT_DIR = "snapshot"
 EARLIEST_HINT = f"{SNAPSHOT_DIR}/EARLIEST"

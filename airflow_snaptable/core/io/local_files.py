@@ -7,7 +7,7 @@
 - A create-if-absent (the commit point of a snapshot on local disk) hard-links the fsynced temp
   file to the target: ``link`` fails if the target exists, and the target appears whole.
 - A writer's directory may be removed by an empty-directory clean between ``makedirs`` and
-  ``open`` (core/storage.py ``remove_empty_dirs``): the open fails and the directory is made
+  ``open`` (core/io/storage.py ``remove_empty_dirs``): the open fails and the directory is made
   again. Once the temp file exists the directory is not empty, so ``rmdir`` leaves it.
 """
 

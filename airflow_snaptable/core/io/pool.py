@@ -17,7 +17,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 IO_THREADS = 16
-#: Threads of the pool for local unlinks (core/storage.py ``delete_files``). An unlink mostly waits in
+#: Threads of the pool for local unlinks (core/io/storage.py ``delete_files``). An unlink mostly waits in
 #: the filesystem (journal, freeing blocks), so more in flight hides more of that wait; on a shared
 #: 2-core machine, 2,600 unlinks took 450 ms on 16 threads and 200 ms on 64 (load 8; 128 no better).
 UNLINK_THREADS = 64

@@ -18,15 +18,15 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.implementations.memory import MemoryFileSystem
 
-import airflow_snaptable.core.local_files as local_files
-from airflow_snaptable.core.listing import list_directory
+import airflow_snaptable.core.io.local_files as local_files
+from airflow_snaptable.core.io.listing import list_directory
 from airflow_snaptable.core.errors import (
     CorruptMetadataError,
     InvalidArgumentError,
     StorageError,
     UnsupportedStorageError,
 )
-from airflow_snaptable.core.io_pool import UNLINK_THREADS, map_io
+from airflow_snaptable.core.io.pool import UNLINK_THREADS, map_io
 
 #: The kinds of operation that are counted.
 OPERATION_KINDS = ("read", "write", "list", "delete", "exists")
@@ -323,7 +323,7 @@ class Storage:
         empty now; returns how many went. Only local filesystems have directories to remove (object stores
         have prefixes). Removal is ``rmdir``, which fails on a directory holding anything, and a writer
         that finds its directory removed between creating it and opening its file creates it again
-        (core/local_files.py): never a lost write."""
+        (core/io/local_files.py): never a lost write."""
         if not self._is_local:
             return 0
         removed = 0

@@ -3,7 +3,7 @@
 Every time a caller gives (a commit's ``as_of``, expiry's ``older_than``, a ``now`` for
 tests and replays) is read here, so a time means the same everywhere: an int is epoch
 millis, a datetime without a zone is UTC, a string is ISO-8601. Durations are parsed by
-core/options.py (the table options use them too); here they become arguments.
+core/arguments/table_options.py (the table options use them too); here they become arguments.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import pendulum
 
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.options import parse_duration
+from airflow_snaptable.core.arguments.table_options import parse_duration
 
 # The epoch millis of the first and the last millisecond a datetime holds (years 1 and 9999, UTC).
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
