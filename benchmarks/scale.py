@@ -9,11 +9,11 @@ partition, and each commit one partition (a daily ingestion). Then it times, eac
 - the full plan of the latest snapshot (every live file): the lower bound of any plan that reads
   all manifests;
 - a one-partition plan (``scan(filter=[("p", "=", 3)])``); its manifests' partition bounds let it
-  skip the others (core/partition_pruning.py). Target: <= 0.1x the full plan's time.
-- a selective non-partition filter: every data file carries column statistics (core/column_stats.py)
+  skip the others (core/native/partition_pruning.py). Target: <= 0.1x the full plan's time.
+- a selective non-partition filter: every data file carries column statistics (core/native/column_stats.py)
   for ``id``, which increases over commits (100 ids per file); a filter on an ``id`` range holding 1%
   of the rows keeps only the files whose bounds overlap it. Targets: <= 5% of the files read, in at most
-  the full plan's time (core/data_skipping.py).
+  the full plan's time (core/native/data_skipping.py).
 
 Printed: commit time at the start and the end, the plans' times and peak RSS, and the ratios.
 
@@ -75,8 +75,8 @@ def build(uri: str, commits: int, files_per_commit: int, partitions: int, layout
     import pyarrow as pa
 
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.column_stats import ColumnStats, FileStats
-    from airflow_snaptable.core.manifest import DataFile
+    from airflow_snaptable.core.native.column_stats import ColumnStats, FileStats
+    from airflow_snaptable.core.native.manifest import DataFile
 
     def stats(first_id: int) -> str:  # a file of ids first_id .. first_id + 99 (sorted over commits)
         return FileStats(IDS_PER_FILE, {"id": ColumnStats(0, first_id, first_id + IDS_PER_FILE - 1)}).encode()
@@ -173,7 +173,7 @@ def orphan_lower_bound(uri: str) -> dict:
     import pyarrow.parquet as pq
 
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.manifest import manifest_path
+    from airflow_snaptable.core.native.manifest import manifest_path
 
     table = Table.open(uri)
     started = time.perf_counter()
@@ -244,7 +244,7 @@ def orphan_step(uri: str, base_mb: float) -> None:
 def overwrite(uri: str) -> dict:
     """One file replaces the whole table (what makes every earlier file expirable)."""
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.manifest import DataFile
+    from airflow_snaptable.core.native.manifest import DataFile
 
     table = Table.open(uri)
     kept = "data/p=0/overwrite-0.parquet"
@@ -259,7 +259,7 @@ def lower_bound(uri: str, scratch: str) -> dict:
     files (as many empty files, made untimed under ``scratch``, deleted through the same
     ``Storage.delete_files``) and reading the expired snapshots' delta manifests once."""
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.manifest import manifest_path, manifest_table
+    from airflow_snaptable.core.native.manifest import manifest_path, manifest_table
     from airflow_snaptable.core.io.storage import Storage
 
     table = Table.open(uri)

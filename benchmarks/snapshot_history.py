@@ -48,7 +48,7 @@ def build(uri: str, commits: int) -> dict:
     import pyarrow as pa
 
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.manifest import DataFile
+    from airflow_snaptable.core.native.manifest import DataFile
     from benchmarks.w2_expiry import no_fsync
 
     table = Table.create(uri, pa.schema([("id", pa.int64())]))
@@ -114,8 +114,8 @@ def everyday(uri: str) -> dict:
 def lower_bound(uri: str, scratch: str) -> dict:
     """Reading what the expiry must read, once, and as many plain deletes as it makes."""
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.manifest import manifest_path, manifest_table
-    from airflow_snaptable.core.snapshot import Snapshot, snapshot_path
+    from airflow_snaptable.core.native.manifest import manifest_path, manifest_table
+    from airflow_snaptable.core.native.snapshot import Snapshot, snapshot_path
     from airflow_snaptable.core.io.storage import Storage
 
     table = Table.open(uri)

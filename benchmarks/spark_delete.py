@@ -87,7 +87,7 @@ def build_table(uri: str, files: int, storage_options: dict | None):
     """Snapshot 1 adds ``files`` data files; snapshot 2 overwrites them all."""
     from airflow_snaptable.core import Table
     from airflow_snaptable.core.io.pool import map_io
-    from airflow_snaptable.core.manifest import DataFile
+    from airflow_snaptable.core.native.manifest import DataFile
 
     table = Table.create(uri, SCHEMA, partition_by=["p"], storage_options=storage_options)
     bodies = {p: one_row_parquet(p) for p in range(PARTITIONS)}

@@ -29,7 +29,7 @@ def build(uri: str, commits: int) -> None:
     import pyarrow as pa
 
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.manifest import DataFile
+    from airflow_snaptable.core.native.manifest import DataFile
     from benchmarks.w2_expiry import no_fsync
 
     table = Table.create(uri, pa.schema([("id", pa.int64())]))

@@ -314,7 +314,7 @@ def test_the_checker_finds_an_upward_import_and_a_forbidden_package(tmp_path):
     _write(root, {
         "__init__.py": "",
         "core/__init__.py": "",
-        "core/scan.py": "def plan():\n    from pkg.spark.reader import read\n    import pyspark.sql\n",
+        "core/native/scan.py": "def plan():\n    from pkg.spark.reader import read\n    import pyspark.sql\n",
         "spark/__init__.py": "",
         "spark/reader.py": "from ..core import scan\n\ndef read():\n    pass\n",
         "hooks/__init__.py": "",

@@ -27,18 +27,18 @@ from airflow_snaptable.core.errors import (
     TagNotFoundError,
     UnsupportedStorageError,
 )
-from airflow_snaptable.core.consumers import Consumer
+from airflow_snaptable.core.native.consumers import Consumer
 from airflow_snaptable.core.expire import ExpireResult
 from airflow_snaptable.core.changes import ChangeSet, StreamPlan, StreamScan
-from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestEntry
+from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry
 from airflow_snaptable.core.orphans import OrphanResult
 from airflow_snaptable.core.periodic import PeriodicTagResult
 from airflow_snaptable.core.rollback import RollbackResult
-from airflow_snaptable.core.scan import TableScan
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.native.scan import TableScan
+from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.table import Table
-from airflow_snaptable.core.tags import Tag
+from airflow_snaptable.core.native.tags import Tag
 from airflow_snaptable.core.verify import VerifyResult
 
 __all__ = [

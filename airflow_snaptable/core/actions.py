@@ -34,7 +34,7 @@ from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.periodic import FORMATTERS, PERIODS, TIME_SOURCES
 from airflow_snaptable.core.clean_actions import Clean, CreateSavepoint, DeleteSavepoint, RestoreSavepoint
 from airflow_snaptable.core.table import Table
-from airflow_snaptable.core.tags import IF_EXISTS
+from airflow_snaptable.core.native.tags import IF_EXISTS
 
 _NOW = "The time the action runs at (default: the table's clock), for tests and replays."
 

@@ -22,8 +22,8 @@ import pyarrow as pa
 
 from airflow_snaptable.core.arguments.checks import check_bool, check_int, check_optional_int
 from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError, StreamPositionLostError
-from airflow_snaptable.core.manifest import DataFile, FileKind
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.native.manifest import DataFile, FileKind
+from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.store import TableStore
 from airflow_snaptable.core.arguments.times import to_millis
 

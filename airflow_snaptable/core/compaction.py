@@ -4,7 +4,7 @@ A partition is compacted when it has at least ``min_file_num`` files smaller tha
 ``target_file_size`` (options ``compaction.min.file-num``, ``target-file-size``). A
 COMPACT snapshot changes no row: incremental readers skip it (core/changes.py), and a
 concurrent overwrite of the same partitions re-plans instead of conflicting
-(core/commit_conflicts.py).
+(core/native/commit_conflicts.py).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pyarrow as pa
 
 from airflow_snaptable.core.arguments.checks import check_int
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.manifest import DataFile
+from airflow_snaptable.core.native.manifest import DataFile
 from airflow_snaptable.core.arguments.table_options import parse_size
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.table_write import TableWrite, check_commit_arguments
 
 

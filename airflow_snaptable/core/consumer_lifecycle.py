@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import Callable
 
 from airflow_snaptable.core.arguments.checks import check_int
-from airflow_snaptable.core.consumers import Consumer
+from airflow_snaptable.core.native.consumers import Consumer
 from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError
 from airflow_snaptable.core.intents import CONSUMER as CONSUMER_INTENT, Intent, IntentManager
 from airflow_snaptable.core.arguments.names import validate_name

@@ -35,10 +35,10 @@ from typing import Iterable, Iterator
 
 from airflow_snaptable.core import expire_subranges
 from airflow_snaptable.core.expire_plan import SnapshotCache, first_deleting
-from airflow_snaptable.core.manifest import FileKind, ManifestEntry
+from airflow_snaptable.core.native.manifest import FileKind, ManifestEntry
 from airflow_snaptable.core.path_hashes import LastAdded, path_hash
 from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan, PlanManager
-from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.store import TableStore
 
 #: Candidates one part deletes at most (and records before deleting them).
@@ -100,7 +100,7 @@ def candidate_parts(store: TableStore, plan: DeletionPlan) -> Iterator[list[Data
     recorded = {i: (snaps[i].summary or {}).get("added_files") for i in range(first, end + 1)}
     if any(count != 0 for count in recorded.values()):
         # The first pass, over the deltas that may add. A delta lists its ADD entries first
-        # (core/commit.py) and its snapshot records how many (``added_files``, written from the
+        # (core/native/commit.py) and its snapshot records how many (``added_files``, written from the
         # same request, as ``deleted_files`` is, which expiry already trusts to skip an append's
         # delta): once that many are seen, the rest of it (the deletions) is not decoded here.
         changes = store.files.expiring(snaps, changes_from=first).changes

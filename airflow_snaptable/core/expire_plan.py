@@ -27,10 +27,10 @@ from typing import Callable
 from airflow_snaptable.core.arguments.checks import check_exclusive, check_int
 from airflow_snaptable.core.errors import InvalidArgumentError, ProtectedSnapshotError, SnapshotNotFoundError
 from airflow_snaptable.core.intents import IntentManager
-from airflow_snaptable.core.manifest import FileKind
+from airflow_snaptable.core.native.manifest import FileKind
 from airflow_snaptable.core.arguments.table_options import TableOptions
 from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.store import SnapshotStore, TableStore
 from airflow_snaptable.core.arguments.times import duration_argument, millis, to_millis
 

@@ -14,7 +14,7 @@ Rules:
   written them; checking costs a storage round trip per file.
 
 Cost: the known-path check reads the latest snapshot's lists, the delta lists of the retained
-commits that may delete (found by links, core/deleting_commits.py: not one read per append; lists
+commits that may delete (found by links, core/native/deleting_commits.py: not one read per append; lists
 cached by name) and, of the manifests, only those whose partition bounds may hold the committed
 files' partitions.
 
@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_snaptable.core.arguments.checks import check_int
-from airflow_snaptable.core.column_stats import check_stats
-from airflow_snaptable.core.commit_request import WHOLE_TABLE
-from airflow_snaptable.core.deleting_commits import deleting_commits
+from airflow_snaptable.core.native.column_stats import check_stats
+from airflow_snaptable.core.native.commit_request import WHOLE_TABLE
+from airflow_snaptable.core.native.deleting_commits import deleting_commits
 from airflow_snaptable.core.errors import (
     CommitConflictError,
     CorruptMetadataError,
@@ -38,14 +38,14 @@ from airflow_snaptable.core.errors import (
     SnapshotNotFoundError,
 )
 from airflow_snaptable.core.expire_parts import candidates_among
-from airflow_snaptable.core.manifest import DataFile
-from airflow_snaptable.core.partition_bounds import PartitionBounds
+from airflow_snaptable.core.native.manifest import DataFile
+from airflow_snaptable.core.native.partition_bounds import PartitionBounds
 from airflow_snaptable.core.plans import read_plans
-from airflow_snaptable.core.schema import TableSchema
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.native.schema import TableSchema
+from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.store import TableStore
 from airflow_snaptable.core.table_write import TableWrite, check_commit_arguments, check_summary
-from airflow_snaptable.core.writer import DATA_DIR
+from airflow_snaptable.core.native.data_files import DATA_DIR
 
 
 def commit_external_files(
@@ -206,7 +206,7 @@ def known_data_paths(store: TableStore, partitions: set[tuple], paths: set[str])
     A file a retained snapshot references is live in the latest snapshot or was deleted since, by a
     commit whose delta names it: so the latest state's manifests, the deltas of the retained commits
     that may delete (not the appends that record deleting nothing) and the tags' states cover every
-    retained state. Those commits are found by following the snapshots' links (core/deleting_commits.py),
+    retained state. Those commits are found by following the snapshots' links (core/native/deleting_commits.py),
     so a long history of appends costs one snapshot read, not one per snapshot. A data file
     lives in the directory of its partition, so only the manifests whose partition bounds (the
     list's ``partition_stats``) may hold one of ``partitions`` are read, as path sets (cached by

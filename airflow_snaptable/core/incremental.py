@@ -16,9 +16,9 @@ from typing import Any, Iterable
 
 from airflow_snaptable.core.arguments.checks import check_int
 from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError
-from airflow_snaptable.core.manifest import FileKind
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot
-from airflow_snaptable.core.new_snapshots import NewSnapshots
+from airflow_snaptable.core.native.manifest import FileKind
+from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.native.new_snapshots import NewSnapshots
 from airflow_snaptable.core.table import Table
 
 #: Commit kinds that change rows (COMPACT only rewrites them): what downstream readers wait for.

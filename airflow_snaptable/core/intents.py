@@ -27,10 +27,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from airflow_snaptable.core.consumers import Consumer
+from airflow_snaptable.core.native.consumers import Consumer
 from airflow_snaptable.core.errors import CorruptMetadataError
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.tags import Tag
+from airflow_snaptable.core.native.tags import Tag
 
 INTENT_DIR = "intent"
 INTENT_PREFIX = "intent-"

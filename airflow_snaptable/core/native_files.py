@@ -1,7 +1,7 @@
 """The native format's FileStore (core/store.py): manifests, manifest lists and data files.
 
 A snapshot's state is its base list's manifests folded, then its delta list's
-(core/manifest.py). A base list holds only the previous base, the previous delta and
+(core/native/manifest.py). A base list holds only the previous base, the previous delta and
 manifests merged from them, so the manifests a run of snapshots uses are the first one's
 plus what each later commit wrote; snapshots record that (``written_metadata``, with byte
 sizes), which lets expiry and the in-use pass read a delta per snapshot instead of every
@@ -13,17 +13,17 @@ from __future__ import annotations
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from airflow_snaptable.core.errors import MissingMetadataError
-from airflow_snaptable.core.manifest import (
+from airflow_snaptable.core.native.manifest import (
     MANIFEST_DIR, DataFile, ManifestEntry, ManifestIO, apply_entries, iter_manifest, manifest_path,
 )
-from airflow_snaptable.core.manifest_changes import iter_changes
+from airflow_snaptable.core.native.manifest_changes import iter_changes
 from airflow_snaptable.core.native_in_use import native_paths_in_use
 from airflow_snaptable.core.io.path_set import PathHashSet
-from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.store import ExpiringMetadata, InUse, StoredFile
-from airflow_snaptable.core.tags import Tag
-from airflow_snaptable.core.writer import DATA_DIR
+from airflow_snaptable.core.native.tags import Tag
+from airflow_snaptable.core.native.data_files import DATA_DIR
 
 # Directories whose leftovers from interrupted writes (temp files) are orphans too.
 _METADATA_DIRS = ("snapshot", "tag", "consumer", "plan", "intent", "schema", "readd", "_probe")
@@ -95,7 +95,7 @@ class NativeFiles:
         # The deltas' bytes in one bulk read (compressed: a few bytes per entry); their entries are
         # decoded one snapshot at a time, when planning asks for them, and let go once used.
         contents = _read_some(manifests.read_manifest_bytes, (name for names in deltas.values() for name in names), missing)
-        # Planning uses each entry's kind, path and size only: those three columns are read (core/manifest_changes.py).
+        # Planning uses each entry's kind, path and size only: those three columns are read (core/native/manifest_changes.py).
         changes = DeltaEntries(deltas, contents, lambda name, data: iter_changes(data, where=name))
 
         def sizes(snapshot: Snapshot) -> dict[str, int]:

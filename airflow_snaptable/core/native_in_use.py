@@ -21,10 +21,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.manifest import FileKind, ManifestIO, manifest_path
+from airflow_snaptable.core.native.manifest import FileKind, ManifestIO, manifest_path
 from airflow_snaptable.core.io.path_set import PathHashSet, PathHashSetBuilder
-from airflow_snaptable.core.snapshot import Snapshot
-from airflow_snaptable.core.tags import Tag
+from airflow_snaptable.core.native.snapshot import Snapshot
+from airflow_snaptable.core.native.tags import Tag
 
 #: Snapshots whose lists and delta manifests are read at once (one bulk ``Storage.read_many`` each):
 #: their 5,000 lists reach the Spark job's threshold for reading on executors

@@ -24,7 +24,7 @@ from typing import Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_snaptable.core.manifest import FileKind, ManifestEntry
+from airflow_snaptable.core.native.manifest import FileKind, ManifestEntry
 
 _MASK = (1 << 64) - 1
 #: Up to this many added paths, LastAdded keeps a dict (~100 bytes an entry) instead of arrays.

@@ -35,7 +35,7 @@ from airflow_snaptable.core.errors import InvalidArgumentError, TagAlreadyExists
 from airflow_snaptable.core.arguments.table_options import TableOptions
 from airflow_snaptable.core.store import TableStore
 from airflow_snaptable.core.tag_lifecycle import TagLifecycle
-from airflow_snaptable.core.tags import PERIODIC
+from airflow_snaptable.core.native.tags import PERIODIC
 from airflow_snaptable.core.arguments.times import duration_argument, millis, to_millis
 
 PERIODS = {"daily": timedelta(days=1), "hourly": timedelta(hours=1), "two-hours": timedelta(hours=2)}

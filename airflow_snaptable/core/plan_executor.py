@@ -26,7 +26,7 @@ from airflow_snaptable.core.plans import EXPIRE, ROLLBACK, DeletionPlan, PlanEff
 from airflow_snaptable.core.progress import delete_with_progress
 from airflow_snaptable.core.protection import Protection, ProtectionReader
 from airflow_snaptable.core.readds import ReaddRegistry
-from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.store import TableStore
 
 

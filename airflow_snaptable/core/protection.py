@@ -26,13 +26,13 @@ from typing import Iterable, Iterator
 
 from airflow_snaptable.core.errors import MissingMetadataError, TagNotFoundError
 from airflow_snaptable.core.intents import IntentManager
-from airflow_snaptable.core.manifest import FileKind, ManifestEntry
+from airflow_snaptable.core.native.manifest import FileKind, ManifestEntry
 from airflow_snaptable.core.path_hashes import PathHashSet
 from airflow_snaptable.core.plans import ROLLBACK, DataCandidate, DeletionPlan
 from airflow_snaptable.core.readds import ReaddEntry, ReaddRegistry
-from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.store import FileStore, TableStore
-from airflow_snaptable.core.tags import Tag
+from airflow_snaptable.core.native.tags import Tag
 
 
 @dataclass

@@ -19,7 +19,7 @@ Writers may race a rollback (Paimon requires a quiet table): a commit that
 lands while the rollback plans makes the rollback refuse; one that lands
 later is discarded with the rest, its writer sees the rollback's fence (or its
 rolled-back parent) and fails with CommitFailedError instead of being
-acknowledged and lost (core/commit.py), and the executor sweeps any snapshot
+acknowledged and lost (core/native/commit.py), and the executor sweeps any snapshot
 above the target that a writer which died left behind.
 """
 
@@ -29,15 +29,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from airflow_snaptable.core.arguments.checks import check_exclusive, check_int
-from airflow_snaptable.core.commit_request import WHOLE_TABLE, CommitRequest
-from airflow_snaptable.core.consumers import Consumer
+from airflow_snaptable.core.native.commit_request import WHOLE_TABLE, CommitRequest
+from airflow_snaptable.core.native.consumers import Consumer
 from airflow_snaptable.core.errors import CommitConflictError, InvalidArgumentError, SnapshotNotFoundError
 from airflow_snaptable.core.expire_parts import candidates_among
-from airflow_snaptable.core.manifest import FileKind
+from airflow_snaptable.core.native.manifest import FileKind
 from airflow_snaptable.core.plan_executor import PlanExecutor
 from airflow_snaptable.core.plans import ROLLBACK, DataCandidate, DeletionPlan
 from airflow_snaptable.core.readds import ReaddRegistry
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.store import TableStore
 from airflow_snaptable.core.tag_lifecycle import snapshot_or_tagged
 from airflow_snaptable.core.arguments.times import to_millis

@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, NamedTuple, Protocol, Sequence
 
 from airflow_snaptable.core.errors import SnapTableError
-from airflow_snaptable.core.consumers import Consumer
-from airflow_snaptable.core.manifest import DataFile, ManifestEntry
+from airflow_snaptable.core.native.consumers import Consumer
+from airflow_snaptable.core.native.manifest import DataFile, ManifestEntry
 from airflow_snaptable.core.io.path_set import PathHashSet
-from airflow_snaptable.core.schema import TableSchema
-from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.native.schema import TableSchema
+from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.tags import Tag
+from airflow_snaptable.core.native.tags import Tag
 
 
 # -- values that cross the seam ---------------------------------------------------------------
@@ -57,7 +57,7 @@ class SnapshotChanges(Protocol):
     def pop(self, snapshot_id: int) -> Iterable[ManifestEntry]:
         """That snapshot's entries, in order, to be iterated once. Planning reads an entry's ``kind``,
         ``file.path`` and ``file.file_size`` only (the native store hands out just those:
-        core/manifest_changes.py ``EntryChange``)."""
+        core/native/manifest_changes.py ``EntryChange``)."""
         ...
 
 

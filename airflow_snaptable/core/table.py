@@ -14,7 +14,7 @@ from airflow_snaptable.core.changes import ChangeSet, StreamScan, compute_change
 from airflow_snaptable.core.arguments.checks import check_bool, check_int
 from airflow_snaptable.core.clean import SAVEPOINT, Clean, CleanResult, savepoint_name
 from airflow_snaptable.core.consumer_lifecycle import ConsumerLifecycle
-from airflow_snaptable.core.consumers import Consumer, ConsumerManager
+from airflow_snaptable.core.native.consumers import Consumer, ConsumerManager
 from airflow_snaptable.core.errors import (
     CorruptMetadataError,
     InvalidArgumentError,
@@ -22,21 +22,21 @@ from airflow_snaptable.core.errors import (
     UnsupportedOperationError,
 )
 from airflow_snaptable.core.expire import ExpireResult, SnapshotExpiry
-from airflow_snaptable.core.manifest import DataFile, ManifestIO
+from airflow_snaptable.core.native.manifest import DataFile, ManifestIO
 from airflow_snaptable.core.native_files import NativeFiles
 from airflow_snaptable.core.orphans import OrphanFilesClean, OrphanResult
 from airflow_snaptable.core.periodic import PeriodicTagging, PeriodicTagResult
 from airflow_snaptable.core.plan_executor import PlanExecutor
 from airflow_snaptable.core.rollback import Rollback, RollbackResult
-from airflow_snaptable.core.partition_pruning import pruned_state
-from airflow_snaptable.core.scan import TableScan, check_columns, check_filter, read_table, to_expression
-from airflow_snaptable.core.schema import SchemaManager, TableSchema
-from airflow_snaptable.core.snapshot import Snapshot, SnapshotManager
+from airflow_snaptable.core.native.partition_pruning import pruned_state
+from airflow_snaptable.core.native.scan import TableScan, check_columns, check_filter, read_table, to_expression
+from airflow_snaptable.core.native.schema import SchemaManager, TableSchema
+from airflow_snaptable.core.native.snapshot import Snapshot, SnapshotManager
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.formats import is_iceberg_uri, open_foreign
 from airflow_snaptable.core.store import NATIVE_FORMAT, FormatTable, TableStore
 from airflow_snaptable.core.tag_lifecycle import TagLifecycle
-from airflow_snaptable.core.tags import Tag, TagManager
+from airflow_snaptable.core.native.tags import Tag, TagManager
 from airflow_snaptable.core.table_writes import TableWrites
 from airflow_snaptable.core.arguments.times import now_millis, to_millis
 from airflow_snaptable.core.verify import VerifyResult, verify
@@ -199,7 +199,7 @@ class Table(TableWrites):
         columns = check_columns(self.schema, columns)
         snapshot = self.snapshot_to_read(snapshot_id, as_of, tag)
         # With a filter, only the manifests whose partition bounds may match are read, and only the entries whose
-        # partition and column statistics may match are decoded (core/partition_pruning.py, core/data_skipping.py).
+        # partition and column statistics may match are decoded (core/native/partition_pruning.py, core/native/data_skipping.py).
         files = [] if snapshot is None else list(pruned_state(self.manifest_io, self.schema, snapshot, expression).values())
         return TableScan(self.storage, self.schema, snapshot, files, expression, columns)
 

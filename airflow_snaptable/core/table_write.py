@@ -1,4 +1,4 @@
-"""The table's write path: rows into data files, data files into one commit (core/commit.py).
+"""The table's write path: rows into data files, data files into one commit (core/native/commit.py).
 
 Everything a write is given is checked before its first file is written (the rows
 against the schema, every partition's directory name, the commit arguments), so bad
@@ -13,14 +13,14 @@ from typing import Any, Callable
 import pyarrow as pa
 
 from airflow_snaptable.core.arguments.checks import check_int, check_optional_int
-from airflow_snaptable.core.commit import FileStoreCommit
-from airflow_snaptable.core.commit_request import WHOLE_TABLE, CommitRequest
+from airflow_snaptable.core.native.commit import FileStoreCommit
+from airflow_snaptable.core.native.commit_request import WHOLE_TABLE, CommitRequest
 from airflow_snaptable.core.errors import CommitConflictError, CommitFailedError, InvalidArgumentError
-from airflow_snaptable.core.manifest import DataFile, ManifestIO
-from airflow_snaptable.core.schema import TableSchema
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot, SnapshotManager
+from airflow_snaptable.core.native.manifest import DataFile, ManifestIO
+from airflow_snaptable.core.native.schema import TableSchema
+from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot, SnapshotManager
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.writer import check_rows_in_partitions, split_by_partition, to_arrow_table, write_data_files
+from airflow_snaptable.core.native.data_files import check_rows_in_partitions, split_by_partition, to_arrow_table, write_data_files
 
 DEFAULT_COMMIT_USER = "snaptable"
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from airflow_snaptable.core.commit import FileStoreCommit
+from airflow_snaptable.core.native.commit import FileStoreCommit
 from airflow_snaptable.core.compaction import compact
 from airflow_snaptable.core.external_files import commit_external_files
-from airflow_snaptable.core.manifest import DataFile
+from airflow_snaptable.core.native.manifest import DataFile
 from airflow_snaptable.core.plans import PlanManager
-from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.table_write import TableWrite
 
 
 class TableWrites:
-    """``Table``'s write methods (mixed into it): each plans in core/table_write.py and commits in core/commit.py."""
+    """``Table``'s write methods (mixed into it): each plans in core/table_write.py and commits in core/native/commit.py."""
 
     def append(self, data, *, commit_user: str | None = None, commit_identifier: int | None = None, watermark: int | None = None) -> Snapshot:
         """Add rows as a new snapshot (commit kind APPEND)."""

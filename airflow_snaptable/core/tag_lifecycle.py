@@ -30,9 +30,9 @@ from airflow_snaptable.core.intents import TAG as TAG_INTENT, Intent, IntentMana
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.plan_executor import PlanExecutor
 from airflow_snaptable.core.plans import DELETE_TAG, DataCandidate, DeletionPlan
-from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.store import TableStore
-from airflow_snaptable.core.tags import IF_EXISTS, MANUAL, Tag, retained_millis
+from airflow_snaptable.core.native.tags import IF_EXISTS, MANUAL, Tag, retained_millis
 from airflow_snaptable.core.arguments.times import to_millis
 
 

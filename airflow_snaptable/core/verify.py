@@ -15,16 +15,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 from datetime import timedelta
 
-from airflow_snaptable.core.consumers import CONSUMER_DIR, CONSUMER_PREFIX, Consumer
+from airflow_snaptable.core.native.consumers import CONSUMER_DIR, CONSUMER_PREFIX, Consumer
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidNameError
 from airflow_snaptable.core.intents import INTENT_DIR, INTENT_PREFIX, Intent
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.native_files import NativeFiles, written_sizes
 from airflow_snaptable.core.plans import PLAN_DIR, DeletionPlan
 from airflow_snaptable.core.readds import READD_DIR, is_entry_name, parse_entry
-from airflow_snaptable.core.snapshot import Snapshot, SnapshotManager, snapshot_path
+from airflow_snaptable.core.native.snapshot import Snapshot, SnapshotManager, snapshot_path
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.tags import Tag, TagManager, tag_path
+from airflow_snaptable.core.native.tags import Tag, TagManager, tag_path
 
 
 @dataclass

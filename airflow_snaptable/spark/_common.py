@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchError
-from airflow_snaptable.core.manifest import DataFile
+from airflow_snaptable.core.native.manifest import DataFile
 from airflow_snaptable.core.io.storage_options import parse_storage_options, storage_options_from_environment
 
 #: Spark conf key read by the maintenance job (set it in a properties file, not on the command line).

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_snaptable.core import Table, expire_parts, expire_subranges, path_hashes
-from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestEntry
+from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry
 from airflow_snaptable.core.path_hashes import LastAdded, PathHashSet
 from airflow_snaptable.core.expire_parts import candidates_among
 from airflow_snaptable.core.plans import PlanManager

@@ -143,7 +143,7 @@ def test_result_lists_at_most_the_cap_and_counts_every_orphan(table_uri, monkeyp
 
 def test_a_file_committed_after_the_listing_is_kept(table_uri):
     """Candidates are listed before the in-use set is built (Paimon #3074): a commit in between protects its files."""
-    from airflow_snaptable.core.manifest import DataFile
+    from airflow_snaptable.core.native.manifest import DataFile
 
     table = Table.create(table_uri, SCHEMA, partition_by=["p"])
     table.append(make_rows(range(3)))

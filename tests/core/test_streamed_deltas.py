@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestEntry, decode_manifest, encode_manifest, iter_manifest
+from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry, decode_manifest, encode_manifest, iter_manifest
 from airflow_snaptable.core.native_files import DeltaEntries
 
 TYPES = [pa.int64()]
@@ -62,7 +62,7 @@ def test_delta_entries_hand_out_each_snapshot_once_and_skip_missing_manifests():
 
 def _reference_candidates(table, earliest: int, end: int) -> list[tuple]:
     """The planner's rule over whole decoded deltas (what plan_expiry did before it streamed)."""
-    from airflow_snaptable.core.manifest import FileKind as Kind
+    from airflow_snaptable.core.native.manifest import FileKind as Kind
 
     data: dict[str, tuple] = {}
     readded: set[str] = set()

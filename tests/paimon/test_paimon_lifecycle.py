@@ -20,7 +20,7 @@ import pytest
 
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import UnsupportedOperationError
-from airflow_snaptable.core.tags import MANUAL, PERIODIC
+from airflow_snaptable.core.native.tags import MANUAL, PERIODIC
 from tests.paimon.conftest import FAR_FUTURE, table_files
 
 

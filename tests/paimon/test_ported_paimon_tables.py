@@ -29,7 +29,7 @@ import pytest
 
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.tags import MANUAL, PERIODIC
+from airflow_snaptable.core.native.tags import MANUAL, PERIODIC
 from tests.paimon.conftest import run_client, table_files
 
 pytestmark = pytest.mark.slow

@@ -101,7 +101,7 @@ def test_spark_submit_expire_rollback_and_a_failing_action(tmp_path):
     assert result["result"]["deleted_data_files"] == 9  # 3 files freed by each of snapshots 2, 3, 4
     assert result in [json.loads(line) for line in lines if line.startswith("{")]
     summary = [line for line in lines if line.startswith("snaptable-job:")]
-    # The expired snapshot files go with the manifests: unpublishing renamed them aside (local disk, core/snapshot.py unpublish).
+    # The expired snapshot files go with the manifests: unpublishing renamed them aside (local disk, core/native/snapshot.py unpublish).
     counts = result["result"]
     deleted = counts["deleted_data_files"] + counts["deleted_manifest_files"] + counts["deleted_snapshot_files"]
     assert summary == [f"snaptable-job: expire-snapshots on {expire_table.uri} done ({deleted} files deleted on executors in 2 Spark job(s))"]  # metadata, then data files

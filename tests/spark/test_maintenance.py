@@ -66,7 +66,7 @@ def test_expire_snapshots_deletes_on_executors_with_core_results(spark, tmp_path
     assert result["deleted_data_files"] == len(predicted["data_files"])
     assert result["deleted_manifest_files"] == len(predicted["manifest_files"])
     # counted by the executors' tasks (a Spark accumulator), not by the driver; with the manifests go the
-    # expired snapshot files, which unpublishing renamed aside on this local disk (core/snapshot.py unpublish)
+    # expired snapshot files, which unpublishing renamed aside on this local disk (core/native/snapshot.py unpublish)
     expired = len(predicted["expired_snapshot_ids"])
     assert run.deleted_on_executors == len(predicted["data_files"]) + len(predicted["manifest_files"]) + expired
     assert run.spark_jobs == 2  # one delete_files call for the metadata files, one for the data files

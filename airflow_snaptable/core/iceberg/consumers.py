@@ -26,7 +26,7 @@ import json
 from typing import Callable
 
 from airflow_snaptable.core.arguments.checks import check_int
-from airflow_snaptable.core.consumers import Consumer
+from airflow_snaptable.core.native.consumers import Consumer
 from airflow_snaptable.core.errors import (
     ConsumerNotFoundError,
     CorruptMetadataError,

@@ -16,7 +16,7 @@ import dataclasses
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.arguments.table_options import OPTION_SPECS, TableOptions
 from airflow_snaptable.core.periodic import PeriodicTagging
-from airflow_snaptable.core.tags import MANUAL
+from airflow_snaptable.core.native.tags import MANUAL
 
 #: The table properties the periodic rules read.
 TAG_OPTIONS = ("tag.creation-period", "tag.creation-delay", "tag.period-formatter", "tag.num-retained-max", "tag.automatic-creation")

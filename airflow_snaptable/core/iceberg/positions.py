@@ -15,7 +15,7 @@ from __future__ import annotations
 from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError, UnsupportedOperationError
 from airflow_snaptable.core.iceberg.retention import MAIN, ancestors
 from airflow_snaptable.core.iceberg.snapshots import snapshot_of
-from airflow_snaptable.core.new_snapshots import NewSnapshots
+from airflow_snaptable.core.native.new_snapshots import NewSnapshots
 
 
 class IcebergPositions:

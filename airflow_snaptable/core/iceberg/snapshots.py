@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
 
 _KINDS = {"append": CommitKind.APPEND, "overwrite": CommitKind.OVERWRITE, "delete": CommitKind.DELETE, "replace": CommitKind.COMPACT}
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from airflow_snaptable.core.consumers import Consumer
+from airflow_snaptable.core.native.consumers import Consumer
 from airflow_snaptable.core.errors import (
     CommitConflictError,
     InvalidArgumentError,
@@ -45,9 +45,9 @@ from airflow_snaptable.core.iceberg.snapshots import snapshot_of
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.orphans import OrphanResult
 from airflow_snaptable.core.rollback import RollbackResult
-from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.periodic import PeriodicTagResult, period_start_of
-from airflow_snaptable.core.tags import IF_EXISTS, MANUAL, PERIODIC, Tag
+from airflow_snaptable.core.native.tags import IF_EXISTS, MANUAL, PERIODIC, Tag
 from airflow_snaptable.core.arguments.times import duration_argument, millis, to_millis
 
 FORMAT = "iceberg"

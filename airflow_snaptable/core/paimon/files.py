@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Iterator, Mapping, Sequence
 
-from airflow_snaptable.core.manifest import DataFile, ManifestEntry
+from airflow_snaptable.core.native.manifest import DataFile, ManifestEntry
 from airflow_snaptable.core.paimon.binary_row import PartitionLayout, escape_path_name
 from airflow_snaptable.core.paimon.manifests import (
     MANIFEST_DIR,
@@ -27,10 +27,10 @@ from airflow_snaptable.core.paimon.manifests import (
 )
 from airflow_snaptable.core.paimon.snapshots import RAW_KEY
 from airflow_snaptable.core.io.path_set import PathHashSet
-from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.store import ExpiringMetadata, InUse, StoredFile
-from airflow_snaptable.core.tags import Tag
+from airflow_snaptable.core.native.tags import Tag
 
 #: Directories whose hidden ``.<name>.<uuid>.tmp`` files are leftovers of interrupted atomic writes.
 _METADATA_DIRS = ("snapshot", "tag", "consumer")

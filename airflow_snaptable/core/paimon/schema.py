@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidOptionError, TableNotFoundError, UnsupportedMetadataError
 from airflow_snaptable.core.arguments.table_options import OPTION_SPECS, TableOptions
-from airflow_snaptable.core.schema import TableSchema
+from airflow_snaptable.core.native.schema import TableSchema
 from airflow_snaptable.core.io.storage import Storage
 
 SCHEMA_DIR = "schema"

@@ -18,7 +18,7 @@ import re
 from typing import Any, Iterable
 
 from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError, UnsupportedMetadataError
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.io.storage import Storage
 
 SNAPSHOT_DIR = "snapshot"

@@ -2,7 +2,7 @@
 
 Written with each manifest (:func:`partition_stats_of`) into its list entry, and read back to decide
 without reading a manifest whether it can hold a partition (:class:`PartitionBounds`, used by
-``commit_files``' known-path check) or rows a filter may select (core/partition_pruning.py). A
+``commit_files``' known-path check) or rows a filter may select (core/native/partition_pruning.py). A
 list entry without bounds (written before there were any) may hold anything.
 """
 
@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Iterable
 
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.schema import decode_partition, encode_partition
+from airflow_snaptable.core.native.schema import decode_partition, encode_partition
 
 
 def partition_stats_of(entries: Iterable) -> str | None:

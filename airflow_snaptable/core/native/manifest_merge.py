@@ -16,12 +16,12 @@ the first manifest can drop DELETE entries (docs/format.md, "Manifest merging"):
 
 A merge writes its entries sorted by partition, cut at the target size: after a merge each
 file has one entry, so their order no longer matters, and each merged manifest then covers a
-narrow range of partitions, which a filtered scan's partition bounds skip (core/partition_pruning.py).
+narrow range of partitions, which a filtered scan's partition bounds skip (core/native/partition_pruning.py).
 """
 
 from __future__ import annotations
 
-from airflow_snaptable.core.manifest import ManifestEntry, ManifestFileMeta, ManifestIO, last_entries
+from airflow_snaptable.core.native.manifest import ManifestEntry, ManifestFileMeta, ManifestIO, last_entries
 
 #: Bytes one entry takes in a compressed Parquet manifest, roughly: how many entries fill a target-size manifest.
 BYTES_PER_ENTRY = 100

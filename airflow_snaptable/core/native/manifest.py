@@ -21,10 +21,10 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_snaptable.core.column_bounds import column_stats_of
+from airflow_snaptable.core.native.column_bounds import column_stats_of
 from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError
-from airflow_snaptable.core.partition_bounds import partition_stats_of
-from airflow_snaptable.core.schema import decode_partition, encode_partition
+from airflow_snaptable.core.native.partition_bounds import partition_stats_of
+from airflow_snaptable.core.native.schema import decode_partition, encode_partition
 
 MANIFEST_DIR = "manifest"
 
@@ -39,7 +39,7 @@ class FileKind(IntEnum):
 class DataFile:
     """A Parquet data file of the table. ``path`` is relative to the table root.
 
-    ``stats``: its column statistics as JSON text (core/column_stats.py: ``FileStats.encode()``,
+    ``stats``: its column statistics as JSON text (core/native/column_stats.py: ``FileStats.encode()``,
     ``stats_of_table``), which let a filtered scan skip it; None: unknown (the file is always read).
     """
 
@@ -68,7 +68,7 @@ class ManifestFileMeta:
     #: The bounds of its entries' partition values (``partition_stats``; Paimon's ``_PARTITION_STATS``),
     #: so a filtered scan skips it unread. None: unknown (written before there were bounds) or unpartitioned.
     partition_stats: str | None = None
-    #: The union of its entries' column statistics (core/column_bounds.py): skipped unread on any column. None: unknown.
+    #: The union of its entries' column statistics (core/native/column_bounds.py): skipped unread on any column. None: unknown.
     column_stats: str | None = None
 
 
@@ -334,7 +334,7 @@ class ManifestIO:
 
     def read_manifest_tables(self, names) -> dict[str, pa.Table]:
         """Manifests as Arrow tables (``manifest_table``), in one ``Storage.read_many``, not cached: a
-        filtered scan decodes only the entries it keeps (core/partition_pruning.py)."""
+        filtered scan decodes only the entries it keeps (core/native/partition_pruning.py)."""
         names = list(dict.fromkeys(names))
         contents = self.storage.read_many([manifest_path(name) for name in names])
         tables = {}

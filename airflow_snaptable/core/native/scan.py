@@ -11,10 +11,10 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
-from airflow_snaptable.core.manifest import DataFile
-from airflow_snaptable.core.data_skipping import referenced_columns
-from airflow_snaptable.core.schema import TableSchema
-from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.native.manifest import DataFile
+from airflow_snaptable.core.native.data_skipping import referenced_columns
+from airflow_snaptable.core.native.schema import TableSchema
+from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.io.storage import Storage
 
 Filter = Any  # a pyarrow.compute.Expression, or DNF tuples as pyarrow.parquet takes them
@@ -136,7 +136,7 @@ class TableScan:
 
     def files(self) -> list[DataFile]:
         """The files to read: ``all_files``, which ``Table.scan`` planned with the filter's partition pruning and
-        data skipping already applied (core/partition_pruning.py: ``pruned_state``, ``prune_files``' result)."""
+        data skipping already applied (core/native/partition_pruning.py: ``pruned_state``, ``prune_files``' result)."""
         return list(self.all_files)
 
     def output_schema(self) -> pa.Schema:

@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_snaptable.core.column_stats import stats_of_table
+from airflow_snaptable.core.native.column_stats import stats_of_table
 from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchError
 from airflow_snaptable.core.io.pool import map_io
-from airflow_snaptable.core.manifest import DataFile
-from airflow_snaptable.core.schema import TableSchema
+from airflow_snaptable.core.native.manifest import DataFile
+from airflow_snaptable.core.native.schema import TableSchema
 from airflow_snaptable.core.io.storage import Storage
 
 DATA_DIR = "data"

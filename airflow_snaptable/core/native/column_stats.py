@@ -8,7 +8,7 @@ manifests decode as fast as before and merges copy the text untouched::
     {"rows":100,"columns":{"id":{"nulls":0,"lower":17,"upper":912,"nan":false},"name":{"nulls":3,"lower":"ab","upper":null,"nan":false}}}
 
 Per column an object (not a list: a column's bounds have its type, so Arrow's JSON reader parses the
-statistics of all of a scan's files at once with a schema made from the table's, core/data_skipping.py):
+statistics of all of a scan's files at once with a schema made from the table's, core/native/data_skipping.py):
 ``nulls`` the null count, ``nan`` whether a NaN occurs, ``lower``/``upper`` bound the column's non-null,
 non-NaN values (null: unknown, e.g. all values null or NaN, or a long string's upper bound);
 temporal values are their integer storage (days, or units since the epoch). Only the types that
@@ -61,7 +61,7 @@ class FileStats:
     columns: Mapping[str, ColumnStats]
 
     def encode(self) -> str:
-        """The JSON text a :class:`~airflow_snaptable.core.manifest.DataFile` carries (one line)."""
+        """The JSON text a :class:`~airflow_snaptable.core.native.manifest.DataFile` carries (one line)."""
         columns = {name: {"nulls": c.null_count, "lower": c.lower, "upper": c.upper, "nan": c.has_nan} for name, c in self.columns.items()}
         return json.dumps({"rows": self.rows, "columns": columns}, separators=(",", ":"), allow_nan=False)
 

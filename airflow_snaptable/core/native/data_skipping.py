@@ -1,4 +1,4 @@
-"""Data skipping: of many data files, those whose column statistics (core/column_stats.py) do not prove that no
+"""Data skipping: of many data files, those whose column statistics (core/native/column_stats.py) do not prove that no
 row matches a filter, decided column-wise without a Python object per file.
 
 1. Parse: the statistics texts of all the files are parsed at once by Arrow's JSON reader, with a schema made
@@ -12,11 +12,11 @@ row matches a filter, decided column-wise without a Python object per file.
    ``_FANOUT`` times the blocks kept at the level above).
 3. Judge files: the members of the blocks left, one decision per distinct statistics.
 
-A filter whose top level is an OR is judged term by term (core/filter_terms.py), each term on its own columns
+A filter whose top level is an OR is judged term by term (core/native/filter_terms.py), each term on its own columns
 and with neighbours along its own columns (a file is kept if a term may select its rows): a curve over two
 columns makes blocks wide on each, so an OR on two columns left several times the matching files to step 3.
 
-The same judgment decides which manifests to read, on their column bounds (core/column_bounds.py: the union
+The same judgment decides which manifests to read, on their column bounds (core/native/column_bounds.py: the union
 of their files' statistics), so it must be monotone: bounds that hold a file's never prove more than the
 file's (``_conditions``), or a manifest holding a file's DELETE entry could be skipped while the file is kept.
 
@@ -38,10 +38,10 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.json as pj
 
-from airflow_snaptable.core.column_stats import Bounds, bound_type, column_condition
+from airflow_snaptable.core.native.column_stats import Bounds, bound_type, column_condition
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.filter_terms import or_terms
-from airflow_snaptable.core.schema import TableSchema
+from airflow_snaptable.core.native.filter_terms import or_terms
+from airflow_snaptable.core.native.schema import TableSchema
 
 #: Columns described with two alternatives at most (a column with nulls: its non-null rows and its null rows),
 #: so 2 ** 4 = 16 fragments per file at most.
@@ -166,7 +166,7 @@ def _conditions(schema: TableSchema, columns: list[str], key: Key) -> list[pc.Ex
     """Conditions that together cover every row described by ``key`` (each row satisfies one of them).
 
     Monotone: wider bounds (a block's, a manifest's) never give a condition that proves more than a member's
-    do, since a manifest is skipped only when the files inside would be (core/partition_pruning.py). So which
+    do, since a manifest is skipped only when the files inside would be (core/native/partition_pruning.py). So which
     columns are described depends on the column's place, never on what other columns' bounds are: the first
     ``_PAIRED`` columns with their alternatives (a column with nulls has two), any later column only when it
     has one (no nulls, or all null: then so has every member's)."""
@@ -268,7 +268,7 @@ def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression
     if stats.null_count == len(stats):
         return everything
     candidates = [c for c in schema.arrow_schema.names if c not in schema.partition_keys and bound_type(schema.arrow_schema.field(c).type) is not None]
-    # Each term of a top-level OR on its own columns (core/filter_terms.py): a file may match if it may match a term.
+    # Each term of a top-level OR on its own columns (core/native/filter_terms.py): a file may match if it may match a term.
     terms = [(term, referenced_columns(schema.arrow_schema, term, candidates)) for term in or_terms(expression)]
     if any(not columns for _term, columns in terms):
         return everything  # a term on no column with statistics may select rows of any file

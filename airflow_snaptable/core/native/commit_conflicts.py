@@ -11,11 +11,11 @@ Rules (docs/format.md, "Commit protocol"):
 
 from __future__ import annotations
 
-from airflow_snaptable.core.commit_request import WHOLE_TABLE, CommitRequest
+from airflow_snaptable.core.native.commit_request import WHOLE_TABLE, CommitRequest
 from airflow_snaptable.core.errors import CommitConflictError, SnapshotNotFoundError
-from airflow_snaptable.core.manifest import FileKind, ManifestIO
-from airflow_snaptable.core.schema import TableSchema
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot, SnapshotManager
+from airflow_snaptable.core.native.manifest import FileKind, ManifestIO
+from airflow_snaptable.core.native.schema import TableSchema
+from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot, SnapshotManager
 
 
 class ConflictDetection:

@@ -17,7 +17,7 @@ from typing import Callable
 from airflow_snaptable.core.errors import CorruptMetadataError, SnapTableError, TagNotFoundError
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.arguments.times import duration_argument
-from airflow_snaptable.core.snapshot import Snapshot
+from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.io.storage import Storage
 
 TAG_DIR = "tag"

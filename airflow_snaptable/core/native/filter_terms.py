@@ -1,5 +1,5 @@
 """The terms of a filter's top-level OR (``A | B | C`` -> ``[A, B, C]``), so data skipping judges each term on
-its own columns (core/data_skipping.py): a file may hold a row ``A | B`` selects only if it may hold a row ``A``
+its own columns (core/native/data_skipping.py): a file may hold a row ``A | B`` selects only if it may hold a row ``A``
 or ``B`` selects, and a block of files neighbouring on ``A``'s column is tight there, where a block of a curve
 over both columns is wide on each.
 

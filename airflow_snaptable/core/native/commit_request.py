@@ -1,12 +1,12 @@
-"""What one commit changes, and what it was planned against (core/commit.py commits it)."""
+"""What one commit changes, and what it was planned against (core/native/commit.py commits it)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable
 
-from airflow_snaptable.core.manifest import DataFile
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.native.manifest import DataFile
+from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
 
 #: ``overwrite_scope`` value meaning "the whole table".
 WHOLE_TABLE = "WHOLE_TABLE"

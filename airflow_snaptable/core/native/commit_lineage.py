@@ -13,7 +13,7 @@ import logging
 from typing import Callable
 
 from airflow_snaptable.core.errors import SnapshotNotFoundError
-from airflow_snaptable.core.snapshot import Snapshot, SnapshotManager
+from airflow_snaptable.core.native.snapshot import Snapshot, SnapshotManager
 
 log = logging.getLogger(__name__)
 

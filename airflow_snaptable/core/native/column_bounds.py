@@ -1,6 +1,6 @@
 """A manifest's column bounds (``ManifestFileMeta.column_stats``; Iceberg's manifest summaries, Paimon's
 aggregated ``_VALUE_STATS``): the union of its entries' column statistics, so a filtered scan skips a manifest
-unread when no file in it can hold a matching row (core/partition_pruning.py).
+unread when no file in it can hold a matching row (core/native/partition_pruning.py).
 
 Written with each manifest (:func:`column_stats_of`) into its list entry as :class:`FileStats` JSON, so the
 manifests' bounds are judged by the very code that judges files (``data_skipping.may_match``)::
@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from airflow_snaptable.core.column_stats import _FIELDS, ColumnStats, FileStats
+from airflow_snaptable.core.native.column_stats import _FIELDS, ColumnStats, FileStats
 from airflow_snaptable.core.errors import CorruptMetadataError
 
 _COUNT_LIMIT = 2**63  # rows and nulls are parsed as int64

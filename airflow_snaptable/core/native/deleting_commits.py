@@ -17,7 +17,7 @@ from __future__ import annotations
 from weakref import WeakKeyDictionary
 
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.snapshot import Snapshot, SnapshotManager
+from airflow_snaptable.core.native.snapshot import Snapshot, SnapshotManager
 
 #: Snapshots read in one ``Storage.read_many`` where there are no links to follow.
 READ_CHUNK = 1_000

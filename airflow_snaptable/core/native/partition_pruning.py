@@ -1,5 +1,5 @@
 """Partition pruning and data skipping: a filtered scan reads only the manifests and keeps only the files
-whose partition values, and then whose column statistics (core/data_skipping.py), can match the filter.
+whose partition values, and then whose column statistics (core/native/data_skipping.py), can match the filter.
 
 Arrow decides "can match": each manifest (by the bounds of its partition values, its list entry's
 ``partition_stats``) and each distinct partition value becomes a fragment whose partition expression
@@ -15,10 +15,10 @@ are all kept, so a file is in the result only if it is live, and a live file tha
 last entry (an ADD).
 
 A manifest is also skipped unread when its column bounds (``column_stats``: the union of its entries'
-statistics, core/column_bounds.py), judged by the same code as files' statistics, prove no row matches.
+statistics, core/native/column_bounds.py), judged by the same code as files' statistics, prove no row matches.
 Its ADD entries would all have been dropped; its DELETE entries are of files whose statistics lie inside
 those bounds, and the judgment is monotone (bounds that rule out a manifest rule out every file inside;
-core/data_skipping.py keeps it so), so each such file's ADD entries are dropped too.
+core/native/data_skipping.py keeps it so), so each such file's ADD entries are dropped too.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_snaptable.core.column_bounds import check_column_stats
-from airflow_snaptable.core.data_skipping import may_match, may_select
+from airflow_snaptable.core.native.column_bounds import check_column_stats
+from airflow_snaptable.core.native.data_skipping import may_match, may_select
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestFileMeta, ManifestIO, apply_entries, decode_manifest_table
-from airflow_snaptable.core.partition_bounds import parsed_bounds
-from airflow_snaptable.core.schema import TableSchema, decode_partition
+from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestFileMeta, ManifestIO, apply_entries, decode_manifest_table
+from airflow_snaptable.core.native.partition_bounds import parsed_bounds
+from airflow_snaptable.core.native.schema import TableSchema, decode_partition
 
 
 def _value_condition(schema: TableSchema, partition: tuple) -> pc.Expression:
@@ -78,7 +78,7 @@ def prune_files(schema: TableSchema, files: list[DataFile], expression: pc.Expre
 
 
 def _by_column_bounds(schema: TableSchema, metas: list[ManifestFileMeta], expression: pc.Expression) -> list[ManifestFileMeta]:
-    """The manifests whose column bounds (``column_stats``, core/column_bounds.py) may hold a matching row,
+    """The manifests whose column bounds (``column_stats``, core/native/column_bounds.py) may hold a matching row,
     judged as files are (``may_match``: the bounds are statistics of the union of the manifest's files)."""
     texts = [m.column_stats for m in metas]
     if all(text is None for text in texts):

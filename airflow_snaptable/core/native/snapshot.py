@@ -67,7 +67,7 @@ class Snapshot:
     #: snapshot this one was built on, where an id alone cannot tell (an expired id re-created by a
     #: stale writer). None for the first snapshot and in snapshots written before it existed.
     parent_base_manifest_list: str | None = None
-    #: Where the commits below this one that may delete files are (core/deleting_commits.py):
+    #: Where the commits below this one that may delete files are (core/native/deleting_commits.py):
     #: ``{"id": p, "base_manifest_list": name}`` names snapshot ``p`` of this snapshot's lineage, and
     #: every snapshot strictly between ``p`` and this one deletes no file (``deletes_no_file``);
     #: ``{"id": 0}``: none down to the first snapshot. None in snapshots written before it existed.

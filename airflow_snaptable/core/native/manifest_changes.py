@@ -2,7 +2,7 @@
 
 Planning an expiry (core/expire_plan.py ``plan_expiry``) uses each delta entry's kind, path and
 file size, never its partition or column statistics. Reading only those three columns and
-making a tuple per entry costs a twentieth of the full decode (core/manifest.py
+making a tuple per entry costs a twentieth of the full decode (core/native/manifest.py
 ``iter_manifest``: a ``DataFile`` and a ``ManifestEntry`` per entry, partitions parsed,
 statistics text copied): a 2,100-entry overwrite delta 0.5 ms instead of 10 ms.
 """
@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.manifest import _KINDS, _MANIFEST_SCHEMA, _MANIFEST_SCHEMA_WITHOUT_STATS, FileKind
+from airflow_snaptable.core.native.manifest import _KINDS, _MANIFEST_SCHEMA, _MANIFEST_SCHEMA_WITHOUT_STATS, FileKind
 
 _COLUMNS = ["kind", "path", "file_size"]
 

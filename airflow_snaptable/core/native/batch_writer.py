@@ -13,10 +13,10 @@ from __future__ import annotations
 import pyarrow as pa
 
 from airflow_snaptable.core.io.pool import map_io
-from airflow_snaptable.core.manifest import DataFile
-from airflow_snaptable.core.schema import TableSchema
+from airflow_snaptable.core.native.manifest import DataFile
+from airflow_snaptable.core.native.schema import TableSchema
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.writer import split_by_partition, write_partition_files
+from airflow_snaptable.core.native.data_files import split_by_partition, write_partition_files
 
 
 class PartitionedBatchWriter:

@@ -7,8 +7,8 @@ Rules:
 - Losing the race means: re-read the latest snapshot, check the snapshots
   committed in between for real conflicts, rebuild the base manifest list on
   top of the new latest, and try the next id, with exponential backoff.
-- What counts as a conflict is core/commit_conflicts.py's; how the base list's
-  manifests are merged, core/manifest_merge.py's.
+- What counts as a conflict is core/native/commit_conflicts.py's; how the base list's
+  manifests are merged, core/native/manifest_merge.py's.
 - A commit with ``commit_identifier`` is applied once: a retry finds the
   snapshot its earlier attempt made and returns it.
 - LATEST/EARLIEST hints are written after the commit point and their failure
@@ -17,7 +17,7 @@ Rules:
   it was planned on, and no rollback is discarding its id. Otherwise (a stale
   base re-created an expired id, or a rollback raced the commit) it is undone:
   after an expiry the commit retries; after a rollback it fails, because the
-  state it was planned on was discarded on purpose. core/commit_lineage.py tells
+  state it was planned on was discarded on purpose. core/native/commit_lineage.py tells
   which, from identities rather than ids.
 """
 
@@ -30,10 +30,10 @@ from datetime import timedelta
 from dataclasses import dataclass, field
 from typing import Callable
 
-from airflow_snaptable.core.commit_conflicts import ConflictDetection
-from airflow_snaptable.core.commit_lineage import ROLLED_BACK, CommitLineage
-from airflow_snaptable.core.commit_request import CommitRequest
-from airflow_snaptable.core.deleting_commits import link_below
+from airflow_snaptable.core.native.commit_conflicts import ConflictDetection
+from airflow_snaptable.core.native.commit_lineage import ROLLED_BACK, CommitLineage
+from airflow_snaptable.core.native.commit_request import CommitRequest
+from airflow_snaptable.core.native.deleting_commits import link_below
 from airflow_snaptable.core.errors import (
     ClockSkewError,
     CommitConflictError,
@@ -41,10 +41,10 @@ from airflow_snaptable.core.errors import (
     CorruptMetadataError,
     SnapshotNotFoundError,
 )
-from airflow_snaptable.core.manifest import FileKind, ManifestEntry, ManifestFileMeta, ManifestIO, manifest_path
-from airflow_snaptable.core.manifest_merge import ManifestMerger
-from airflow_snaptable.core.schema import TableSchema
-from airflow_snaptable.core.snapshot import Snapshot, SnapshotManager, snapshot_path
+from airflow_snaptable.core.native.manifest import FileKind, ManifestEntry, ManifestFileMeta, ManifestIO, manifest_path
+from airflow_snaptable.core.native.manifest_merge import ManifestMerger
+from airflow_snaptable.core.native.schema import TableSchema
+from airflow_snaptable.core.native.snapshot import Snapshot, SnapshotManager, snapshot_path
 
 log = logging.getLogger(__name__)
 
