@@ -13,7 +13,8 @@ from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from airflow_snaptable.core import SnapTableError, Table
-from airflow_snaptable.core import actions, progress
+from airflow_snaptable.core import actions
+from airflow_snaptable.core.lifecycle import progress
 from airflow_snaptable.core.action_base import ActionField
 from airflow_snaptable.core.io.storage_options import parse_storage_options
 
@@ -339,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class TerminalBar:
-    """Draws deletion progress as a bar on a terminal (core/progress.py events), one line per phase."""
+    """Draws deletion progress as a bar on a terminal (core/lifecycle/progress.py events), one line per phase."""
 
     WIDTH = 30
 

@@ -31,7 +31,7 @@ more, with an empty file on disk for every data file, and then runs, each in a f
   parsing them as Arrow tables;
 - the expiry of every snapshot but the last (``retain_min=1``), which deletes every data file; the
   overwrite deletes more than ``--max-deleted-files`` (default: core's 500,000) files, its expiry
-  is a plan in parts (core/expire_parts.py).
+  is a plan in parts (core/lifecycle/expiry/parts.py).
 
 Each prints its time and peak RSS (``ru_maxrss``); the expiry's per-file memory is its peak RSS
 minus an empty interpreter's (the ``baseline`` step), divided by the data files it deleted.
@@ -292,7 +292,8 @@ def lower_bound(uri: str, scratch: str) -> dict:
 def expire(uri: str, max_deleted_files: int | None = None) -> dict:
     """The expiry of every snapshot but the last in this (fresh) process; ``max_deleted_files``: the
     sub-range bound past which one snapshot's deletes are a plan in parts (default: core's)."""
-    from airflow_snaptable.core import Table, expire_subranges
+    from airflow_snaptable.core import Table
+    from airflow_snaptable.core.lifecycle.expiry import subranges as expire_subranges
 
     if max_deleted_files is not None:
         expire_subranges.MAX_DELETED_FILES = max_deleted_files

@@ -30,7 +30,7 @@ clean, the same files on storage, all ``--files`` data files gone.
 the expiry once in process and once distributed, each in a fresh interpreter (the table is built in
 another: a peak RSS is inherited across fork and exec), and prints each
 one's Python peak RSS (``ru_maxrss``; the distributed run's is the driver's, which plans with
-core and holds one part of a plan in parts at a time, core/expire_parts.py), the
+core and holds one part of a plan in parts at a time, core/lifecycle/expiry/parts.py), the
 distributed driver's also as its growth over the started session. ``--parted-bound B`` sets
 ``expire_subranges.MAX_DELETED_FILES`` in those interpreters (default: core's, 500,000): with
 B < N the expiry is a plan in parts; with B >= N, one plan holding every candidate.
@@ -212,7 +212,7 @@ def _peak_rss_mb() -> float:
 def driver_rss_child(uri: str, mode: str, master: str, bound: int | None) -> dict:
     """One expiry of the table at ``uri`` in this (fresh) interpreter: its peak RSS, and for the
     distributed run the driver's peak RSS once the session ran its first tasks (before the expiry)."""
-    from airflow_snaptable.core import expire_subranges
+    from airflow_snaptable.core.lifecycle.expiry import subranges as expire_subranges
 
     if bound is not None:
         expire_subranges.MAX_DELETED_FILES = bound

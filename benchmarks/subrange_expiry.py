@@ -48,7 +48,7 @@ def expire(uri: str, max_snapshots: int | None = None) -> dict:
     from airflow_snaptable.core import Table
 
     if max_snapshots is not None:
-        from airflow_snaptable.core import expire_subranges
+        from airflow_snaptable.core.lifecycle.expiry import subranges as expire_subranges
 
         expire_subranges.MAX_SNAPSHOTS = max_snapshots
 

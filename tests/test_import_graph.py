@@ -286,14 +286,14 @@ def test_the_checker_finds_a_cycle_hidden_in_functions_and_type_checking(tmp_pat
         "core/__init__.py": "from pkg.core.table import Table\n",
         "core/table.py": "from pkg.core import expire\n\nclass Table:\n    pass\n",
         # The ring of the old core: each leg hidden differently.
-        "core/expire.py": "def run(table):\n    from .plans import Plan\n    return Plan\n",
-        "core/plans.py": (
+        "core/lifecycle/expiry/run.py": "def run(table):\n    from .plans import Plan\n    return Plan\n",
+        "core/lifecycle/deletion_plans.py": (
             "from typing import TYPE_CHECKING\n"
             "if TYPE_CHECKING:\n"
             "    from pkg.core.table import Table\n"
         ),
         "core/errors.py": "",
-        "core/clean.py": "from . import errors\nfrom .errors import *\nimport pkg.core.errors\n",
+        "core/lifecycle/hudi_clean.py": "from . import errors\nfrom .errors import *\nimport pkg.core.errors\n",
     })
     graph = build_graph(root, "pkg")
     rings = find_rings(graph)

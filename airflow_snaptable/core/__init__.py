@@ -28,12 +28,12 @@ from airflow_snaptable.core.errors import (
     UnsupportedStorageError,
 )
 from airflow_snaptable.core.native.consumers import Consumer
-from airflow_snaptable.core.expire import ExpireResult
-from airflow_snaptable.core.changes import ChangeSet, StreamPlan, StreamScan
+from airflow_snaptable.core.lifecycle.expiry.run import ExpireResult
+from airflow_snaptable.core.lifecycle.changes import ChangeSet, StreamPlan, StreamScan
 from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry
-from airflow_snaptable.core.orphans import OrphanResult
-from airflow_snaptable.core.periodic import PeriodicTagResult
-from airflow_snaptable.core.rollback import RollbackResult
+from airflow_snaptable.core.lifecycle.orphans import OrphanResult
+from airflow_snaptable.core.lifecycle.periodic_tags import PeriodicTagResult
+from airflow_snaptable.core.lifecycle.rollback import RollbackResult
 from airflow_snaptable.core.native.scan import TableScan
 from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.io.storage import Storage

@@ -31,7 +31,7 @@ from airflow_snaptable.core.action_base import (
     valid_name,
 )
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.periodic import FORMATTERS, PERIODS, TIME_SOURCES
+from airflow_snaptable.core.lifecycle.periodic_tags import FORMATTERS, PERIODS, TIME_SOURCES
 from airflow_snaptable.core.clean_actions import Clean, CreateSavepoint, DeleteSavepoint, RestoreSavepoint
 from airflow_snaptable.core.table import Table
 from airflow_snaptable.core.native.tags import IF_EXISTS

@@ -1,4 +1,4 @@
-"""The actions of Hudi's cleaning policies and savepoints (core/clean.py), registered in core/actions.py."""
+"""The actions of Hudi's cleaning policies and savepoints (core/lifecycle/hudi_clean.py), registered in core/actions.py."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from airflow_snaptable.core.action_base import Action, allowed, arg
-from airflow_snaptable.core.clean import POLICIES, check_policy
+from airflow_snaptable.core.lifecycle.hudi_clean import POLICIES, check_policy
 from airflow_snaptable.core.table import Table
 
 
 @dataclass(frozen=True, kw_only=True)
 class Clean(Action):
     """Run a Hudi cleaning policy: keep the latest commits, the commits of the last hours, or each
-    partition's latest file versions (core/clean.py)."""
+    partition's latest file versions (core/lifecycle/hudi_clean.py)."""
 
     name: ClassVar[str] = "clean"
 

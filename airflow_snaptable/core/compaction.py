@@ -2,7 +2,7 @@
 
 A partition is compacted when it has at least ``min_file_num`` files smaller than
 ``target_file_size`` (options ``compaction.min.file-num``, ``target-file-size``). A
-COMPACT snapshot changes no row: incremental readers skip it (core/changes.py), and a
+COMPACT snapshot changes no row: incremental readers skip it (core/lifecycle/changes.py), and a
 concurrent overwrite of the same partitions re-plans instead of conflicting
 (core/native/commit_conflicts.py).
 """

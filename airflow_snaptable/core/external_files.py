@@ -6,7 +6,7 @@ Rules:
   partitions adds files only to those.
 - A path the table knows is never committed again. Every deletion rule relies on a
   file, once deleted, never being added back under its name (only a keep-history
-  rollback re-adds, and it registers what it re-adds: core/readds.py), so a path
+  rollback re-adds, and it registers what it re-adds: core/lifecycle/readds.py), so a path
   that a retained snapshot, a tag or an unfinished deletion plan references is
   refused. The one exception is a live file given again to an overwrite of its own
   partition: it stays as it is, neither deleted nor added (Paimon's in-place upgrade).
@@ -37,13 +37,13 @@ from airflow_snaptable.core.errors import (
     SchemaMismatchError,
     SnapshotNotFoundError,
 )
-from airflow_snaptable.core.expire_parts import candidates_among
+from airflow_snaptable.core.lifecycle.expiry.parts import candidates_among
 from airflow_snaptable.core.native.manifest import DataFile
 from airflow_snaptable.core.native.partition_bounds import PartitionBounds
-from airflow_snaptable.core.plans import read_plans
+from airflow_snaptable.core.lifecycle.deletion_plans import read_plans
 from airflow_snaptable.core.native.schema import TableSchema
 from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
-from airflow_snaptable.core.store import TableStore
+from airflow_snaptable.core.lifecycle.store import TableStore
 from airflow_snaptable.core.table_write import TableWrite, check_commit_arguments, check_summary
 from airflow_snaptable.core.native.data_files import DATA_DIR
 

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.store import FormatTable
+from airflow_snaptable.core.lifecycle.store import FormatTable
 
 ICEBERG_SCHEME = "iceberg://"
 

@@ -5,7 +5,7 @@
 - :func:`added_after` / :func:`snapshot_adds`: whether a commit of given files landed
   (a job whose commit failed ambiguously must not delete files a snapshot references).
 
-Reading the changes themselves is ``Table.changes`` and ``Table.stream`` (core/changes.py).
+Reading the changes themselves is ``Table.changes`` and ``Table.stream`` (core/lifecycle/changes.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The native format's FileStore (core/store.py): manifests, manifest lists and data files.
+"""The native format's FileStore (core/lifecycle/store.py): manifests, manifest lists and data files.
 
 A snapshot's state is its base list's manifests folded, then its delta list's
 (core/native/manifest.py). A base list holds only the previous base, the previous delta and
@@ -21,7 +21,7 @@ from airflow_snaptable.core.native_in_use import native_paths_in_use
 from airflow_snaptable.core.io.path_set import PathHashSet
 from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.store import ExpiringMetadata, InUse, StoredFile
+from airflow_snaptable.core.lifecycle.store import ExpiringMetadata, InUse, StoredFile
 from airflow_snaptable.core.native.tags import Tag
 from airflow_snaptable.core.native.data_files import DATA_DIR
 
@@ -43,7 +43,7 @@ class NativeFiles:
     def state_entries(self, snapshot: Snapshot) -> Iterator[ManifestEntry]:
         """The entries that fold to the snapshot's state (its base list's manifests, then its delta's),
         read one manifest at a time and decoded in batches: a tag of millions of files is streamed,
-        never held (core/protection.py builds its compact path set from this)."""
+        never held (core/lifecycle/protection.py builds its compact path set from this)."""
         manifests = self.manifests
         for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
             for meta in manifests.read_list(list_name):

@@ -1,7 +1,7 @@
 """The table: one directory (or object-store prefix) holding schema, snapshots, manifests and data.
 
 ``Table`` is the front door and only that: it opens the table's managers, wires them into the
-store the lifecycle engine reads (core/store.py), and hands each call to the module holding its rules.
+store the lifecycle engine reads (core/lifecycle/store.py), and hands each call to the module holding its rules.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 
-from airflow_snaptable.core.changes import ChangeSet, StreamScan, compute_changes
+from airflow_snaptable.core.lifecycle.changes import ChangeSet, StreamScan, compute_changes
 from airflow_snaptable.core.arguments.checks import check_bool, check_int
-from airflow_snaptable.core.clean import SAVEPOINT, Clean, CleanResult, savepoint_name
-from airflow_snaptable.core.consumer_lifecycle import ConsumerLifecycle
+from airflow_snaptable.core.lifecycle.hudi_clean import SAVEPOINT, Clean, CleanResult, savepoint_name
+from airflow_snaptable.core.lifecycle.consumers import ConsumerLifecycle
 from airflow_snaptable.core.native.consumers import Consumer, ConsumerManager
 from airflow_snaptable.core.errors import (
     CorruptMetadataError,
@@ -21,21 +21,21 @@ from airflow_snaptable.core.errors import (
     SnapshotNotFoundError,
     UnsupportedOperationError,
 )
-from airflow_snaptable.core.expire import ExpireResult, SnapshotExpiry
+from airflow_snaptable.core.lifecycle.expiry.run import ExpireResult, SnapshotExpiry
 from airflow_snaptable.core.native.manifest import DataFile, ManifestIO
 from airflow_snaptable.core.native_files import NativeFiles
-from airflow_snaptable.core.orphans import OrphanFilesClean, OrphanResult
-from airflow_snaptable.core.periodic import PeriodicTagging, PeriodicTagResult
-from airflow_snaptable.core.plan_executor import PlanExecutor
-from airflow_snaptable.core.rollback import Rollback, RollbackResult
+from airflow_snaptable.core.lifecycle.orphans import OrphanFilesClean, OrphanResult
+from airflow_snaptable.core.lifecycle.periodic_tags import PeriodicTagging, PeriodicTagResult
+from airflow_snaptable.core.lifecycle.plan_executor import PlanExecutor
+from airflow_snaptable.core.lifecycle.rollback import Rollback, RollbackResult
 from airflow_snaptable.core.native.partition_pruning import pruned_state
 from airflow_snaptable.core.native.scan import TableScan, check_columns, check_filter, read_table, to_expression
 from airflow_snaptable.core.native.schema import SchemaManager, TableSchema
 from airflow_snaptable.core.native.snapshot import Snapshot, SnapshotManager
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.formats import is_iceberg_uri, open_foreign
-from airflow_snaptable.core.store import NATIVE_FORMAT, FormatTable, TableStore
-from airflow_snaptable.core.tag_lifecycle import TagLifecycle
+from airflow_snaptable.core.lifecycle.store import NATIVE_FORMAT, FormatTable, TableStore
+from airflow_snaptable.core.lifecycle.tags import TagLifecycle
 from airflow_snaptable.core.native.tags import Tag, TagManager
 from airflow_snaptable.core.table_writes import TableWrites
 from airflow_snaptable.core.arguments.times import now_millis, to_millis
@@ -268,7 +268,7 @@ class Table(TableWrites):
     @property
     def create_periodic_tags(self) -> Callable[..., PeriodicTagResult]:
         """``create_periodic_tags(period=None, *, delay, formatter, num_retained_max, catch_up, time_retained, now)
-        -> PeriodicTagResult``: core/periodic.py's ``PeriodicTagging.create`` on this table, so its arguments are
+        -> PeriodicTagResult``: core/lifecycle/periodic_tags.py's ``PeriodicTagging.create`` on this table, so its arguments are
         written once (like ``expire_snapshots``)."""
         return PeriodicTagging(self.store, self.tag_lifecycle(), self.options, self.clock).create
 
@@ -322,11 +322,11 @@ class Table(TableWrites):
     @property
     def expire_snapshots(self) -> Callable[..., ExpireResult]:
         """``expire_snapshots(*, retain_min, retain_max, time_retained, older_than, retain_last, limit, dry_run,
-        now, skip_missing) -> ExpireResult``: core/expire.py's ``SnapshotExpiry.expire`` on this table, so its
+        now, skip_missing) -> ExpireResult``: core/lifecycle/expiry/run.py's ``SnapshotExpiry.expire`` on this table, so its
         keyword arguments are written once (an argument is added there and in the ExpireSnapshots action)."""
         return SnapshotExpiry(self.store, self._plans(), self.options, self.clock).expire
 
-    # -- Hudi-style cleaning and savepoints (core/clean.py) ---------------------------
+    # -- Hudi-style cleaning and savepoints (core/lifecycle/hudi_clean.py) ---------------------------
 
     def clean(self, policy: str, *, commits_retained=None, hours_retained=None, file_versions_retained=None,
               dry_run: bool = False) -> CleanResult:
@@ -367,7 +367,7 @@ class Table(TableWrites):
     def rollback_to(
         self, snapshot_id: int | None = None, *, tag: str | None = None, as_of=None, keep_history: bool = False, force: bool = False
     ) -> RollbackResult:
-        """Make the table's state that of a snapshot, a tag or a time (see core/rollback.py).
+        """Make the table's state that of a snapshot, a tag or a time (see core/lifecycle/rollback.py).
 
         Default: later snapshots and tags are discarded with the files only they used.
         ``keep_history=True``: a new snapshot with the target's state, nothing discarded.

@@ -8,7 +8,7 @@ from airflow_snaptable.core.native.commit import FileStoreCommit
 from airflow_snaptable.core.compaction import compact
 from airflow_snaptable.core.external_files import commit_external_files
 from airflow_snaptable.core.native.manifest import DataFile
-from airflow_snaptable.core.plans import PlanManager
+from airflow_snaptable.core.lifecycle.deletion_plans import PlanManager
 from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.table_write import TableWrite
 

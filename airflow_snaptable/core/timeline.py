@@ -29,7 +29,7 @@ from airflow_snaptable.core.arguments.times import to_millis
 if TYPE_CHECKING:
     from airflow_snaptable.core.table import Table
 
-#: The summary key a keep-history rollback's snapshot carries (core/rollback.py).
+#: The summary key a keep-history rollback's snapshot carries (core/lifecycle/rollback.py).
 ROLLBACK_SUMMARY_KEY = "rollback_to"
 
 

@@ -17,11 +17,11 @@ from datetime import timedelta
 
 from airflow_snaptable.core.native.consumers import CONSUMER_DIR, CONSUMER_PREFIX, Consumer
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidNameError
-from airflow_snaptable.core.intents import INTENT_DIR, INTENT_PREFIX, Intent
+from airflow_snaptable.core.lifecycle.intents import INTENT_DIR, INTENT_PREFIX, Intent
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.native_files import NativeFiles, written_sizes
-from airflow_snaptable.core.plans import PLAN_DIR, DeletionPlan
-from airflow_snaptable.core.readds import READD_DIR, is_entry_name, parse_entry
+from airflow_snaptable.core.lifecycle.deletion_plans import PLAN_DIR, DeletionPlan
+from airflow_snaptable.core.lifecycle.readds import READD_DIR, is_entry_name, parse_entry
 from airflow_snaptable.core.native.snapshot import Snapshot, SnapshotManager, snapshot_path
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.native.tags import Tag, TagManager, tag_path
@@ -74,7 +74,7 @@ def verify(
     future. Cost: one listing per directory (sizes come from the listings), the reads of an
     orphan clean's in-use pass, and one small read per lifecycle file.
 
-    Another format's store (core/store.py) passes its pieces: ``snapshots`` with
+    Another format's store (core/lifecycle/store.py) passes its pieces: ``snapshots`` with
     ``parse(id, path, data)`` for ``snapshot/snapshot-<id>``, ``lifecycle`` where the engine's
     plans and intents are, ``parse_consumer(data, where)`` for its ``consumer/`` files.
     """

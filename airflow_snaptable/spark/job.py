@@ -24,7 +24,7 @@ variable ``SNAPTABLE_STORAGE_OPTIONS``; without either, fsspec's defaults apply
 (for S3: AWS_* variables, instance profiles ...). They are never printed.
 
 Deletion progress is printed as ``snaptable-progress: <phase>: done/total (percent), rate``
-lines (core/progress.py).
+lines (core/lifecycle/progress.py).
 
 Exit status: 0 done; 1 the action failed (the last line the job prints on
 stderr is ``snaptable-job: <ErrorType>: <message>``; spark-submit merges the
@@ -101,7 +101,7 @@ def _storage_options(spark) -> dict | None:
 
 
 def _log_progress_to_stderr() -> None:
-    """Deletion progress (core/progress.py) as ``snaptable-progress: ...`` lines in the driver's output."""
+    """Deletion progress (core/lifecycle/progress.py) as ``snaptable-progress: ...`` lines in the driver's output."""
     import logging
 
     handler = logging.StreamHandler(sys.stderr)

@@ -1,4 +1,4 @@
-"""Hudi's cleaning policies and savepoints (core/clean.py).
+"""Hudi's cleaning policies and savepoints (core/lifecycle/hudi_clean.py).
 
 Each scenario writes down, from Hudi's rule, the earliest commit to retain; the files that
 must survive are then every file of the states from that commit on plus the savepointed
@@ -115,7 +115,7 @@ def test_keep_latest_by_hours_keeps_every_state_of_the_window(tmp_path):
 
 
 def test_keep_latest_file_versions_counts_versions_per_partition(tmp_path):
-    """The example of core/clean.py, with a partition (p=2) that is never touched again."""
+    """The example of core/lifecycle/hudi_clean.py, with a partition (p=2) that is never touched again."""
     r = Recorded(tmp_path / "t")
     r.commit("append", make_rows(ids_in(0, 0) + ids_in(1, 0) + ids_in(2, 0)))  # 1: a, b, c
     r.commit("overwrite", make_rows(ids_in(0, 10)), partitions=[{"p": 0}])  # 2: a

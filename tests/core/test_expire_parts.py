@@ -1,4 +1,4 @@
-"""A sub-range whose candidates exceed the bound, expired as a plan in parts (core/expire_parts.py).
+"""A sub-range whose candidates exceed the bound, expired as a plan in parts (core/lifecycle/expiry/parts.py).
 
 With tiny bounds (``MAX_DELETED_FILES``: a deleting snapshot's sub-range is planned in parts;
 ``PART_SIZE``: a few candidates per part) the parted run deletes exactly what one plan deletes,
@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_snaptable.core import Table, expire_parts, expire_subranges, path_hashes
+from airflow_snaptable.core import Table
+
+from airflow_snaptable.core.lifecycle.expiry import parts as expire_parts
+
+from airflow_snaptable.core.lifecycle.expiry import subranges as expire_subranges
+
+from airflow_snaptable.core.lifecycle import path_hashes
 from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry
-from airflow_snaptable.core.path_hashes import LastAdded, PathHashSet
-from airflow_snaptable.core.expire_parts import candidates_among
-from airflow_snaptable.core.plans import PlanManager
+from airflow_snaptable.core.lifecycle.path_hashes import LastAdded, PathHashSet
+from airflow_snaptable.core.lifecycle.expiry.parts import candidates_among
+from airflow_snaptable.core.lifecycle.deletion_plans import PlanManager
 from tests.core.test_expire_subranges import _appends_then_overwrite, _data_files, _without_plans
 from tests.core.test_lifecycle import FAR_FUTURE, build_rich_history, check_clean, check_readable, diff, make_table, tree
 from tests.core.test_lifecycle_crash import _copy, _open, _state, sweep

@@ -1,4 +1,4 @@
-"""Expiry of a long range in sub-ranges (core/expire_subranges.py), with tiny bounds.
+"""Expiry of a long range in sub-ranges (core/lifecycle/expiry/subranges.py), with tiny bounds.
 
 Each sub-range is its own plan (pending -> protection -> active -> execute); together they delete
 exactly what one plan over the whole range deletes, a crash anywhere leaves a valid table that a
@@ -14,9 +14,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_snaptable.core import Table, expire as expire_module, expire_subranges
-from airflow_snaptable.core.expire_plan import ExpireRule
-from airflow_snaptable.core.expire_subranges import subrange_end
+from airflow_snaptable.core import Table
+
+from airflow_snaptable.core.lifecycle.expiry import run as expire_module
+
+from airflow_snaptable.core.lifecycle.expiry import subranges as expire_subranges
+from airflow_snaptable.core.lifecycle.expiry.plan import ExpireRule
+from airflow_snaptable.core.lifecycle.expiry.subranges import subrange_end
 from tests.core.test_lifecycle import FAR_FUTURE, build_rich_history, check_clean, diff, make_table, tree
 from tests.core.test_lifecycle_crash import _copy, _open, _state, sweep
 

@@ -144,7 +144,7 @@ class TableLifecycle(RuleBasedStateMachine):
         result = self.table.rollback_to(tag=name, keep_history=True)
         self.rows[result.latest_snapshot_id] = self.rows[self.tags[name]]
 
-    # -- Hudi: clean policies and savepoints (core/clean.py) ---------------------------
+    # -- Hudi: clean policies and savepoints (core/lifecycle/hudi_clean.py) ---------------------------
 
     @rule(policy=st.sampled_from(["KEEP_LATEST_COMMITS", "KEEP_LATEST_BY_HOURS", "KEEP_LATEST_FILE_VERSIONS"]),
           value=st.integers(1, 4))
@@ -268,7 +268,7 @@ def test_stale_pending_plan_is_dropped_and_never_executed(tmp_path, fail_at):
     import os
     import time
 
-    from airflow_snaptable.core.plans import STALE_PENDING_SECONDS
+    from airflow_snaptable.core.lifecycle.deletion_plans import STALE_PENDING_SECONDS
     from tests.conftest import InjectedCrash
 
     table = Table.create(str(tmp_path / "t"), SCHEMA, partition_by=["p"])

@@ -13,9 +13,9 @@ import time
 import pytest
 
 import airflow_snaptable.core.native_in_use as native_in_use
-import airflow_snaptable.core.orphans as orphans
+import airflow_snaptable.core.lifecycle.orphans as orphans
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.orphans import OrphanFilesClean, files_in_use, paths_in_use
+from airflow_snaptable.core.lifecycle.orphans import OrphanFilesClean, files_in_use, paths_in_use
 from airflow_snaptable.core.io.path_set import PathHashSet, path_hashes
 from airflow_snaptable.core.io.storage import Storage
 from tests.conftest import SCHEMA, InjectedCrash, make_rows, sorted_ids

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.periodic import period_start_of, tag_name
+from airflow_snaptable.core.lifecycle.periodic_tags import period_start_of, tag_name
 from tests.conftest import SCHEMA, make_rows
 
 H = 3_600_000

@@ -87,7 +87,7 @@ def test_streamed_planning_plans_exactly_what_whole_deltas_give(tmp_path, seed, 
 
     from airflow_snaptable.core import Table
     from airflow_snaptable.core import native_files
-    from airflow_snaptable.core.expire_plan import plan_expiry
+    from airflow_snaptable.core.lifecycle.expiry.plan import plan_expiry
     from tests.conftest import SCHEMA, make_rows
 
     rng = random.Random(seed)

@@ -32,7 +32,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from airflow_snaptable.core.errors import CommitConflictError, CorruptMetadataError, UnsupportedMetadataError
-from airflow_snaptable.core.expire import ExpireResult
+from airflow_snaptable.core.lifecycle.expiry.run import ExpireResult
 from airflow_snaptable.core.iceberg.consumers import held_by_consumers, read_consumers
 from airflow_snaptable.core.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach
 from airflow_snaptable.core.iceberg.retention import Retention, RetentionSettings, ancestors, plan_retention

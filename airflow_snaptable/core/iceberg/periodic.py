@@ -1,4 +1,4 @@
-"""Periodic tags on Iceberg tag refs: Paimon's automatic-tag rules (core/periodic.py), unchanged.
+"""Periodic tags on Iceberg tag refs: Paimon's automatic-tag rules (core/lifecycle/periodic_tags.py), unchanged.
 
 The rules run over a view of the Iceberg table: its ``main`` history (the latest ancestor at a
 period's end is the state the period's tag holds), its tag refs, and its tag commits. An Iceberg
@@ -15,7 +15,7 @@ import dataclasses
 
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.arguments.table_options import OPTION_SPECS, TableOptions
-from airflow_snaptable.core.periodic import PeriodicTagging
+from airflow_snaptable.core.lifecycle.periodic_tags import PeriodicTagging
 from airflow_snaptable.core.native.tags import MANUAL
 
 #: The table properties the periodic rules read.

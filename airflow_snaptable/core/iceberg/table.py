@@ -32,7 +32,7 @@ from airflow_snaptable.core.errors import (
     TagNotFoundError,
     UnsupportedOperationError,
 )
-from airflow_snaptable.core.expire import ExpireResult
+from airflow_snaptable.core.lifecycle.expiry.run import ExpireResult
 from airflow_snaptable.core.iceberg import catalog as catalogs
 from airflow_snaptable.core.iceberg.expire import IcebergExpiry, journaled_expired_ids
 from airflow_snaptable.core.iceberg.files import storage_for
@@ -43,10 +43,10 @@ from airflow_snaptable.core.iceberg.positions import IcebergPositions, new_snaps
 from airflow_snaptable.core.iceberg.retention import MAIN, RetentionSettings, ancestors
 from airflow_snaptable.core.iceberg.snapshots import snapshot_of
 from airflow_snaptable.core.arguments.names import validate_name
-from airflow_snaptable.core.orphans import OrphanResult
-from airflow_snaptable.core.rollback import RollbackResult
+from airflow_snaptable.core.lifecycle.orphans import OrphanResult
+from airflow_snaptable.core.lifecycle.rollback import RollbackResult
 from airflow_snaptable.core.native.snapshot import Snapshot
-from airflow_snaptable.core.periodic import PeriodicTagResult, period_start_of
+from airflow_snaptable.core.lifecycle.periodic_tags import PeriodicTagResult, period_start_of
 from airflow_snaptable.core.native.tags import IF_EXISTS, MANUAL, PERIODIC, Tag
 from airflow_snaptable.core.arguments.times import duration_argument, millis, to_millis
 

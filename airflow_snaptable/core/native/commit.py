@@ -83,7 +83,7 @@ class FileStoreCommit:
         self.schema = schema
         self.clock = clock
         #: Snapshot ids above this are being discarded by an unfinished rollback (None: none); the
-        #: lifecycle's plans know (core/plans.py PlanManager.ceiling), the table passes it in.
+        #: lifecycle's plans know (core/lifecycle/deletion_plans.py PlanManager.ceiling), the table passes it in.
         self.rollback_ceiling = rollback_ceiling
         options = schema.table_options
         self.max_retries = options.get("commit.max-retries")

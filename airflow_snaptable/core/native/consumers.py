@@ -2,7 +2,7 @@
 
 A consumer's ``next_snapshot`` is the first snapshot it has not read yet;
 that snapshot and every later one are never expired while the consumer lives
-(moving one safely while expiry runs: core/consumer_lifecycle.py).
+(moving one safely while expiry runs: core/lifecycle/consumers.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A manifest's entries as expiry planning reads them: kind, path and size only.
 
-Planning an expiry (core/expire_plan.py ``plan_expiry``) uses each delta entry's kind, path and
+Planning an expiry (core/lifecycle/expiry/plan.py ``plan_expiry``) uses each delta entry's kind, path and
 file size, never its partition or column statistics. Reading only those three columns and
 making a tuple per entry costs a twentieth of the full decode (core/native/manifest.py
 ``iter_manifest``: a ``DataFile`` and a ``ManifestEntry`` per entry, partitions parsed,

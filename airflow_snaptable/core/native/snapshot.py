@@ -175,7 +175,7 @@ class SnapshotManager:
         reused): its base manifest list, whose name is unique to the commit attempt that wrote it."""
         return snapshot.base_manifest_list
 
-    # -- unpublishing (the format's part of a deletion plan, core/plan_executor.py) --------
+    # -- unpublishing (the format's part of a deletion plan, core/lifecycle/plan_executor.py) --------
 
     def unpublish(self, snapshot_ids: Iterable[int]) -> list[str]:
         """Remove these snapshots from the history one file at a time in order (a crash leaves a prefix removed; one gone is
@@ -357,7 +357,7 @@ class SnapshotManager:
         first, last = below + 1, above - 1
         what = f"snapshot {first} is" if first == last else f"snapshots {first}..{last} are"
         # Only an active plan can close a gap (a rollback restores its target after activating its plan).
-        unfinished = any(name.startswith("plan-") for name in self.storage.list_names("plan"))  # core/plans.py PLAN_DIR
+        unfinished = any(name.startswith("plan-") for name in self.storage.list_names("plan"))  # core/lifecycle/deletion_plans.py PLAN_DIR
         if unfinished:
             remedy = (
                 "an unfinished deletion plan is in plan/ (an interrupted rollback to an expired snapshot leaves such a "

@@ -3,7 +3,7 @@
 A tag file holds a copy of the snapshot it names, so the tagged state stays
 readable after the snapshot itself expires. Expiry never deletes a file that
 a tag still holds, and deleting a tag frees the files only it held: those rules
-are the lifecycle's (core/tag_lifecycle.py, core/protection.py); here are the
+are the lifecycle's (core/lifecycle/tags.py, core/lifecycle/protection.py); here are the
 tag itself and its files.
 """
 

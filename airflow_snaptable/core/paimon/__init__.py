@@ -22,7 +22,7 @@ from airflow_snaptable.core.paimon.schema import is_paimon_schema, partition_typ
 from airflow_snaptable.core.paimon.snapshots import PaimonSnapshotStore
 from airflow_snaptable.core.paimon.tags import PaimonConsumerStore, PaimonTagStore
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.store import FormatTable, TableStore
+from airflow_snaptable.core.lifecycle.store import FormatTable, TableStore
 
 FORMAT = "paimon"
 #: The engine's own directory inside the table (plan/, intent/, readd/): Paimon never reads it.

@@ -1,4 +1,4 @@
-"""core/store.py ``FileStore`` on a Paimon table: manifests under ``manifest/``, data files in bucket directories.
+"""core/lifecycle/store.py ``FileStore`` on a Paimon table: manifests under ``manifest/``, data files in bucket directories.
 
 What Paimon's ``SnapshotDeletion``/``FileDeletionBase`` read, read the same way: a snapshot's
 state is its base list's manifests then its delta list's, folded by file identity; its delta
@@ -29,7 +29,7 @@ from airflow_snaptable.core.paimon.snapshots import RAW_KEY
 from airflow_snaptable.core.io.path_set import PathHashSet
 from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.store import ExpiringMetadata, InUse, StoredFile
+from airflow_snaptable.core.lifecycle.store import ExpiringMetadata, InUse, StoredFile
 from airflow_snaptable.core.native.tags import Tag
 
 #: Directories whose hidden ``.<name>.<uuid>.tmp`` files are leftovers of interrupted atomic writes.

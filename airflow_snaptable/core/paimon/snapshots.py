@@ -101,7 +101,7 @@ def document(snapshot: Snapshot, where: str = "snapshot") -> dict:
 
 
 class PaimonSnapshotStore:
-    """core/store.py ``SnapshotStore`` on a Paimon table's ``snapshot/`` directory."""
+    """core/lifecycle/store.py ``SnapshotStore`` on a Paimon table's ``snapshot/`` directory."""
 
     def __init__(self, storage: Storage):
         self.storage = storage

@@ -19,7 +19,7 @@ from airflow_snaptable.core.native.consumers import Consumer
 from airflow_snaptable.core.errors import ConsumerNotFoundError, CorruptMetadataError, SnapTableError, TagNotFoundError
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.paimon.snapshots import document, from_document, parse_json
-from airflow_snaptable.core.periodic import period_start_of
+from airflow_snaptable.core.lifecycle.periodic_tags import period_start_of
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.native.tags import MANUAL, PERIODIC, Tag
 
@@ -83,7 +83,7 @@ def decode_tag(name: str, data: bytes, where: str) -> Tag:
 
 
 class PaimonTagStore:
-    """core/store.py ``TagStore`` on ``tag/``."""
+    """core/lifecycle/store.py ``TagStore`` on ``tag/``."""
 
     def __init__(self, storage: Storage):
         self.storage = storage
@@ -141,7 +141,7 @@ def parse_consumer_file(data: bytes, where: str, consumer_id: str = "", modified
 
 
 class PaimonConsumerStore:
-    """core/store.py ``ConsumerStore`` on ``consumer/``."""
+    """core/lifecycle/store.py ``ConsumerStore`` on ``consumer/``."""
 
     def __init__(self, storage: Storage):
         self.storage = storage

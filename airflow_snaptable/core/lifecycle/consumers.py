@@ -1,6 +1,6 @@
 """Moving and expiring consumers, checked against the deletion plans.
 
-A consumer's new position is announced first (core/intents.py), then checked against
+A consumer's new position is announced first (core/lifecycle/intents.py), then checked against
 the plans' fences, and only then written; the intent is withdrawn last. Either an
 expiry sees the intent and keeps the position, or this check sees its fence and the
 move fails: a crash at any point keeps the previous position.
@@ -14,10 +14,10 @@ from typing import Callable
 from airflow_snaptable.core.arguments.checks import check_int
 from airflow_snaptable.core.native.consumers import Consumer
 from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError
-from airflow_snaptable.core.intents import CONSUMER as CONSUMER_INTENT, Intent, IntentManager
+from airflow_snaptable.core.lifecycle.intents import CONSUMER as CONSUMER_INTENT, Intent, IntentManager
 from airflow_snaptable.core.arguments.names import validate_name
-from airflow_snaptable.core.plans import PlanManager
-from airflow_snaptable.core.store import TableStore
+from airflow_snaptable.core.lifecycle.deletion_plans import PlanManager
+from airflow_snaptable.core.lifecycle.store import TableStore
 
 
 class ConsumerLifecycle:
@@ -38,7 +38,7 @@ class ConsumerLifecycle:
             raise InvalidArgumentError(f"next_snapshot {next_snapshot} is beyond latest + 1 ({latest + 1})")
         if next_snapshot < earliest:
             raise SnapshotNotFoundError(f"snapshot {next_snapshot} has expired (earliest is {earliest})")
-        # Announce, check, publish (core/intents.py): a crash at any point keeps the previous position.
+        # Announce, check, publish (core/lifecycle/intents.py): a crash at any point keeps the previous position.
         intents = IntentManager(self.store.lifecycle)
         consumer = Consumer(consumer_id, next_snapshot, self.clock())
         intent = intents.announce(Intent(CONSUMER_INTENT, consumer=consumer))

@@ -33,8 +33,8 @@ from typing import Callable
 from airflow_snaptable.core.arguments.checks import check_bool, check_int
 from airflow_snaptable.core.errors import InvalidArgumentError, TagAlreadyExistsError, UnsupportedOperationError
 from airflow_snaptable.core.arguments.table_options import TableOptions
-from airflow_snaptable.core.store import TableStore
-from airflow_snaptable.core.tag_lifecycle import TagLifecycle
+from airflow_snaptable.core.lifecycle.store import TableStore
+from airflow_snaptable.core.lifecycle.tags import TagLifecycle
 from airflow_snaptable.core.native.tags import PERIODIC
 from airflow_snaptable.core.arguments.times import duration_argument, millis, to_millis
 
@@ -108,7 +108,7 @@ def _period(value) -> timedelta:
 
 
 class PeriodicTagging:
-    """Periodic tags of one table, created through its tag lifecycle (core/tag_lifecycle.py)."""
+    """Periodic tags of one table, created through its tag lifecycle (core/lifecycle/tags.py)."""
 
     def __init__(self, store: TableStore, tagging: TagLifecycle, options: TableOptions, clock: Callable[[], int]):
         self.store = store

@@ -9,7 +9,7 @@ Rules:
 - A position whose snapshots were expired (or rolled back) is an error, never
   a silent skip.
 
-Both read the table through its store (core/store.py), so they work on any format
+Both read the table through its store (core/lifecycle/store.py), so they work on any format
 that implements one; rows are read by the table (``read_rows``: Table.read_files).
 """
 
@@ -24,7 +24,7 @@ from airflow_snaptable.core.arguments.checks import check_bool, check_int, check
 from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError, StreamPositionLostError
 from airflow_snaptable.core.native.manifest import DataFile, FileKind
 from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
-from airflow_snaptable.core.store import TableStore
+from airflow_snaptable.core.lifecycle.store import TableStore
 from airflow_snaptable.core.arguments.times import to_millis
 
 START_MODES = ("latest-full", "latest", "from-snapshot", "from-snapshot-full", "from-timestamp")

@@ -3,16 +3,16 @@
 :meth:`PlanExecutor.run` is the sequence, written once:
 
 1. publish the plan *pending*: its fence is up, so from now on new tags and consumers
-   below it back out (core/tag_lifecycle.py, core/consumer_lifecycle.py);
+   below it back out (core/lifecycle/tags.py, core/lifecycle/consumers.py);
 2. the owner's re-check of what came in before the fence (expiry: consumers; rollback:
    the latest snapshot is still the one it planned on); a failed check drops the plan;
-3. read what protects (core/protection.py), failing closed: any error drops the plan;
+3. read what protects (core/lifecycle/protection.py), failing closed: any error drops the plan;
 4. the owner's last step while nothing is deleted yet (rollback moves consumers back);
 5. activate: from here on anyone finishes the plan (:meth:`PlanExecutor.finish_all`);
 6. execute: unpublish first (restore a rolled-back-to snapshot, delete the tags, unpublish
    the snapshots, move the hints), then delete the candidates nothing protects, then the
    plan. Each step is idempotent; a crash in between leaks files, never loses them.
-   A plan in parts (core/expire_parts.py) deletes its data files part by part, each part
+   A plan in parts (core/lifecycle/expiry/parts.py) deletes its data files part by part, each part
    recorded first, and its metadata files (which the parts are streamed from) after the last.
 """
 
@@ -20,14 +20,14 @@ from __future__ import annotations
 
 from typing import Callable
 
-from airflow_snaptable.core.expire_parts import candidate_parts
-from airflow_snaptable.core.intents import IntentManager
-from airflow_snaptable.core.plans import EXPIRE, ROLLBACK, DeletionPlan, PlanEffect, PlanManager, PlanOutcome
-from airflow_snaptable.core.progress import delete_with_progress
-from airflow_snaptable.core.protection import Protection, ProtectionReader
-from airflow_snaptable.core.readds import ReaddRegistry
+from airflow_snaptable.core.lifecycle.expiry.parts import candidate_parts
+from airflow_snaptable.core.lifecycle.intents import IntentManager
+from airflow_snaptable.core.lifecycle.deletion_plans import EXPIRE, ROLLBACK, DeletionPlan, PlanEffect, PlanManager, PlanOutcome
+from airflow_snaptable.core.lifecycle.progress import delete_with_progress
+from airflow_snaptable.core.lifecycle.protection import Protection, ProtectionReader
+from airflow_snaptable.core.lifecycle.readds import ReaddRegistry
 from airflow_snaptable.core.native.snapshot import Snapshot
-from airflow_snaptable.core.store import TableStore
+from airflow_snaptable.core.lifecycle.store import TableStore
 
 
 class PlanExecutor:

@@ -8,7 +8,7 @@ Rules:
 - A plan is first *pending* (``plan/pending-<id>.json``, its fence only): its
   owner re-checks what came in before the fence and reads what protects, then
   makes it *active*, and from then on anyone may finish it. The sequence is
-  written once, in core/plan_executor.py; what protects, in core/protection.py.
+  written once, in core/lifecycle/plan_executor.py; what protects, in core/lifecycle/protection.py.
 - Tags and consumers are written first and checked against the plans after:
   either the plan's executor sees the new tag/consumer, or the writer sees the
   plan and backs out. That closes the "tag created while expiry ran" race
@@ -17,7 +17,7 @@ Rules:
   rollback whose planned latest snapshot is gone or replaced can never pass its
   owner's check: both fence nothing.
 
-The plan files live in the store's lifecycle storage (core/store.py); the snapshot
+The plan files live in the store's lifecycle storage (core/lifecycle/store.py); the snapshot
 ids and identities in them are the store's.
 """
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.store import SnapshotStore, TableStore
+from airflow_snaptable.core.lifecycle.store import SnapshotStore, TableStore
 
 PLAN_DIR = "plan"
 EXPIRE = "expire"
@@ -76,7 +76,7 @@ class DeletionPlan:
     #: snapshot it was planned on. Its owner activates it only while that snapshot is still the latest, so
     #: once it is gone the plan is dead.
     planned_latest: list | None = None
-    #: A plan in parts (core/expire_parts.py): ``data_files`` is empty and the candidates are streamed
+    #: A plan in parts (core/lifecycle/expiry/parts.py): ``data_files`` is empty and the candidates are streamed
     #: from the deltas of the snapshots recorded here (``{"snapshots": [snapshot dicts], "changes_from": id}``),
     #: a part at a time, each part recorded (:meth:`PlanManager.record_part`) before its deletes.
     parted: dict | None = None

@@ -1,16 +1,16 @@
 """A sub-range whose candidates exceed the bound, expired as a plan in parts.
 
-Sub-ranges (core/expire_subranges.py) bound the deleted files one plan holds, except for a
+Sub-ranges (core/lifecycle/expiry/subranges.py) bound the deleted files one plan holds, except for a
 single snapshot whose delta alone deletes more than :data:`expire_subranges.MAX_DELETED_FILES`
 files (an "overwrite everything" of a table of millions). Its plan holds no candidate list:
 
 - Planning reads only the snapshots and the metadata files the expired snapshots use; the plan
   records the snapshots whose deltas name the candidates (``DeletionPlan.parted``), so they can
   be streamed again once the snapshot files are unpublished.
-- Executing (core/plan_executor.py) unpublishes the snapshots as any plan does, then streams the
+- Executing (core/lifecycle/plan_executor.py) unpublishes the snapshots as any plan does, then streams the
   candidates from those deltas :data:`PART_SIZE` at a time. Each part is checked against the
   protection read before the plan went active (tags through compact path-hash sets, re-adds,
-  core/protection.py), recorded (``plan/plan-<id>.part``: its number and the files it deletes)
+  core/lifecycle/protection.py), recorded (``plan/plan-<id>.part``: its number and the files it deletes)
   and deleted; only after the last part are the expired snapshots' metadata files (the deltas
   the parts were streamed from) and then the plan deleted.
 - A crash anywhere leaves the plan active; a rerun streams the same parts in the same order
@@ -20,7 +20,7 @@ files (an "overwrite everything" of a table of millions). Its plan holds no cand
 
 The fold is the one of ``expire_plan.plan_expiry`` (a file's last event in the range decides),
 streamed twice: a first pass records the newest snapshot adding each path (as a hash,
-:class:`~airflow_snaptable.core.path_hashes.LastAdded`), the second yields each deletion not
+:class:`~airflow_snaptable.core.lifecycle.path_hashes.LastAdded`), the second yields each deletion not
 followed by an add-back. Memory: one part, the hashes of the range's added files (12 bytes
 each), and the deltas' compressed bytes while one pass reads them; not the candidates.
 
@@ -33,13 +33,13 @@ from __future__ import annotations
 import json
 from typing import Iterable, Iterator
 
-from airflow_snaptable.core import expire_subranges
-from airflow_snaptable.core.expire_plan import SnapshotCache, first_deleting
+from airflow_snaptable.core.lifecycle.expiry import subranges as expire_subranges
+from airflow_snaptable.core.lifecycle.expiry.plan import SnapshotCache, first_deleting
 from airflow_snaptable.core.native.manifest import FileKind, ManifestEntry
-from airflow_snaptable.core.path_hashes import LastAdded, path_hash
-from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan, PlanManager
+from airflow_snaptable.core.lifecycle.path_hashes import LastAdded, path_hash
+from airflow_snaptable.core.lifecycle.deletion_plans import EXPIRE, DataCandidate, DeletionPlan, PlanManager
 from airflow_snaptable.core.native.snapshot import Snapshot
-from airflow_snaptable.core.store import TableStore
+from airflow_snaptable.core.lifecycle.store import TableStore
 
 #: Candidates one part deletes at most (and records before deleting them).
 PART_SIZE = 100_000

@@ -1,8 +1,8 @@
-"""Snapshot expiry: Table.expire_snapshots (rules and planning: core/expire_plan.py).
+"""Snapshot expiry: Table.expire_snapshots (rules and planning: core/lifecycle/expiry/plan.py).
 
 A run first finishes the plans an interrupted run left behind, then carries out the range
-that expires now as consecutive sub-ranges (core/expire_subranges.py), each planned and carried
-out through the one plan sequence (core/plan_executor.py), with the consumers re-checked once its
+that expires now as consecutive sub-ranges (core/lifecycle/expiry/subranges.py), each planned and carried
+out through the one plan sequence (core/lifecycle/plan_executor.py), with the consumers re-checked once its
 fence is up. An error in a later sub-range leaves the earlier ones done (each a complete expiry of
 a prefix). A dry run reports what that real run would delete, reading instead of deleting.
 """
@@ -16,7 +16,7 @@ from typing import Callable
 
 from airflow_snaptable.core.arguments.checks import check_bool
 from airflow_snaptable.core.errors import MissingMetadataError, SnapshotNotFoundError
-from airflow_snaptable.core.expire_plan import (
+from airflow_snaptable.core.lifecycle.expiry.plan import (
     ExpireSettings,
     ExpireRule,
     SnapshotCache,
@@ -25,12 +25,12 @@ from airflow_snaptable.core.expire_plan import (
     plan_expiry,
     resolve_settings,
 )
-from airflow_snaptable.core.expire_parts import needs_parts, plan_parted_expiry
-from airflow_snaptable.core.expire_subranges import subrange_end
+from airflow_snaptable.core.lifecycle.expiry.parts import needs_parts, plan_parted_expiry
+from airflow_snaptable.core.lifecycle.expiry.subranges import subrange_end
 from airflow_snaptable.core.arguments.table_options import TableOptions
-from airflow_snaptable.core.plan_executor import PlanExecutor
-from airflow_snaptable.core.plans import EXPIRE, DeletionPlan
-from airflow_snaptable.core.store import TableStore
+from airflow_snaptable.core.lifecycle.plan_executor import PlanExecutor
+from airflow_snaptable.core.lifecycle.deletion_plans import EXPIRE, DeletionPlan
+from airflow_snaptable.core.lifecycle.store import TableStore
 from airflow_snaptable.core.arguments.times import to_millis
 
 #: Planning starts over when a consumer moves into the range or another expiry overtakes this one;
@@ -111,7 +111,7 @@ class SnapshotExpiry:
 
     def run(self, settings: ExpireSettings, *, dry_run: bool = False, skip_missing: bool = False, delete_files: bool = True) -> ExpireResult:
         """Expire by resolved settings (``expire`` resolves them from arguments and options; a Hudi clean
-        policy resolves its own, core/clean.py)."""
+        policy resolves its own, core/lifecycle/hudi_clean.py)."""
         result = ExpireResult(dry_run=dry_run)
         missing = result.missing_metadata if skip_missing else None
         if dry_run:

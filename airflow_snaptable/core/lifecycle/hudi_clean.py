@@ -39,9 +39,9 @@ from typing import Callable
 
 from airflow_snaptable.core.arguments.checks import check_bool, check_int
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.expire import ExpireResult, SnapshotExpiry
-from airflow_snaptable.core.expire_plan import ExpireSettings
-from airflow_snaptable.core.store import TableStore
+from airflow_snaptable.core.lifecycle.expiry.run import ExpireResult, SnapshotExpiry
+from airflow_snaptable.core.lifecycle.expiry.plan import ExpireSettings
+from airflow_snaptable.core.lifecycle.store import TableStore
 
 KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
 KEEP_LATEST_BY_HOURS = "KEEP_LATEST_BY_HOURS"

@@ -27,8 +27,8 @@ from airflow_snaptable.core.arguments.checks import check_bool
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
 from airflow_snaptable.core.arguments.table_options import parse_duration
 from airflow_snaptable.core.io.path_set import PathHashSet
-from airflow_snaptable.core.progress import delete_with_progress
-from airflow_snaptable.core.store import InUse, StoredFile, TableStore
+from airflow_snaptable.core.lifecycle.progress import delete_with_progress
+from airflow_snaptable.core.lifecycle.store import InUse, StoredFile, TableStore
 from airflow_snaptable.core.arguments.times import to_millis
 
 DEFAULT_ORPHAN_WINDOW = timedelta(days=1)

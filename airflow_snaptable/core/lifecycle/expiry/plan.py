@@ -11,12 +11,12 @@ Range rule, with ids contiguous from ``earliest`` to ``latest``:
 - one run expires at most ``limit`` snapshots.
 
 Candidates: a file's last event in the expired range decides. Deleted at snapshot ``s``:
-a candidate, held by what held it at its last deletion (core/protection.py). Added back:
+a candidate, held by what held it at its last deletion (core/lifecycle/protection.py). Added back:
 live in the first kept snapshot, not a candidate. Deleted and added back within the range:
 it has several live intervals, and the candidate says so.
 
 Cost: O(k) for k expired snapshots: only their snapshot files and their deltas are read
-(the store reads what else it needs, core/store.py ``FileStore.expiring``), never the whole history.
+(the store reads what else it needs, core/lifecycle/store.py ``FileStore.expiring``), never the whole history.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from typing import Callable
 
 from airflow_snaptable.core.arguments.checks import check_exclusive, check_int
 from airflow_snaptable.core.errors import InvalidArgumentError, ProtectedSnapshotError, SnapshotNotFoundError
-from airflow_snaptable.core.intents import IntentManager
+from airflow_snaptable.core.lifecycle.intents import IntentManager
 from airflow_snaptable.core.native.manifest import FileKind
 from airflow_snaptable.core.arguments.table_options import TableOptions
-from airflow_snaptable.core.plans import EXPIRE, DataCandidate, DeletionPlan
+from airflow_snaptable.core.lifecycle.deletion_plans import EXPIRE, DataCandidate, DeletionPlan
 from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
-from airflow_snaptable.core.store import SnapshotStore, TableStore
+from airflow_snaptable.core.lifecycle.store import SnapshotStore, TableStore
 from airflow_snaptable.core.arguments.times import duration_argument, millis, to_millis
 
 
@@ -163,7 +163,7 @@ class SnapshotCache:
 def lowest_consumer_position(store: TableStore, earliest: int) -> int | None:
     """The lowest ``next_snapshot`` of the consumers and of consumer positions being published (intents).
 
-    An intent below ``earliest`` was abandoned (see core/intents.py) and holds nothing back.
+    An intent below ``earliest`` was abandoned (see core/lifecycle/intents.py) and holds nothing back.
     """
     # Intents first: an intent is withdrawn only after its consumer file is written.
     positions = [c.next_snapshot for c in IntentManager(store.lifecycle).consumers() if c.next_snapshot >= earliest]
@@ -177,7 +177,7 @@ class ExpireRule:
 
     Snapshot ``id`` expires iff ``id < end_bound`` and (``id < lowest``, or its successor was committed
     at or before ``threshold_millis``); the first that does not ends the range. Walking the range in
-    order therefore finds its end lazily (core/expire_subranges.py), holding one sub-range at a time.
+    order therefore finds its end lazily (core/lifecycle/expiry/subranges.py), holding one sub-range at a time.
     """
 
     earliest: int

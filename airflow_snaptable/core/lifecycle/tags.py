@@ -1,7 +1,7 @@
 """Creating, replacing, deleting and expiring tags, checked against the deletion plans.
 
 Rules:
-- A new tag is *announced* first (core/intents.py), then checked against the plans'
+- A new tag is *announced* first (core/lifecycle/intents.py), then checked against the plans'
   fences, and only then published; the intent is withdrawn last. Either a plan's
   executor sees the intent and protects its files, or the writer sees the plan's fence
   and backs out; a writer that crashes leaves no broken tag.
@@ -9,7 +9,7 @@ Rules:
   snapshot, so its state outlives the snapshot).
 - Deleting a tag whose snapshot is retained only removes its file (expiry frees what it
   held later). Otherwise a deletion plan frees the files and metadata only it held,
-  checked against the neighbouring tags and the earliest snapshot (core/protection.py).
+  checked against the neighbouring tags and the earliest snapshot (core/lifecycle/protection.py).
 - Every call that reads what is still used first finishes unfinished plans.
 """
 
@@ -26,12 +26,12 @@ from airflow_snaptable.core.errors import (
     TagAlreadyExistsError,
     TagNotFoundError,
 )
-from airflow_snaptable.core.intents import TAG as TAG_INTENT, Intent, IntentManager
+from airflow_snaptable.core.lifecycle.intents import TAG as TAG_INTENT, Intent, IntentManager
 from airflow_snaptable.core.arguments.names import validate_name
-from airflow_snaptable.core.plan_executor import PlanExecutor
-from airflow_snaptable.core.plans import DELETE_TAG, DataCandidate, DeletionPlan
+from airflow_snaptable.core.lifecycle.plan_executor import PlanExecutor
+from airflow_snaptable.core.lifecycle.deletion_plans import DELETE_TAG, DataCandidate, DeletionPlan
 from airflow_snaptable.core.native.snapshot import Snapshot
-from airflow_snaptable.core.store import TableStore
+from airflow_snaptable.core.lifecycle.store import TableStore
 from airflow_snaptable.core.native.tags import IF_EXISTS, MANUAL, Tag, retained_millis
 from airflow_snaptable.core.arguments.times import to_millis
 
@@ -84,7 +84,7 @@ class TagLifecycle:
         tag = Tag(name, snapshot, self.clock() if now_millis is None else now_millis, retained, source)
         if self.store.tags.exists(name):
             raise TagAlreadyExistsError(f"tag {name!r} exists already")
-        # Announce, check, publish (core/intents.py): a crash at any point leaves no broken tag.
+        # Announce, check, publish (core/lifecycle/intents.py): a crash at any point leaves no broken tag.
         intents = IntentManager(self.store.lifecycle)
         intent = intents.announce(Intent(TAG_INTENT, tag=tag))
         try:

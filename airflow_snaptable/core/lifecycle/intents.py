@@ -1,7 +1,7 @@
 """Intents: how a tag or a consumer position is published without a crash window.
 
 A new tag or consumer position must be checked against unfinished deletion
-plans *after* it is visible to them (see core/plans.py): either a plan's
+plans *after* it is visible to them (see core/lifecycle/deletion_plans.py): either a plan's
 executor sees it and keeps its files, or the writer sees the plan and backs
 out. Publishing the tag itself and then checking leaves a window: a writer
 that dies between the two leaves a tag on files a plan is deleting.

@@ -173,7 +173,7 @@ class FileStore(Protocol):
         ``missing`` (the repair path): metadata of the *expired* snapshots that is gone is
         skipped and its path appended there; the kept snapshot's metadata must still read.
         ``changes_from``: the deltas of the snapshots below it are not needed (their changes are
-        left out; core/expire_plan.py ``first_deleting``).
+        left out; core/lifecycle/expiry/plan.py ``first_deleting``).
         """
         ...
 
@@ -255,8 +255,8 @@ class TableStore:
     files: FileStore
     tags: TagStore
     consumers: ConsumerStore
-    #: Where the engine keeps its own files (``plan/``, ``intent/``, ``readd/``; core/plans.py,
-    #: core/intents.py, core/readds.py): the table's root for the native format, a directory
+    #: Where the engine keeps its own files (``plan/``, ``intent/``, ``readd/``; core/lifecycle/deletion_plans.py,
+    #: core/lifecycle/intents.py, core/lifecycle/readds.py): the table's root for the native format, a directory
     #: beside the format's metadata for another one.
     lifecycle: Storage
 

@@ -7,15 +7,15 @@ Rules (docs/lifecycle.md, "Expiry"):
   neighbours decide (the newest below and the oldest at or above).
 - A file that was deleted and added back (a keep-history rollback, the only operation
   that re-adds) has several live intervals, and a tag in any of them holds it: every
-  tag is asked. Such files are in the re-add registry (core/readds.py) until the file
+  tag is asked. Such files are in the re-add registry (core/lifecycle/readds.py) until the file
   itself is deleted.
 - A file a retained snapshot at or after ``s`` re-added is live again: kept.
-- Tags being created right now (intents, core/intents.py) hold their files like tags.
+- Tags being created right now (intents, core/lifecycle/intents.py) hold their files like tags.
 - Everything is read before anything is unpublished, and any unreadable tag, manifest or
   registry entry raises (fail closed): what cannot be read may be what holds a file.
-- A tag's files are asked through a compact set of their path hashes (core/path_hashes.py,
+- A tag's files are asked through a compact set of their path hashes (core/lifecycle/path_hashes.py,
   8 bytes a file, built by streaming the tag's manifests where the store can): a collision
-  only keeps a file, never deletes a referenced one. A plan in parts (core/expire_parts.py)
+  only keeps a file, never deletes a referenced one. A plan in parts (core/lifecycle/expiry/parts.py)
   asks :meth:`ProtectionReader.protected` one part at a time with the same Protection.
 """
 
@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from airflow_snaptable.core.errors import MissingMetadataError, TagNotFoundError
-from airflow_snaptable.core.intents import IntentManager
+from airflow_snaptable.core.lifecycle.intents import IntentManager
 from airflow_snaptable.core.native.manifest import FileKind, ManifestEntry
-from airflow_snaptable.core.path_hashes import PathHashSet
-from airflow_snaptable.core.plans import ROLLBACK, DataCandidate, DeletionPlan
-from airflow_snaptable.core.readds import ReaddEntry, ReaddRegistry
+from airflow_snaptable.core.lifecycle.path_hashes import PathHashSet
+from airflow_snaptable.core.lifecycle.deletion_plans import ROLLBACK, DataCandidate, DeletionPlan
+from airflow_snaptable.core.lifecycle.readds import ReaddEntry, ReaddRegistry
 from airflow_snaptable.core.native.snapshot import Snapshot
-from airflow_snaptable.core.store import FileStore, TableStore
+from airflow_snaptable.core.lifecycle.store import FileStore, TableStore
 from airflow_snaptable.core.native.tags import Tag
 
 

@@ -1,6 +1,6 @@
 """Expiry of a long range in sub-ranges: memory bounded by a sub-range, not by the range.
 
-The rules (core/expire_plan.py ``ExpireRule``) decide the range ``[earliest, end)``; it is carried
+The rules (core/lifecycle/expiry/plan.py ``ExpireRule``) decide the range ``[earliest, end)``; it is carried
 out as consecutive sub-ranges ``[earliest, x1)``, ``[x1, x2)``, ... Each is exactly what a run with a
 smaller ``limit`` plans (``plan_expiry(start, x)``): a complete expiry of a prefix, carried out as its
 own plan (pending -> protection -> active -> execute), so a crash between two leaves a valid table
@@ -16,7 +16,7 @@ paying a plan's fixed reads and writes. A sub-range always holds at least one sn
 from __future__ import annotations
 
 from airflow_snaptable.core.errors import SnapshotNotFoundError
-from airflow_snaptable.core.expire_plan import ExpireRule, SnapshotCache
+from airflow_snaptable.core.lifecycle.expiry.plan import ExpireRule, SnapshotCache
 
 #: Snapshots one sub-range expires at most.
 MAX_SNAPSHOTS = 10_000

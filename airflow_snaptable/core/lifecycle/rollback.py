@@ -12,7 +12,7 @@ successor); an in-process stream past it gets StreamPositionLostError.
 ``keep_history=True`` instead commits a new snapshot whose state equals the
 target (Iceberg-like: nothing is discarded). That re-adds files the table had
 deleted, which every deletion rule otherwise assumes never happens, so the
-re-added files are registered first (core/readds.py) and deletion plans keep
+re-added files are registered first (core/lifecycle/readds.py) and deletion plans keep
 them.
 
 Writers may race a rollback (Paimon requires a quiet table): a commit that
@@ -32,14 +32,14 @@ from airflow_snaptable.core.arguments.checks import check_exclusive, check_int
 from airflow_snaptable.core.native.commit_request import WHOLE_TABLE, CommitRequest
 from airflow_snaptable.core.native.consumers import Consumer
 from airflow_snaptable.core.errors import CommitConflictError, InvalidArgumentError, SnapshotNotFoundError
-from airflow_snaptable.core.expire_parts import candidates_among
+from airflow_snaptable.core.lifecycle.expiry.parts import candidates_among
 from airflow_snaptable.core.native.manifest import FileKind
-from airflow_snaptable.core.plan_executor import PlanExecutor
-from airflow_snaptable.core.plans import ROLLBACK, DataCandidate, DeletionPlan
-from airflow_snaptable.core.readds import ReaddRegistry
+from airflow_snaptable.core.lifecycle.plan_executor import PlanExecutor
+from airflow_snaptable.core.lifecycle.deletion_plans import ROLLBACK, DataCandidate, DeletionPlan
+from airflow_snaptable.core.lifecycle.readds import ReaddRegistry
 from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
-from airflow_snaptable.core.store import TableStore
-from airflow_snaptable.core.tag_lifecycle import snapshot_or_tagged
+from airflow_snaptable.core.lifecycle.store import TableStore
+from airflow_snaptable.core.lifecycle.tags import snapshot_or_tagged
 from airflow_snaptable.core.arguments.times import to_millis
 
 
