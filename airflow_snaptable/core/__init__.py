@@ -39,7 +39,7 @@ from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.table import Table
 from airflow_snaptable.core.native.tags import Tag
-from airflow_snaptable.core.verify import VerifyResult
+from airflow_snaptable.core.formats.native.verify import VerifyResult
 
 __all__ = [
     "ProtectedSnapshotError",

@@ -376,7 +376,7 @@ def run_action(
 ) -> dict[str, Any]:
     """Run ``action`` on its table (or on ``table``, opened already): the result ``{"action", "table", "result"}``.
 
-    ``catalog``: the catalog properties of an ``iceberg://`` table (core/formats.py).
+    ``catalog``: the catalog properties of an ``iceberg://`` table (core/formats/foreign.py).
     """
     return action.run(table or Table.open(action.table, storage_options, catalog=catalog))
 

@@ -23,7 +23,7 @@ from airflow_snaptable.core.errors import (
 )
 from airflow_snaptable.core.lifecycle.expiry.run import ExpireResult, SnapshotExpiry
 from airflow_snaptable.core.native.manifest import DataFile, ManifestIO
-from airflow_snaptable.core.native_files import NativeFiles
+from airflow_snaptable.core.formats.native.files import NativeFiles
 from airflow_snaptable.core.lifecycle.orphans import OrphanFilesClean, OrphanResult
 from airflow_snaptable.core.lifecycle.periodic_tags import PeriodicTagging, PeriodicTagResult
 from airflow_snaptable.core.lifecycle.plan_executor import PlanExecutor
@@ -33,13 +33,13 @@ from airflow_snaptable.core.native.scan import TableScan, check_columns, check_f
 from airflow_snaptable.core.native.schema import SchemaManager, TableSchema
 from airflow_snaptable.core.native.snapshot import Snapshot, SnapshotManager
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.formats import is_iceberg_uri, open_foreign
+from airflow_snaptable.core.formats.foreign import is_iceberg_uri, open_foreign
 from airflow_snaptable.core.lifecycle.store import NATIVE_FORMAT, FormatTable, TableStore
 from airflow_snaptable.core.lifecycle.tags import TagLifecycle
 from airflow_snaptable.core.native.tags import Tag, TagManager
 from airflow_snaptable.core.table_writes import TableWrites
 from airflow_snaptable.core.arguments.times import now_millis, to_millis
-from airflow_snaptable.core.verify import VerifyResult, verify
+from airflow_snaptable.core.formats.native.verify import VerifyResult, verify
 
 
 class Table(TableWrites):
@@ -110,10 +110,10 @@ class Table(TableWrites):
 
         ``uri`` names a table of this package's format or an Apache Paimon table directory (both
         detected by their files), or ``iceberg://<namespace>.<table>`` in the pyiceberg catalog
-        whose properties ``catalog`` gives (core/formats.py).
+        whose properties ``catalog`` gives (core/formats/foreign.py).
         """
         if is_iceberg_uri(uri) or catalog is not None:
-            return open_foreign(uri, None, catalog, now_millis)  # an IcebergTable: core/iceberg/table.py
+            return open_foreign(uri, None, catalog, now_millis)  # an IcebergTable: core/formats/iceberg/table.py
         storage = storage or Storage.from_uri(uri, storage_options)
         try:
             schema = SchemaManager(storage).latest()
@@ -390,7 +390,7 @@ class Table(TableWrites):
         return OrphanFilesClean(self.store, self.clock).clean(older_than, dry_run, now)
 
     def verify(self) -> VerifyResult:
-        """What is wrong with the table, reported, never raised (see core/verify.py): missing and
+        """What is wrong with the table, reported, never raised (see core/formats/native/verify.py): missing and
         unreferenced files, files of the wrong size, unparsable metadata, gaps in the ids, snapshots from the future."""
         # Another format's consumer files are its own JSON: its consumer store says how to read one.
         parse_consumer = getattr(self.consumer_manager, "parse_consumer_file", Consumer.from_json)

@@ -32,7 +32,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_snaptable.core import actions as core_actions
 from airflow_snaptable.core.errors import InvalidArgumentError, InvalidNameError
-from airflow_snaptable.core.formats import is_iceberg_uri
+from airflow_snaptable.core.formats.foreign import is_iceberg_uri
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.io.storage_options import parse_storage_options
 from airflow_snaptable.hooks.spark_submit import RunnerSettings, SparkSubmitRunner

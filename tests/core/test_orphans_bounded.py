@@ -1,6 +1,6 @@
 """Orphan cleaning in bounded memory: the streamed listing, the hashed in-use set, the batches.
 
-The in-use set (core/native_in_use.py, core/io/path_set.py) must hold exactly what the reference
+The in-use set (core/formats/native/in_use.py, core/io/path_set.py) must hold exactly what the reference
 pass (``NativeFiles.referenced_by``, verify's) holds; the streamed listing (``Storage.iter_files``)
 exactly what ``fs.find`` listed; and the result must not depend on where the batches fall.
 """
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-import airflow_snaptable.core.native_in_use as native_in_use
+import airflow_snaptable.core.formats.native.in_use as native_in_use
 import airflow_snaptable.core.lifecycle.orphans as orphans
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.lifecycle.orphans import OrphanFilesClean, files_in_use, paths_in_use

@@ -12,7 +12,7 @@ from airflow_snaptable.core import Table
 from airflow_snaptable.core.native.consumers import ConsumerManager
 from airflow_snaptable.core.errors import UnsupportedMetadataError
 from airflow_snaptable.core.lifecycle.expiry.run import SnapshotExpiry
-from airflow_snaptable.core.native_files import NativeFiles
+from airflow_snaptable.core.formats.native.files import NativeFiles
 from airflow_snaptable.core.lifecycle.plan_executor import PlanExecutor
 from airflow_snaptable.core.lifecycle.rollback import Rollback
 from airflow_snaptable.core.native.snapshot import SnapshotManager, snapshot_path

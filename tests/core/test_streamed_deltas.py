@@ -8,7 +8,7 @@ import pytest
 
 from airflow_snaptable.core.errors import CorruptMetadataError
 from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry, decode_manifest, encode_manifest, iter_manifest
-from airflow_snaptable.core.native_files import DeltaEntries
+from airflow_snaptable.core.formats.native.files import DeltaEntries
 
 TYPES = [pa.int64()]
 
@@ -86,7 +86,7 @@ def test_streamed_planning_plans_exactly_what_whole_deltas_give(tmp_path, seed, 
     import random
 
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core import native_files
+    from airflow_snaptable.core.formats.foreign.native import files as native_files
     from airflow_snaptable.core.lifecycle.expiry.plan import plan_expiry
     from tests.conftest import SCHEMA, make_rows
 

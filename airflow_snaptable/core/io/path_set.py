@@ -10,7 +10,7 @@ so it is kept (an orphan left for a later clean, one in 2^64 / n per file); it c
 referenced file look unreferenced, as every referenced path's own hash is in the set. So only
 membership is ever asked of this set, never "what is not in it", and a set is only ever built
 from paths that are in use (the fold of a state that decides what is live happens on the paths
-themselves, core/native_in_use.py).
+themselves, core/formats/native/in_use.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Orphan files: cleaning what nothing references (what is missing: core/verify.py).
+"""Orphan files: cleaning what nothing references (what is missing: core/formats/native/verify.py).
 
 Rules (Paimon OrphanFilesClean, and its bugs not repeated):
 - list the candidates *before* building the in-use set, so a file committed in

@@ -33,15 +33,15 @@ from airflow_snaptable.core.errors import (
     UnsupportedOperationError,
 )
 from airflow_snaptable.core.lifecycle.expiry.run import ExpireResult
-from airflow_snaptable.core.iceberg import catalog as catalogs
-from airflow_snaptable.core.iceberg.expire import IcebergExpiry, journaled_expired_ids
-from airflow_snaptable.core.iceberg.files import storage_for
-from airflow_snaptable.core.iceberg.orphans import remove_orphan_files
-from airflow_snaptable.core.iceberg.consumers import IcebergConsumers
-from airflow_snaptable.core.iceberg.periodic import periodic_tagging
-from airflow_snaptable.core.iceberg.positions import IcebergPositions, new_snapshots
-from airflow_snaptable.core.iceberg.retention import MAIN, RetentionSettings, ancestors
-from airflow_snaptable.core.iceberg.snapshots import snapshot_of
+from airflow_snaptable.core.formats.iceberg import catalog as catalogs
+from airflow_snaptable.core.formats.iceberg.expire import IcebergExpiry, journaled_expired_ids
+from airflow_snaptable.core.formats.iceberg.files import storage_for
+from airflow_snaptable.core.formats.iceberg.orphans import remove_orphan_files
+from airflow_snaptable.core.formats.iceberg.consumers import IcebergConsumers
+from airflow_snaptable.core.formats.iceberg.periodic import periodic_tagging
+from airflow_snaptable.core.formats.iceberg.positions import IcebergPositions, new_snapshots
+from airflow_snaptable.core.formats.iceberg.retention import MAIN, RetentionSettings, ancestors
+from airflow_snaptable.core.formats.iceberg.snapshots import snapshot_of
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.lifecycle.orphans import OrphanResult
 from airflow_snaptable.core.lifecycle.rollback import RollbackResult
@@ -140,7 +140,7 @@ class IcebergTable:
 
     @property
     def snapshot_manager(self) -> IcebergPositions:
-        """Positions in ``main``'s history for sensing new snapshots: data sequence numbers (core/iceberg/positions.py)."""
+        """Positions in ``main``'s history for sensing new snapshots: data sequence numbers (core/formats/iceberg/positions.py)."""
         return IcebergPositions(self)
 
     def new_snapshots(self, baseline: int, kinds_wanted, with_changes: bool, checked_through: int | None, ref: str | None = None):
@@ -323,11 +323,11 @@ class IcebergTable:
         raise UnsupportedOperationError(f"{self._uri}: {what} on Iceberg tables is not supported yet")
 
     def create_periodic_tags(self, period=None, **kwargs) -> PeriodicTagResult:
-        """Paimon's automatic tags on Iceberg tag refs (core/iceberg/periodic.py): the options come from the
+        """Paimon's automatic tags on Iceberg tag refs (core/formats/iceberg/periodic.py): the options come from the
         table's properties; each period's tag holds ``main``'s state at the period's end."""
         return periodic_tagging(self).create(period, **kwargs)
 
-    # -- consumers (core/iceberg/consumers.py) -----------------------------------------------------
+    # -- consumers (core/formats/iceberg/consumers.py) -----------------------------------------------------
 
     def consumers(self) -> list[Consumer]:
         return self.consumer_manager.consumers()

@@ -13,8 +13,8 @@ has removed it, the range is an error, never a silent skip, as on this package's
 from __future__ import annotations
 
 from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError, UnsupportedOperationError
-from airflow_snaptable.core.iceberg.retention import MAIN, ancestors
-from airflow_snaptable.core.iceberg.snapshots import snapshot_of
+from airflow_snaptable.core.formats.iceberg.retention import MAIN, ancestors
+from airflow_snaptable.core.formats.iceberg.snapshots import snapshot_of
 from airflow_snaptable.core.native.new_snapshots import NewSnapshots
 
 

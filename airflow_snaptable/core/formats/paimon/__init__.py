@@ -16,11 +16,11 @@ from __future__ import annotations
 from typing import Callable
 
 from airflow_snaptable.core.errors import CorruptMetadataError, UnsupportedMetadataError
-from airflow_snaptable.core.paimon.binary_row import PartitionLayout
-from airflow_snaptable.core.paimon.files import PaimonFiles
-from airflow_snaptable.core.paimon.schema import is_paimon_schema, partition_types, read_document, schema_ids, to_table_schema
-from airflow_snaptable.core.paimon.snapshots import PaimonSnapshotStore
-from airflow_snaptable.core.paimon.tags import PaimonConsumerStore, PaimonTagStore
+from airflow_snaptable.core.formats.paimon.binary_row import PartitionLayout
+from airflow_snaptable.core.formats.paimon.files import PaimonFiles
+from airflow_snaptable.core.formats.paimon.schema import is_paimon_schema, partition_types, read_document, schema_ids, to_table_schema
+from airflow_snaptable.core.formats.paimon.snapshots import PaimonSnapshotStore
+from airflow_snaptable.core.formats.paimon.tags import PaimonConsumerStore, PaimonTagStore
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.lifecycle.store import FormatTable, TableStore
 

@@ -8,7 +8,7 @@ The sequence:
    delete files), their statistics files, and the metadata files the commit drops from the
    metadata log (``write.metadata.previous-versions-max``).
 2. Journal: the plan is written under ``<location>/snaptable/plan/`` before the commit; it is the
-   fence consumers check (core/iceberg/consumers.py), and the consumers are read again after it.
+   fence consumers check (core/formats/iceberg/consumers.py), and the consumers are read again after it.
 3. Commit: the removal goes through the catalog's atomic swap, asserting the table's current
    state; a concurrent commit fails it, and the whole plan is made again on the new metadata,
    with backoff.
@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 
 from airflow_snaptable.core.errors import CommitConflictError, CorruptMetadataError, UnsupportedMetadataError
 from airflow_snaptable.core.lifecycle.expiry.run import ExpireResult
-from airflow_snaptable.core.iceberg.consumers import held_by_consumers, read_consumers
-from airflow_snaptable.core.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach
-from airflow_snaptable.core.iceberg.retention import Retention, RetentionSettings, ancestors, plan_retention
+from airflow_snaptable.core.formats.iceberg.consumers import held_by_consumers, read_consumers
+from airflow_snaptable.core.formats.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach
+from airflow_snaptable.core.formats.iceberg.retention import Retention, RetentionSettings, ancestors, plan_retention
 from airflow_snaptable.core.io.storage import Storage
 
 PLAN_DIR = f"{LIFECYCLE_DIR}/plan"
@@ -161,7 +161,7 @@ class IcebergExpiry:
             self.storage.write_bytes(f"{PLAN_DIR}/{plan.name}", plan.to_json())
             try:
                 # The journal is this plan's fence: a consumer that moves from now on sees it and backs
-                # out (core/iceberg/consumers.py); one that moved before is seen here.
+                # out (core/formats/iceberg/consumers.py); one that moved before is seen here.
                 if read_consumers(self.load().metadata) != read_consumers(table.metadata):
                     raise CommitConflictError(f"{table.name()}: a consumer moved while the expiry was planned")
                 committed = self._commit(table, plan)
@@ -267,7 +267,7 @@ def _main_ancestry(metadata) -> list:
 
 
 def journaled_expired_ids(storage: Storage) -> set[int]:
-    """The snapshots the journaled plans remove (the fence consumers check, core/iceberg/consumers.py)."""
+    """The snapshots the journaled plans remove (the fence consumers check, core/formats/iceberg/consumers.py)."""
     doomed: set[int] = set()
     for name in storage.list_names(PLAN_DIR):
         if name.startswith("expire-") and name.endswith(".json"):

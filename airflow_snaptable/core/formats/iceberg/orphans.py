@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from airflow_snaptable.core.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach
+from airflow_snaptable.core.formats.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach
 from airflow_snaptable.core.lifecycle.orphans import OrphanResult, cutoff_millis
 from airflow_snaptable.core.io.storage import Storage
 

@@ -10,6 +10,6 @@ from typing import Any, Callable
 
 
 def open_iceberg_table(uri: str, catalog: dict[str, Any] | None, clock: Callable[[], int]):
-    from airflow_snaptable.core.iceberg.table import IcebergTable
+    from airflow_snaptable.core.formats.iceberg.table import IcebergTable
 
     return IcebergTable(uri, catalog, clock)

@@ -2,9 +2,9 @@
 
 - ``iceberg://<namespace>.<table>``: an Apache Iceberg table in a pyiceberg catalog, whose
   properties (as ``pyiceberg.catalog.load_catalog`` takes them) come with the URI
-  (core/iceberg/).
+  (core/formats/iceberg/).
 - a directory (local path or fsspec URL) holding an Apache Paimon table: its
-  ``schema/schema-<id>`` is Paimon's JSON (core/paimon/).
+  ``schema/schema-<id>`` is Paimon's JSON (core/formats/paimon/).
 - any other directory: this package's own format (core/table.py).
 """
 
@@ -27,21 +27,21 @@ def open_foreign(
     uri: str, storage: Storage | None, catalog: dict[str, Any] | None, clock: Callable[[], int]
 ) -> Any:
     """The table at ``uri`` if another engine's format holds it, else None (this package's format):
-    a FormatTable for a Paimon directory, an ``IcebergTable`` (core/iceberg/table.py) for an
+    a FormatTable for a Paimon directory, an ``IcebergTable`` (core/formats/iceberg/table.py) for an
     ``iceberg://`` URI.
 
     ``storage`` is the directory's storage (None for a catalog URI); ``catalog`` the catalog
     properties of an ``iceberg://`` URI (an error for a directory: it has no catalog).
     """
     if is_iceberg_uri(uri):
-        from airflow_snaptable.core.iceberg import open_iceberg_table
+        from airflow_snaptable.core.formats.iceberg import open_iceberg_table
 
         return open_iceberg_table(uri, catalog, clock)
     if catalog is not None:
         raise InvalidArgumentError(f"catalog properties are for iceberg:// table URIs, not for {uri!r}")
     if storage is None:
         return None
-    from airflow_snaptable.core.paimon import is_paimon_table, open_paimon_table
+    from airflow_snaptable.core.formats.paimon import is_paimon_table, open_paimon_table
 
     if is_paimon_table(storage):
         return open_paimon_table(storage, clock)

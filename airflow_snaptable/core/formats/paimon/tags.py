@@ -18,7 +18,7 @@ from typing import Callable
 from airflow_snaptable.core.native.consumers import Consumer
 from airflow_snaptable.core.errors import ConsumerNotFoundError, CorruptMetadataError, SnapTableError, TagNotFoundError
 from airflow_snaptable.core.arguments.names import validate_name
-from airflow_snaptable.core.paimon.snapshots import document, from_document, parse_json
+from airflow_snaptable.core.formats.paimon.snapshots import document, from_document, parse_json
 from airflow_snaptable.core.lifecycle.periodic_tags import period_start_of
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.native.tags import MANUAL, PERIODIC, Tag

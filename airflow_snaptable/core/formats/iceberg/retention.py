@@ -13,7 +13,7 @@
 On top of Iceberg's rules, this package's own bounds apply to ``main``'s ancestry:
 ``retain_max`` keeps at most that many of its newest ancestors (never fewer than the minimum),
 and ``limit`` expires at most that many snapshots in one run, oldest first. Consumers
-(core/iceberg/consumers.py) keep ``main``'s ancestors from what they read last on, over every rule.
+(core/formats/iceberg/consumers.py) keep ``main``'s ancestors from what they read last on, over every rule.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from airflow_snaptable.core.errors import InvalidArgumentError, ProtectedSnapshotError
 
 MAIN = "main"
-#: Consumers' refs (core/iceberg/consumers.py): never removed by age, the consumer's expiration decides.
+#: Consumers' refs (core/formats/iceberg/consumers.py): never removed by age, the consumer's expiration decides.
 CONSUMER_REF_PREFIX = "snaptable-consumer-"
 MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
 MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
@@ -75,7 +75,7 @@ def ancestors(metadata, snapshot_id: int | None) -> list:
 
 
 def plan_retention(metadata, settings: RetentionSettings, held: dict[int, str] | None = None) -> Retention:
-    """``held``: snapshot id -> the consumer that holds it (core/iceberg/consumers.py); those always stay."""
+    """``held``: snapshot id -> the consumer that holds it (core/formats/iceberg/consumers.py); those always stay."""
     held = held or {}
     props = dict(metadata.properties or {})
     now = settings.now

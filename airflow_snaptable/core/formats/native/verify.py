@@ -19,7 +19,7 @@ from airflow_snaptable.core.native.consumers import CONSUMER_DIR, CONSUMER_PREFI
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidNameError
 from airflow_snaptable.core.lifecycle.intents import INTENT_DIR, INTENT_PREFIX, Intent
 from airflow_snaptable.core.arguments.names import validate_name
-from airflow_snaptable.core.native_files import NativeFiles, written_sizes
+from airflow_snaptable.core.formats.native.files import NativeFiles, written_sizes
 from airflow_snaptable.core.lifecycle.deletion_plans import PLAN_DIR, DeletionPlan
 from airflow_snaptable.core.lifecycle.readds import READD_DIR, is_entry_name, parse_entry
 from airflow_snaptable.core.native.snapshot import Snapshot, SnapshotManager, snapshot_path

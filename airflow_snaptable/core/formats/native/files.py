@@ -17,7 +17,7 @@ from airflow_snaptable.core.native.manifest import (
     MANIFEST_DIR, DataFile, ManifestEntry, ManifestIO, apply_entries, iter_manifest, manifest_path,
 )
 from airflow_snaptable.core.native.manifest_changes import iter_changes
-from airflow_snaptable.core.native_in_use import native_paths_in_use
+from airflow_snaptable.core.formats.native.in_use import native_paths_in_use
 from airflow_snaptable.core.io.path_set import PathHashSet
 from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.io.storage import Storage
@@ -198,7 +198,7 @@ class NativeFiles:
     # -- listings -------------------------------------------------------------------------------
 
     def paths_in_use(self, snapshots: Sequence[Snapshot], tags: Sequence[Tag]) -> PathHashSet:
-        """What :meth:`referenced_by` references, streamed into 8 bytes per path (core/native_in_use.py)."""
+        """What :meth:`referenced_by` references, streamed into 8 bytes per path (core/formats/native/in_use.py)."""
         return native_paths_in_use(self.manifests, snapshots, tags)
 
     def listed_files(self) -> Iterator[StoredFile]:

@@ -15,8 +15,8 @@ import json
 from typing import Iterator, Mapping, Sequence
 
 from airflow_snaptable.core.native.manifest import DataFile, ManifestEntry
-from airflow_snaptable.core.paimon.binary_row import PartitionLayout, escape_path_name
-from airflow_snaptable.core.paimon.manifests import (
+from airflow_snaptable.core.formats.paimon.binary_row import PartitionLayout, escape_path_name
+from airflow_snaptable.core.formats.paimon.manifests import (
     MANIFEST_DIR,
     ManifestMeta,
     ManifestReader,
@@ -25,7 +25,7 @@ from airflow_snaptable.core.paimon.manifests import (
     fold,
     manifest_path,
 )
-from airflow_snaptable.core.paimon.snapshots import RAW_KEY
+from airflow_snaptable.core.formats.paimon.snapshots import RAW_KEY
 from airflow_snaptable.core.io.path_set import PathHashSet
 from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.io.storage import Storage

@@ -21,7 +21,7 @@ import fastavro
 
 from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, UnsupportedMetadataError
 from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry
-from airflow_snaptable.core.paimon.binary_row import PartitionLayout, bucket_directory
+from airflow_snaptable.core.formats.paimon.binary_row import PartitionLayout, bucket_directory
 from airflow_snaptable.core.io.storage import Storage
 
 MANIFEST_DIR = "manifest"

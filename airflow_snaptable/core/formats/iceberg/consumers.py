@@ -4,7 +4,7 @@ Iceberg has no consumers; this package carries one in the table's metadata, writ
 catalog commit:
 
 - the table property ``snaptable.consumer.<id>`` = ``{"nextSnapshot": n, "updateTime": ms}``:
-  the exact position (a data sequence number along ``main``, core/iceberg/positions.py) and when
+  the exact position (a data sequence number along ``main``, core/formats/iceberg/positions.py) and when
   it last moved (``consumer.expiration-time``, a table property, removes idle consumers);
 - the tag ref ``snaptable-consumer-<id>`` on the snapshot the consumer read last, the base its
   next changes are read from: ``main``'s newest ancestor numbered below ``n`` (or ``main``'s
@@ -33,8 +33,8 @@ from airflow_snaptable.core.errors import (
     InvalidArgumentError,
     SnapshotNotFoundError,
 )
-from airflow_snaptable.core.iceberg.positions import IcebergPositions
-from airflow_snaptable.core.iceberg.retention import CONSUMER_REF_PREFIX as REF_PREFIX, MAIN, ancestors
+from airflow_snaptable.core.formats.iceberg.positions import IcebergPositions
+from airflow_snaptable.core.formats.iceberg.retention import CONSUMER_REF_PREFIX as REF_PREFIX, MAIN, ancestors
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.arguments.times import duration_argument, millis
 
@@ -99,7 +99,7 @@ def held_by_consumers(metadata, consumers: dict[str, Consumer] | None = None) ->
 
 class IcebergConsumers:
     """The consumers of one Iceberg table (``Table.consumer_manager``); ``journaled()`` gives the snapshots
-    the journaled expiry plans remove (core/iceberg/expire.py)."""
+    the journaled expiry plans remove (core/formats/iceberg/expire.py)."""
 
     def __init__(self, table, journaled: Callable[[], set[int]]):
         self.table = table
