@@ -2,7 +2,7 @@
 
 A commit that records deleting no file (``Snapshot.deletes_no_file``: an append) changes no
 deletion rule's answer, so what must read the deleted files of a history (the known-path check
-of ``Table.commit_files``, core/external_files.py) needs only the other commits. Each snapshot
+of ``Table.commit_files``, core/write/external_files.py) needs only the other commits. Each snapshot
 links to the one below it where such a commit may be (``Snapshot.may_delete_below``, written by
 :func:`link_below`), so they are found by following links: reads proportional to the deleting
 commits, not to the snapshots (a history of 100,000 appends costs one read).

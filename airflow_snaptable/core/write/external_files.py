@@ -44,7 +44,7 @@ from airflow_snaptable.core.lifecycle.deletion_plans import read_plans
 from airflow_snaptable.core.native.schema import TableSchema
 from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.lifecycle.store import TableStore
-from airflow_snaptable.core.table_write import TableWrite, check_commit_arguments, check_summary
+from airflow_snaptable.core.write.rows import TableWrite, check_commit_arguments, check_summary
 from airflow_snaptable.core.native.data_files import DATA_DIR
 
 

@@ -18,7 +18,7 @@ from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.native.manifest import DataFile
 from airflow_snaptable.core.arguments.table_options import parse_size
 from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
-from airflow_snaptable.core.table_write import TableWrite, check_commit_arguments
+from airflow_snaptable.core.write.rows import TableWrite, check_commit_arguments
 
 
 def compact(
