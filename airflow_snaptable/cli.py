@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from airflow_snaptable.core import SnapTableError, Table
 from airflow_snaptable.core import actions
 from airflow_snaptable.core.lifecycle import progress
-from airflow_snaptable.core.action_base import ActionField
+from airflow_snaptable.core.actions.contract import ActionField
 from airflow_snaptable.core.io.storage_options import parse_storage_options
 
 URI_HELP = (
@@ -153,8 +153,8 @@ def cmd_timeline(args) -> Any:
     from pathlib import Path
 
     from airflow_snaptable.core.errors import InvalidArgumentError
-    from airflow_snaptable.core.timeline import build_timeline
-    from airflow_snaptable.core.timeline_render import render_html, render_svg
+    from airflow_snaptable.core.timeline.model import build_timeline
+    from airflow_snaptable.core.timeline.render import render_html, render_svg
 
     out = Path(args.out)
     if out.suffix.lower() not in (".svg", ".html", ".htm"):

@@ -18,7 +18,7 @@ Storage options and catalog properties are never logged; secret values are regis
 Airflow's masker.
 
 Everything a table can do is a core call: the hook resolves the table and runs a core action
-(core/actions.py) in process or through ``spark-submit`` (hooks/spark_submit.py).
+(core/actions/maintenance.py) in process or through ``spark-submit`` (hooks/spark_submit.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """An Apache Iceberg table's lifecycle, with Iceberg's own semantics, behind the actions' contract.
 
 ``Table.open("iceberg://db.orders", catalog={...})`` returns an :class:`IcebergTable`: the
-methods the actions (core/actions.py) call, with the same arguments and result types as on
+methods the actions (core/actions/maintenance.py) call, with the same arguments and result types as on
 this package's tables, carried out the way Iceberg does them:
 
 - snapshots are Iceberg's (random 64-bit ids); ``snapshots()`` lists the current branch's

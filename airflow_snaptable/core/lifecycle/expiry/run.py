@@ -97,7 +97,7 @@ class SnapshotExpiry:
         ``snapshot_ids`` (Iceberg's ``expireSnapshotId``) expires exactly those, which must be the oldest
         retained snapshots (``expire_plan.given_range``). ``delete_files=False`` (Iceberg's ``cleanExpiredFiles(false)``) only removes the snapshots: the
         files they alone used stay, unreferenced, for orphan cleaning to remove later. The action
-        ``ExpireSnapshots`` (core/actions.py) documents each argument for the CLI and the operators.
+        ``ExpireSnapshots`` (core/actions/maintenance.py) documents each argument for the CLI and the operators.
         """
         check_bool(dry_run, "dry_run")
         check_bool(skip_missing, "skip_missing")

@@ -1,11 +1,11 @@
-"""The actions of Hudi's cleaning policies and savepoints (core/lifecycle/hudi_clean.py), registered in core/actions.py."""
+"""The actions of Hudi's cleaning policies and savepoints (core/lifecycle/hudi_clean.py), registered in core/actions/maintenance.py."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from airflow_snaptable.core.action_base import Action, allowed, arg
+from airflow_snaptable.core.actions.contract import Action, allowed, arg
 from airflow_snaptable.core.lifecycle.hudi_clean import POLICIES, check_policy
 from airflow_snaptable.core.table import Table
 

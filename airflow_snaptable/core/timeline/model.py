@@ -2,7 +2,7 @@
 
 :func:`build_timeline` reads a :class:`~airflow_snaptable.core.table.Table` once and returns a
 :class:`Timeline` (plain values, JSON-ready with :meth:`Timeline.to_dict`); the pictures are
-core/timeline_render.py's. What it holds:
+core/timeline/render.py's. What it holds:
 
 - every retained snapshot, and every expired snapshot a tag still holds (a tag file keeps a copy
   of its snapshot), in commit-time order, with its kind, commit time and total records;

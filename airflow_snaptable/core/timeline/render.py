@@ -1,4 +1,4 @@
-"""Draw a :class:`~airflow_snaptable.core.timeline.Timeline`: standalone SVG text, and an HTML page around it.
+"""Draw a :class:`~airflow_snaptable.core.timeline.model.Timeline`: standalone SVG text, and an HTML page around it.
 
 The SVG needs nothing from outside (no fonts, scripts or images: generic font families, one
 inline ``<style>``). Every drawn thing is a ``<g>`` whose class and ``data-*`` attributes say
@@ -23,7 +23,7 @@ import re
 from datetime import datetime, timezone
 from typing import Sequence
 
-from airflow_snaptable.core.timeline import Timeline
+from airflow_snaptable.core.timeline.model import Timeline
 
 STEP = 104
 LEFT = 84

@@ -1,6 +1,6 @@
 """The action contract: what a maintenance action is, and how values become one.
 
-An action (core/actions.py) is a frozen dataclass: ``table`` plus one keyword-only field
+An action (core/actions/maintenance.py) is a frozen dataclass: ``table`` plus one keyword-only field
 per argument of the core call it runs, and ``run(table)``. Each field carries what every
 front end needs (:class:`Param`): its help text, its strict checks, whether operators take
 it as a template, whether the CLI takes it as a positional word, whether it is internal.

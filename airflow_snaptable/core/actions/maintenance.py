@@ -1,6 +1,6 @@
 """The maintenance actions: each one defined once, here, and run the same way by every front end.
 
-An action is a value (a frozen dataclass, core/action_base.py): its fields are the arguments
+An action is a value (a frozen dataclass, core/actions/contract.py): its fields are the arguments
 of the core call, with their defaults, checks and documentation; ``run(table)`` makes the
 call. The CLI (``snaptable expire ...``), the Spark job (``--action-file``), the hook and the
 Airflow operators are built from these definitions and return the same result document
@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-from airflow_snaptable.core.action_base import (
+from airflow_snaptable.core.actions.contract import (
     Action,
     Choice,
     allowed,
@@ -32,7 +32,7 @@ from airflow_snaptable.core.action_base import (
 )
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.lifecycle.periodic_tags import FORMATTERS, PERIODS, TIME_SOURCES
-from airflow_snaptable.core.clean_actions import Clean, CreateSavepoint, DeleteSavepoint, RestoreSavepoint
+from airflow_snaptable.core.actions.hudi_clean import Clean, CreateSavepoint, DeleteSavepoint, RestoreSavepoint
 from airflow_snaptable.core.table import Table
 from airflow_snaptable.core.native.tags import IF_EXISTS
 
