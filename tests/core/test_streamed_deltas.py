@@ -86,7 +86,7 @@ def test_streamed_planning_plans_exactly_what_whole_deltas_give(tmp_path, seed, 
     import random
 
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.formats.foreign.native import files as native_files
+    from airflow_snaptable.core.formats.native import files as native_files
     from airflow_snaptable.core.lifecycle.expiry.plan import plan_expiry
     from tests.conftest import SCHEMA, make_rows
 
