@@ -16,7 +16,7 @@ import threading
 import uuid
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -159,14 +159,24 @@ def decode_manifest(data: bytes, partition_types: list[pa.DataType], where: str)
 def iter_manifest(data: bytes, partition_types: list[pa.DataType], where: str, batch_rows: int = 65_536) -> Iterator[ManifestEntry]:
     """A manifest's entries, decoded ``batch_rows`` at a time: a manifest of a million entries (a full
     overwrite's delta) is never a million objects at once for a reader that uses each entry and lets go."""
+    for batch in manifest_batches(data, where, _MANIFEST_SCHEMA.equals, batch_rows):
+        yield from decode_manifest_table(pa.Table.from_batches([batch]), partition_types, where)
+
+
+def manifest_batches(
+    data: bytes, where: str, accepts: Callable[[pa.Schema], bool], batch_rows: int, columns: list[str] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """A manifest's rows, ``batch_rows`` at a time (only ``columns`` decoded; all when None), for the readers
+    that stream a manifest (the full decode above, expiry planning's, the in-use pass's). Fails closed:
+    bytes that are not Parquet, or whose schema ``accepts`` refuses, raise CorruptMetadataError."""
     try:
         parquet = pq.ParquetFile(pa.BufferReader(data))
         found = parquet.schema_arrow.remove_metadata()
     except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
         raise CorruptMetadataError(f"{where}: cannot read Parquet: {exc}") from exc
-    if not found.equals(_MANIFEST_SCHEMA):
+    if not accepts(found):
         raise CorruptMetadataError(f"{where}: unexpected columns {found.names}")
-    batches = parquet.iter_batches(batch_size=batch_rows, use_threads=False)
+    batches = parquet.iter_batches(batch_size=batch_rows, columns=columns, use_threads=False)
     while True:
         try:
             batch = next(batches, None)
@@ -174,7 +184,7 @@ def iter_manifest(data: bytes, partition_types: list[pa.DataType], where: str, b
             raise CorruptMetadataError(f"{where}: cannot read Parquet: {exc}") from exc
         if batch is None:
             return
-        yield from decode_manifest_table(pa.Table.from_batches([batch]), partition_types, where)
+        yield batch
 
 
 _KINDS = tuple(FileKind)  # indexing a tuple: an Enum call per entry was half of decoding

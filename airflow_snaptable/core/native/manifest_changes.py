@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import Iterator, NamedTuple
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.native.manifest import _KINDS, _MANIFEST_SCHEMA, _MANIFEST_SCHEMA_WITHOUT_STATS, FileKind
+from airflow_snaptable.core.native.manifest import _KINDS, _MANIFEST_SCHEMA, _MANIFEST_SCHEMA_WITHOUT_STATS, FileKind, manifest_batches
 
 _COLUMNS = ["kind", "path", "file_size"]
 
@@ -33,27 +32,17 @@ class EntryChange(NamedTuple):
         return self
 
 
+def _known_schema(found: pa.Schema) -> bool:
+    return found.equals(_MANIFEST_SCHEMA) or found.equals(_MANIFEST_SCHEMA_WITHOUT_STATS)
+
+
 def iter_changes(data: bytes, where: str, batch_rows: int = 65_536) -> Iterator[EntryChange]:
     """The entries of the manifest ``data`` (named ``where`` in errors), in order, ``batch_rows`` at a time.
 
     Fails closed like ``iter_manifest``: bytes that are not a manifest of a known schema raise
     CorruptMetadataError, as does an entry of an unknown kind.
     """
-    try:
-        parquet = pq.ParquetFile(pa.BufferReader(data))
-        found = parquet.schema_arrow.remove_metadata()
-    except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
-        raise CorruptMetadataError(f"{where}: cannot read Parquet: {exc}") from exc
-    if not (found.equals(_MANIFEST_SCHEMA) or found.equals(_MANIFEST_SCHEMA_WITHOUT_STATS)):
-        raise CorruptMetadataError(f"{where}: unexpected columns {found.names}")
-    batches = parquet.iter_batches(batch_size=batch_rows, columns=_COLUMNS, use_threads=False)
-    while True:
-        try:
-            batch = next(batches, None)
-        except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
-            raise CorruptMetadataError(f"{where}: cannot read Parquet: {exc}") from exc
-        if batch is None:
-            return
+    for batch in manifest_batches(data, where, _known_schema, batch_rows, _COLUMNS):
         columns = batch.to_pydict()
         try:
             changes = [

@@ -18,10 +18,9 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.native.manifest import FileKind, ManifestIO, manifest_path
+from airflow_snaptable.core.native.manifest import FileKind, ManifestIO, manifest_batches, manifest_path
 from airflow_snaptable.core.io.path_set import PathHashSet, PathHashSetBuilder
 from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.native.tags import Tag
@@ -114,22 +113,10 @@ def _live_paths(manifests: ManifestIO, names: list[str]) -> Iterator[str]:
 
 def _entries(data: bytes, where: str) -> Iterator[tuple[pa.Array, pa.Array]]:
     """A manifest's ``kind`` and ``path`` columns, ``BATCH_ROWS`` rows at a time (the other columns are not decoded)."""
-    try:
-        parquet = pq.ParquetFile(pa.BufferReader(data))
-        schema = parquet.schema_arrow
-    except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
-        raise CorruptMetadataError(f"{where}: cannot read Parquet: {exc}") from exc
-    for column, wanted in _COLUMNS.items():
-        if schema.get_field_index(column) < 0 or not schema.field(column).type.equals(wanted):
-            raise CorruptMetadataError(f"{where}: unexpected columns {schema.names}")
-    batches = parquet.iter_batches(batch_size=BATCH_ROWS, columns=list(_COLUMNS), use_threads=False)
-    while True:
-        try:
-            batch = next(batches, None)
-        except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
-            raise CorruptMetadataError(f"{where}: cannot read Parquet: {exc}") from exc
-        if batch is None:
-            return
+    def accepts(schema: pa.Schema) -> bool:
+        return all(schema.get_field_index(column) >= 0 and schema.field(column).type.equals(wanted) for column, wanted in _COLUMNS.items())
+
+    for batch in manifest_batches(data, where, accepts, BATCH_ROWS, list(_COLUMNS)):
         kinds, paths = batch.column("kind"), batch.column("path")
         if kinds.null_count or paths.null_count or (len(kinds) and not pc.all(pc.is_in(kinds, value_set=_KINDS)).as_py()):
             raise CorruptMetadataError(f"{where}: unreadable entry: a null or unknown kind or path")
