@@ -14,7 +14,6 @@ import pyarrow as pa
 import pytest
 
 from airflow_snaptable.core import Table
-
 from airflow_snaptable.core.io import local_files
 from airflow_snaptable.core.io.storage import Storage
 

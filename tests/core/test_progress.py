@@ -10,7 +10,6 @@ import sys
 import time
 
 from airflow_snaptable.core import Table
-
 from airflow_snaptable.core.lifecycle import progress
 from tests.conftest import SCHEMA, make_rows
 
