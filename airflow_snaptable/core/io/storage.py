@@ -291,11 +291,11 @@ class Storage:
     def delete(self, rel: str) -> None:
         """Delete a file; deleting a missing file is success (it is already gone)."""
         self._op("delete", rel)
+        if self._is_local:
+            local_files.unlink_quietly(self.full_path(rel))
+            return
         try:
-            if self._is_local:
-                os.unlink(self.full_path(rel))
-            else:
-                self.fs.rm_file(self.full_path(rel))
+            self.fs.rm_file(self.full_path(rel))
         except FileNotFoundError:
             pass
 
