@@ -15,12 +15,13 @@ column's lower bound, so unsorted files are skipped as cheaply as sorted ones).
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.common import benchmark_parser
 
 RANGE = 1_000_000
 WIDTH = 5_000
@@ -86,7 +87,7 @@ def _timed(uri: str, expression) -> tuple[float, int, int]:
 def main(argv: list[str] | None = None) -> int:
     import pyarrow.compute as pc
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.data_skipping", description=__doc__.splitlines()[0])
+    parser = benchmark_parser("benchmarks.data_skipping", __doc__)
     parser.add_argument("--commits", type=int, default=40)
     parser.add_argument("--files-per-commit", type=int, default=500)
     parser.add_argument("--manifest-target-size", help="the table's manifest.target-file-size (default: the option's default)")

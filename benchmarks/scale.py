@@ -48,13 +48,14 @@ The Spark write path is measured by benchmarks/spark_write.py.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.common import benchmark_parser, bulk_delete_bound, peak_rss_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 IDS_PER_FILE = 100
@@ -119,17 +120,11 @@ def plan(uri: str, which: str, total_files: int = 0) -> dict:
     return {"seconds": seconds, "files": files, "manifests": len(manifests), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def _peak_rss_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def baseline() -> dict:
     """An interpreter that imported the engine and opened nothing: what every step's peak RSS includes."""
     import airflow_snaptable.core  # noqa: F401
 
-    return {"peak_rss_mb": _peak_rss_mb()}
+    return {"peak_rss_mb": peak_rss_mb()}
 
 
 def make_data_files(uri: str, orphans: int) -> dict:
@@ -159,7 +154,7 @@ def orphan_clean(uri: str) -> dict:
     table = Table.open(uri)
     started = time.perf_counter()
     result = table.remove_orphan_files(older_than="0 s", dry_run=True)
-    return {"seconds": time.perf_counter() - started, "orphans": result.orphan_count, "peak_rss_mb": _peak_rss_mb()}
+    return {"seconds": time.perf_counter() - started, "orphans": result.orphan_count, "peak_rss_mb": peak_rss_mb()}
 
 
 def orphan_lower_bound(uri: str) -> dict:
@@ -202,7 +197,7 @@ def orphan_lower_bound(uri: str) -> dict:
             entries += pq.ParquetFile(pa.BufferReader(data)).read(columns=["path"], use_threads=False).num_rows
     read_seconds = time.perf_counter() - started
     return {
-        "seconds": list_seconds + read_seconds, "list_seconds": list_seconds, "read_seconds": read_seconds, "files_listed": listed, "entries_read": entries, "peak_rss_mb": _peak_rss_mb(),
+        "seconds": list_seconds + read_seconds, "list_seconds": list_seconds, "read_seconds": read_seconds, "files_listed": listed, "entries_read": entries, "peak_rss_mb": peak_rss_mb(),
     }
 
 
@@ -215,7 +210,7 @@ def verify_table(uri: str) -> dict:
     result = table.verify()
     return {
         "seconds": time.perf_counter() - started, "unreferenced": len(result.unreferenced_files),
-        "missing": len(result.missing_files), "peak_rss_mb": _peak_rss_mb(),
+        "missing": len(result.missing_files), "peak_rss_mb": peak_rss_mb(),
     }
 
 
@@ -251,7 +246,7 @@ def overwrite(uri: str) -> dict:
     _touch(Path(uri), [kept])
     started = time.perf_counter()
     table.commit_files([DataFile(kept, (0,), 100, 4096)], mode="overwrite")
-    return {"seconds": time.perf_counter() - started, "peak_rss_mb": _peak_rss_mb()}
+    return {"seconds": time.perf_counter() - started, "peak_rss_mb": peak_rss_mb()}
 
 
 def lower_bound(uri: str, scratch: str) -> dict:
@@ -280,13 +275,7 @@ def lower_bound(uri: str, scratch: str) -> dict:
     entries = sum(manifest_table(contents[rel], where=rel).num_rows for rel in deltas)
     del contents
     read_seconds = time.perf_counter() - started
-    started = time.perf_counter()
-    storage.delete_files(doomed)
-    delete_seconds = time.perf_counter() - started
-    return {
-        "seconds": read_seconds + delete_seconds, "read_seconds": read_seconds, "delete_seconds": delete_seconds,
-        "manifests_read": len(deltas), "entries_read": entries, "files_deleted": len(doomed), "peak_rss_mb": _peak_rss_mb(),
-    }
+    return bulk_delete_bound(storage, doomed, read_seconds, manifests_read=len(deltas), entries_read=entries)
 
 
 def expire(uri: str, max_deleted_files: int | None = None) -> dict:
@@ -305,7 +294,7 @@ def expire(uri: str, max_deleted_files: int | None = None) -> dict:
     seconds = time.perf_counter() - started
     return {
         "seconds": seconds, "snapshots": len(result.expired_snapshot_ids), "data_files": result.deleted_data_files,
-        "manifest_files": result.deleted_manifest_files, "peak_rss_mb": _peak_rss_mb(),
+        "manifest_files": result.deleted_manifest_files, "peak_rss_mb": peak_rss_mb(),
         "operations": table.storage.snapshot_counts(), "max_deleted_files": expire_subranges.MAX_DELETED_FILES,
     }
 
@@ -365,7 +354,7 @@ def _in_fresh_process(function: str, *args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__.splitlines()[0])
+    parser = benchmark_parser("benchmarks.scale", __doc__)
     parser.add_argument("--commits", type=int, default=1000)
     parser.add_argument("--files-per-commit", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=100)

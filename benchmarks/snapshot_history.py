@@ -30,17 +30,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.common import bulk_delete_bound, peak_rss_mb
+
 ROOT = Path(__file__).resolve().parents[1]
 #: Every this many commits one overwrites the whole table.
 OVERWRITE_EVERY = 1000
 #: Commits timed at the start and at the end of the build.
 TIMED_COMMITS = 1000
-
-
-def _peak_rss_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def build(uri: str, commits: int) -> dict:
@@ -66,7 +62,7 @@ def build(uri: str, commits: int) -> dict:
     head, tail = times[:TIMED_COMMITS], times[-TIMED_COMMITS:]
     return {
         "seconds": time.perf_counter() - started, "first_ms": 1000 * sum(head) / len(head),
-        "last_ms": 1000 * sum(tail) / len(tail), "timed": len(head), "peak_rss_mb": _peak_rss_mb(),
+        "last_ms": 1000 * sum(tail) / len(tail), "timed": len(head), "peak_rss_mb": peak_rss_mb(),
     }
 
 
@@ -108,7 +104,7 @@ def everyday(uri: str) -> dict:
         table.delete_tag(f"bench-{n}")
     timed("sensor_one_new", lambda: find_new_snapshots(table, after_snapshot_id=latest.id - 1).found)
     timed("sensor_nothing_new", lambda: find_new_snapshots(table, after_snapshot_id=latest.id, checked_through=latest.id).found)
-    return {"seconds": timings, "reads": reads, "peak_rss_mb": _peak_rss_mb(), "operations": table.storage.snapshot_counts()}
+    return {"seconds": timings, "reads": reads, "peak_rss_mb": peak_rss_mb(), "operations": table.storage.snapshot_counts()}
 
 
 def lower_bound(uri: str, scratch: str) -> dict:
@@ -142,13 +138,7 @@ def lower_bound(uri: str, scratch: str) -> dict:
         read = table.storage.read_many(manifests)
         entries += sum(manifest_table(read[rel], where=rel).num_rows for rel in manifests)
     read_seconds = time.perf_counter() - started
-    started = time.perf_counter()
-    storage.delete_files(doomed)
-    delete_seconds = time.perf_counter() - started
-    return {
-        "seconds": read_seconds + delete_seconds, "read_seconds": read_seconds, "delete_seconds": delete_seconds,
-        "entries_read": entries, "files_deleted": len(doomed), "peak_rss_mb": _peak_rss_mb(),
-    }
+    return bulk_delete_bound(storage, doomed, read_seconds, entries_read=entries)
 
 
 def expire(uri: str) -> dict:
@@ -162,7 +152,7 @@ def expire(uri: str) -> dict:
     return {
         "seconds": time.perf_counter() - started, "snapshots": len(result.expired_snapshot_ids),
         "data_files": result.deleted_data_files, "manifest_files": result.deleted_manifest_files,
-        "peak_rss_mb": _peak_rss_mb(), "operations": table.storage.snapshot_counts(),
+        "peak_rss_mb": peak_rss_mb(), "operations": table.storage.snapshot_counts(),
     }
 
 

@@ -53,22 +53,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_snaptable.spark.maintenance import DEFAULT_FILES_PER_TASK, DEFAULT_PARALLEL_THRESHOLD
-from benchmarks.common import describe_load, machine_load
+from benchmarks.common import add_spark_run_arguments, benchmark_parser, describe_load, machine_load, peak_rss_mb
 
 SCHEMA = pa.schema([pa.field("p", pa.int64()), pa.field("id", pa.int64()), pa.field("value", pa.float64())])
 PARTITIONS = 10
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.spark_delete", description=__doc__.splitlines()[0])
+    parser = benchmark_parser("benchmarks.spark_delete", __doc__)
     parser.add_argument("--files", type=int, help="data files the expiry deletes (default 20,000; 2,000 on S3)")
-    parser.add_argument("--repeat", type=int, default=3, help="rounds, each on fresh copies (default 3)")
-    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    add_spark_run_arguments(
+        parser, repeat=3, runs="rounds, each on fresh copies", master="local[2]", place="where to build the tables",
+        quick="2,000 files (200 on S3), 1 round",
+    )
     parser.add_argument("--files-per-task", type=int, default=DEFAULT_FILES_PER_TASK,
                         help=f"deletes per Spark task (default {DEFAULT_FILES_PER_TASK}, the job's default)")
     parser.add_argument("--s3", choices=("seaweedfs", "moto"), help="run on a local S3 server instead of local files")
-    parser.add_argument("--dir", help="where to build the tables (default: a temporary directory)")
-    parser.add_argument("--quick", action="store_true", help="smoke test: 2,000 files (200 on S3), 1 round")
     parser.add_argument("--driver-rss", type=int, metavar="N", help="measure peak RSS of one expiry of N files instead")
     parser.add_argument("--parted-bound", type=int, metavar="B", help="with --driver-rss: MAX_DELETED_FILES in the runs")
     return parser.parse_args(argv)
@@ -203,12 +203,6 @@ def start_spark(master: str):
     return spark, session_seconds, time.perf_counter() - started
 
 
-def _peak_rss_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-
-
 def driver_rss_child(uri: str, mode: str, master: str, bound: int | None) -> dict:
     """One expiry of the table at ``uri`` in this (fresh) interpreter: its peak RSS, and for the
     distributed run the driver's peak RSS once the session ran its first tasks (before the expiry)."""
@@ -218,12 +212,12 @@ def driver_rss_child(uri: str, mode: str, master: str, bound: int | None) -> dic
         expire_subranges.MAX_DELETED_FILES = bound
     if mode == "in-process":
         measured = expire_in_process(uri, None)
-        return {"seconds": measured.seconds, "data_files": measured.data_files_deleted, "peak_rss_mb": _peak_rss_mb()}
+        return {"seconds": measured.seconds, "data_files": measured.data_files_deleted, "peak_rss_mb": peak_rss_mb()}
     spark, _session, _warmup = start_spark(master)
     try:
-        before = _peak_rss_mb()
+        before = peak_rss_mb()
         measured = expire_distributed(spark, uri, None, DEFAULT_PARALLEL_THRESHOLD, DEFAULT_FILES_PER_TASK)
-        return {"seconds": measured.seconds, "data_files": measured.data_files_deleted, "peak_rss_mb": _peak_rss_mb(),
+        return {"seconds": measured.seconds, "data_files": measured.data_files_deleted, "peak_rss_mb": peak_rss_mb(),
                 "session_rss_mb": before, "spark_jobs": measured.spark_jobs, "on_executors": measured.deleted_on_executors}
     finally:
         spark.stop()
