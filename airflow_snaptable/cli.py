@@ -60,7 +60,7 @@ def _open(args) -> Table:
 
 
 def cmd_snapshots(args) -> Any:
-    from airflow_snaptable.core.describe import file_counts
+    from airflow_snaptable.core.formats.describe import file_counts
 
     table = _open(args)
     snapshots = table.snapshots()
@@ -76,8 +76,8 @@ def cmd_snapshots(args) -> Any:
 
 
 def cmd_show(args) -> Any:
-    """The table's description (core/describe.py), on every format."""
-    from airflow_snaptable.core.describe import describe
+    """The table's description (core/formats/describe.py), on every format."""
+    from airflow_snaptable.core.formats.describe import describe
 
     info = describe(_open(args))
     if args.json:

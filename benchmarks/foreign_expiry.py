@@ -28,7 +28,6 @@ they name live: a file put back has no other trace), each freed file deleted onc
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -38,6 +37,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.common import benchmark_parser
 
 import pyarrow as pa
 
@@ -243,7 +244,7 @@ def iceberg_section(directory: Path, appends: int, rounds: int = 3) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.foreign_expiry", description=__doc__.splitlines()[0])
+    parser = benchmark_parser("benchmarks.foreign_expiry", __doc__)
     parser.add_argument("--snapshots", type=int, default=200, help="snapshots (Paimon) and appends (Iceberg); default 200")
     parser.add_argument("--quick", action="store_true", help="60 snapshots")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")

@@ -37,12 +37,16 @@ from airflow_snaptable.core.formats.foreign import is_iceberg_uri, open_foreign
 from airflow_snaptable.core.lifecycle.store import NATIVE_FORMAT, FormatTable, TableStore
 from airflow_snaptable.core.lifecycle.tags import TagLifecycle
 from airflow_snaptable.core.native.tags import Tag, TagManager
-from airflow_snaptable.core.table_writes import TableWrites
+from airflow_snaptable.core.native.commit import FileStoreCommit
+from airflow_snaptable.core.write.compaction import compact
+from airflow_snaptable.core.write.external_files import commit_external_files
+from airflow_snaptable.core.lifecycle.deletion_plans import PlanManager
+from airflow_snaptable.core.write.rows import TableWrite
 from airflow_snaptable.core.arguments.times import now_millis, to_millis
 from airflow_snaptable.core.formats.native.verify import VerifyResult, verify
 
 
-class Table(TableWrites):
+class Table:
     """A snapshot table. Every write is one new, immutable, numbered snapshot.
 
     Create with :meth:`create`, open with :meth:`open`. ``uri`` is a local path
@@ -188,6 +192,83 @@ class Table(TableWrites):
 
     #: Epoch milliseconds from an int (millis), a datetime (naive means UTC) or an ISO-8601 string (core/arguments/times.py).
     to_millis = staticmethod(to_millis)
+
+    # -- writes (this package's format only: planned in core/write/, committed by core/native/commit.py) --
+
+    def append(self, data, *, commit_user: str | None = None, commit_identifier: int | None = None, watermark: int | None = None) -> Snapshot:
+        """Add rows as a new snapshot (commit kind APPEND)."""
+        return self._write().append(data, commit_user, commit_identifier, watermark)
+
+    def overwrite(
+        self,
+        data,
+        partitions: list[dict] | None = None,
+        *,
+        commit_user: str | None = None,
+        commit_identifier: int | None = None,
+        watermark: int | None = None,
+    ) -> Snapshot:
+        """Replace the whole table, or only ``partitions`` (e.g. ``[{"p": 3}]``), with ``data``."""
+        return self._write().overwrite(data, partitions, commit_user, commit_identifier, watermark)
+
+    def delete(self, partitions: list[dict], *, commit_user: str | None = None, commit_identifier: int | None = None) -> Snapshot:
+        """Remove every row of ``partitions`` as a new snapshot (commit kind DELETE)."""
+        return self._write().delete(partitions, commit_user, commit_identifier)
+
+    def compact(
+        self,
+        partitions: list[dict] | None = None,
+        *,
+        target_file_size: int | str | None = None,
+        min_file_num: int | None = None,
+        commit_user: str | None = None,
+    ) -> Snapshot | None:
+        """Rewrite the small files of each partition into fewer files (commit kind COMPACT).
+
+        A partition is compacted when it has at least ``min_file_num`` files smaller than
+        ``target_file_size`` (defaults: options ``compaction.min.file-num``, ``target-file-size``).
+        Returns None, committing nothing, when no partition qualifies.
+        """
+        return compact(self._write(), self.read_files, partitions, target_file_size, min_file_num, commit_user)
+
+    def commit_files(
+        self,
+        added: Sequence[DataFile],
+        *,
+        mode: str = "append",
+        partitions: list[dict] | None = None,
+        base_snapshot_id: int | None = None,
+        commit_user: str | None = None,
+        commit_identifier: int | None = None,
+        watermark: int | None = None,
+        summary: dict[str, Any] | None = None,
+    ) -> Snapshot:
+        """Commit data files that are written already (e.g. by Spark tasks) as one new snapshot.
+
+        ``mode="append"`` adds them (APPEND); ``mode="overwrite"`` makes them replace the
+        whole table, or only ``partitions`` (OVERWRITE), like :meth:`overwrite`.
+        ``base_snapshot_id`` is the snapshot the files were written against: an
+        overwrite then conflicts with changes to its partitions committed after it
+        (``CommitConflictError``, also when it has expired meanwhile); ``0`` means the
+        empty table, None the latest snapshot now. ``commit_user``/``commit_identifier``
+        as in :meth:`append`: a retry returns the earlier snapshot, and the files given
+        to the retry are then not part of any snapshot (the caller deletes them).
+        ``summary``: extra string-keyed JSON scalars for the snapshot's summary (e.g.
+        ``{"engine": "spark"}``). What is checked before anything is written, and what is
+        not: core/write/external_files.py (no path the table knows is committed again).
+        """
+        return commit_external_files(
+            self._write(), self.store, added, mode=mode, partitions=partitions, base_snapshot_id=base_snapshot_id,
+            commit_user=commit_user, commit_identifier=commit_identifier, watermark=watermark, summary=summary,
+        )
+
+    def _write(self) -> TableWrite:
+        self._native_only("writing rows")
+        return TableWrite(self.storage, self.schema, self.snapshot_manager, self.manifest_io, self.new_commit)
+
+    def new_commit(self) -> FileStoreCommit:
+        self._native_only("committing a snapshot")
+        return FileStoreCommit(self.snapshot_manager, self.manifest_io, self.schema, self.clock, PlanManager(self.store).ceiling)
 
     # -- reads -------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from airflow_snaptable.core.formats.foreign import is_iceberg_uri
 from airflow_snaptable.core.formats.iceberg.files import storage_opener
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.table import Table
-from airflow_snaptable.core.table_paths import check_deletable
+from airflow_snaptable.core.io.table_paths import check_deletable
 
 log = logging.getLogger(__name__)
 

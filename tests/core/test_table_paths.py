@@ -1,6 +1,6 @@
 """Nothing outside a table is deleted (issue 22 item 4): paths are placed by their normal form.
 
-The shared rule (core/table_paths.py) first, on its own; then this package's tables whose metadata
+The shared rule (core/io/table_paths.py) first, on its own; then this package's tables whose metadata
 names a file out of the table (a manifest entry, a manifest list, a snapshot's record of what it
 wrote, a deletion plan left behind): every deleting operation fails with a typed error before
 anything changes, and the file outside survives. A spelling of an inside path that is not the
@@ -31,7 +31,7 @@ from airflow_snaptable.core.native.manifest import (
 )
 from airflow_snaptable.core.lifecycle.deletion_plans import DataCandidate, DeletionPlan, EXPIRE
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.table_paths import (
+from airflow_snaptable.core.io.table_paths import (
     check_relative_column,
     checked_file_name,
     checked_relative_path,

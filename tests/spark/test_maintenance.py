@@ -55,7 +55,7 @@ def test_distributed_delete_storage_sends_big_bulk_deletes_to_the_deleter_and_co
 
 
 def test_distributed_deletes_never_leave_the_table(tmp_path):
-    """The executors' deleter gets no path out of the table root (core/table_paths.py), as core's deletes."""
+    """The executors' deleter gets no path out of the table root (core/io/table_paths.py), as core's deletes."""
     (tmp_path / "shared").mkdir()
     (tmp_path / "shared" / "victim").write_bytes(b"another table's file")
     base = Storage.from_uri(str(tmp_path / "t"))
