@@ -61,44 +61,61 @@ def _open(args) -> Table:
 
 
 def cmd_snapshots(args) -> Any:
+    from airflow_snaptable.core.formats.describe import file_counts
+
     table = _open(args)
     snapshots = table.snapshots()
+    counts = file_counts(table, snapshots)
     if args.json:
-        return [s.to_dict() for s in snapshots]
+        return [{**s.to_dict(), "added_files": counts[s.id].added, "deleted_files": counts[s.id].deleted} for s in snapshots]
     rows = [
         (s.id, s.commit_kind.value, format_time(s.time_millis), s.total_record_count, s.delta_record_count,
-         s.summary.get("added_files", 0), s.summary.get("deleted_files", 0), s.commit_user, s.watermark)
+         counts[s.id].added, counts[s.id].deleted, s.commit_user, s.watermark)
         for s in snapshots
     ]
     return render_table(["id", "kind", "committed (UTC)", "records", "delta", "+files", "-files", "user", "watermark"], rows)
 
 
 def cmd_show(args) -> Any:
-    table = _open(args)
-    latest, earliest = table.latest_snapshot(), table.earliest_snapshot()
-    info = {
-        "uri": table.uri,
-        "schema": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in table.arrow_schema],
-        "partition_keys": list(table.partition_keys),
-        "options": table.schema.options,
-        "earliest_snapshot_id": earliest.id if earliest else None,
-        "latest_snapshot_id": latest.id if latest else None,
-        "total_record_count": latest.total_record_count if latest else 0,
-        "data_files": len(table.scan().files()) if latest else 0,
-    }
+    """The table's description (core/formats/describe.py), on every format."""
+    from airflow_snaptable.core.formats.describe import describe
+
+    info = describe(_open(args))
     if args.json:
-        return info
+        return info.to_dict()
     lines = [
-        f"table       {info['uri']}",
-        f"partitions  {', '.join(info['partition_keys']) or '(none)'}",
-        f"snapshots   {info['earliest_snapshot_id'] or '-'} .. {info['latest_snapshot_id'] or '-'}",
-        f"records     {info['total_record_count']}",
-        f"data files  {info['data_files']}",
-        "options     " + (", ".join(f"{k}={v}" for k, v in sorted(info["options"].items())) or "(defaults)"),
+        f"table       {info.uri}",
+        f"format      {info.format}",
+        f"partitions  {', '.join(info.partition_keys) or '(none)'}",
+    ]
+    if info.primary_keys:
+        lines.append(f"primary key {', '.join(info.primary_keys)}")
+    lines += [
+        f"snapshots   {_id(info.earliest_snapshot_id)} .. {_id(info.latest_snapshot_id)} ({info.snapshot_count})",
+        f"records     {info.total_record_count}",
+        f"data files  {info.data_files}" + ("" if info.delete_files is None else f", delete files {info.delete_files}"),
+        "tags        " + _listed([f"{t['name']} ({t['snapshot_id']})" for t in info.tags]),
+        "consumers   " + _listed([f"{c['id']} (next {c['next_snapshot']})" for c in info.consumers]),
+        "options     " + (", ".join(f"{k}={v}" for k, v in sorted(info.options.items())) or "(defaults)"),
         "",
-        render_table(["column", "type", "nullable"], [(c["name"], c["type"], c["nullable"]) for c in info["schema"]]),
+        render_table(["column", "type", "nullable"], [(c["name"], c["type"], c["nullable"]) for c in info.schema]),
     ]
     return "\n".join(lines)
+
+
+#: Names ``show`` prints on one line before it says how many more there are (``--json`` lists them all).
+SHOWN_NAMES = 10
+
+
+def _id(snapshot_id: int | None) -> str:
+    return "-" if snapshot_id is None else str(snapshot_id)
+
+
+def _listed(names: list[str]) -> str:
+    if not names:
+        return "(none)"
+    more = f", ... ({len(names)} in all)" if len(names) > SHOWN_NAMES else ""
+    return ", ".join(names[:SHOWN_NAMES]) + more
 
 
 def cmd_tags(args) -> Any:

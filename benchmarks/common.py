@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import gc
 import logging
@@ -347,3 +348,38 @@ def environment_info(root: Path) -> dict[str, Any]:
         except Exception:  # noqa: BLE001 - missing or odd module: report it as absent
             info["versions"][module] = None
     return info
+
+
+# -- what several benchmarks share ------------------------------------------------------------
+
+
+def benchmark_parser(module: str, doc: str) -> argparse.ArgumentParser:
+    """The parser of ``python -m <module>``, described by the first line of its docstring."""
+    return argparse.ArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
+
+
+def add_spark_run_arguments(parser: argparse.ArgumentParser, *, repeat: int, runs: str, master: str, place: str, quick: str) -> None:
+    """The options of every Spark benchmark: timed rounds, the Spark master, where its tables go, a smoke test."""
+    parser.add_argument("--repeat", type=int, default=repeat, help=f"{runs} (default {repeat})")
+    parser.add_argument("--master", default=master, help=f"Spark master (default {master})")
+    parser.add_argument("--dir", help=f"{place} (default: a temporary directory)")
+    parser.add_argument("--quick", action="store_true", help=f"smoke test: {quick}")
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MB (Linux reports KiB)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def bulk_delete_bound(storage, doomed: list[str], read_seconds: float, **figures: Any) -> dict:
+    """An expiry's lower bound, finished: the caller timed the reads it cannot avoid (``read_seconds``);
+    this times the bulk delete of the files it must delete (``doomed``) and returns both, with ``figures``."""
+    started = time.perf_counter()
+    storage.delete_files(doomed)
+    delete_seconds = time.perf_counter() - started
+    return {
+        "seconds": read_seconds + delete_seconds, "read_seconds": read_seconds, "delete_seconds": delete_seconds,
+        **figures, "files_deleted": len(doomed), "peak_rss_mb": peak_rss_mb(),
+    }

@@ -3,24 +3,25 @@
 ``python -m benchmarks.data_skipping [--commits 40] [--files-per-commit 500] [--manifest-target-size 256kb]``
 
 Builds (with ``commit_files``: metadata only, no data files) an unpartitioned table whose files carry
-statistics (core/column_stats.py) for three columns: ``id``, rising over commits (100 ids per file, as
+statistics (core/native/column_stats.py) for three columns: ``id``, rising over commits (100 ids per file, as
 in benchmarks/scale.py); ``r``, an int range of width 5,000 at a random place in 0..1,000,000 (seeded),
 with nulls; ``s``, the same range as zero-padded strings. Then times, median of 3 plans each on a freshly
 opened table (no manifest cache), with the manifests each reads, and each filter once more reading every manifest (as without manifest column
-bounds, core/column_bounds.py): the full plan (every live file: the lower bound of a plan that reads
+bounds, core/native/column_bounds.py): the full plan (every live file: the lower bound of a plan that reads
 all manifests), and filters keeping about 1% of the files on each column, and an OR of two of them. Target: each selective plan
-costs at most the full plan (core/data_skipping.py judges blocks of files in the order of the filtered
+costs at most the full plan (core/native/data_skipping.py judges blocks of files in the order of the filtered
 column's lower bound, so unsorted files are skipped as cheaply as sorted ones).
 """
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.common import benchmark_parser
 
 RANGE = 1_000_000
 WIDTH = 5_000
@@ -30,8 +31,8 @@ def build(uri: str, commits: int, files_per_commit: int, manifest_target_size: s
     import pyarrow as pa
 
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.column_stats import ColumnStats, FileStats
-    from airflow_snaptable.core.manifest import DataFile
+    from airflow_snaptable.core.native.column_stats import ColumnStats, FileStats
+    from airflow_snaptable.core.native.manifest import DataFile
 
     rng = random.Random(15)
     options = {} if manifest_target_size is None else {"manifest.target-file-size": manifest_target_size}
@@ -58,7 +59,7 @@ def _is_manifest(rel: str) -> bool:
 def timed(uri: str, expression, manifest_bounds: bool = True) -> tuple[float, int, int]:
     """Median seconds of 3 plans, the files planned and the manifests (not lists) read; ``manifest_bounds=False``:
     as if the manifests had no column bounds (none skipped unread), the peer of the same run."""
-    import airflow_snaptable.core.partition_pruning as pruning
+    import airflow_snaptable.core.native.partition_pruning as pruning
 
     judge = pruning._by_column_bounds
     if not manifest_bounds:
@@ -86,7 +87,7 @@ def _timed(uri: str, expression) -> tuple[float, int, int]:
 def main(argv: list[str] | None = None) -> int:
     import pyarrow.compute as pc
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.data_skipping", description=__doc__.splitlines()[0])
+    parser = benchmark_parser("benchmarks.data_skipping", __doc__)
     parser.add_argument("--commits", type=int, default=40)
     parser.add_argument("--files-per-commit", type=int, default=500)
     parser.add_argument("--manifest-target-size", help="the table's manifest.target-file-size (default: the option's default)")

@@ -9,11 +9,11 @@ partition, and each commit one partition (a daily ingestion). Then it times, eac
 - the full plan of the latest snapshot (every live file): the lower bound of any plan that reads
   all manifests;
 - a one-partition plan (``scan(filter=[("p", "=", 3)])``); its manifests' partition bounds let it
-  skip the others (core/partition_pruning.py). Target: <= 0.1x the full plan's time.
-- a selective non-partition filter: every data file carries column statistics (core/column_stats.py)
+  skip the others (core/native/partition_pruning.py). Target: <= 0.1x the full plan's time.
+- a selective non-partition filter: every data file carries column statistics (core/native/column_stats.py)
   for ``id``, which increases over commits (100 ids per file); a filter on an ``id`` range holding 1%
   of the rows keeps only the files whose bounds overlap it. Targets: <= 5% of the files read, in at most
-  the full plan's time (core/data_skipping.py).
+  the full plan's time (core/native/data_skipping.py).
 
 Printed: commit time at the start and the end, the plans' times and peak RSS, and the ratios.
 
@@ -31,7 +31,7 @@ more, with an empty file on disk for every data file, and then runs, each in a f
   parsing them as Arrow tables;
 - the expiry of every snapshot but the last (``retain_min=1``), which deletes every data file; the
   overwrite deletes more than ``--max-deleted-files`` (default: core's 500,000) files, its expiry
-  is a plan in parts (core/expire_parts.py).
+  is a plan in parts (core/lifecycle/expiry/parts.py).
 
 Each prints its time and peak RSS (``ru_maxrss``); the expiry's per-file memory is its peak RSS
 minus an empty interpreter's (the ``baseline`` step), divided by the data files it deleted.
@@ -48,13 +48,14 @@ The Spark write path is measured by benchmarks/spark_write.py.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.common import benchmark_parser, bulk_delete_bound, peak_rss_mb
 
 ROOT = Path(__file__).resolve().parents[1]
 IDS_PER_FILE = 100
@@ -75,8 +76,8 @@ def build(uri: str, commits: int, files_per_commit: int, partitions: int, layout
     import pyarrow as pa
 
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.column_stats import ColumnStats, FileStats
-    from airflow_snaptable.core.manifest import DataFile
+    from airflow_snaptable.core.native.column_stats import ColumnStats, FileStats
+    from airflow_snaptable.core.native.manifest import DataFile
 
     def stats(first_id: int) -> str:  # a file of ids first_id .. first_id + 99 (sorted over commits)
         return FileStats(IDS_PER_FILE, {"id": ColumnStats(0, first_id, first_id + IDS_PER_FILE - 1)}).encode()
@@ -119,17 +120,11 @@ def plan(uri: str, which: str, total_files: int = 0) -> dict:
     return {"seconds": seconds, "files": files, "manifests": len(manifests), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def _peak_rss_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def baseline() -> dict:
     """An interpreter that imported the engine and opened nothing: what every step's peak RSS includes."""
     import airflow_snaptable.core  # noqa: F401
 
-    return {"peak_rss_mb": _peak_rss_mb()}
+    return {"peak_rss_mb": peak_rss_mb()}
 
 
 def make_data_files(uri: str, orphans: int) -> dict:
@@ -159,7 +154,7 @@ def orphan_clean(uri: str) -> dict:
     table = Table.open(uri)
     started = time.perf_counter()
     result = table.remove_orphan_files(older_than="0 s", dry_run=True)
-    return {"seconds": time.perf_counter() - started, "orphans": result.orphan_count, "peak_rss_mb": _peak_rss_mb()}
+    return {"seconds": time.perf_counter() - started, "orphans": result.orphan_count, "peak_rss_mb": peak_rss_mb()}
 
 
 def orphan_lower_bound(uri: str) -> dict:
@@ -173,7 +168,7 @@ def orphan_lower_bound(uri: str) -> dict:
     import pyarrow.parquet as pq
 
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.manifest import manifest_path
+    from airflow_snaptable.core.native.manifest import manifest_path
 
     table = Table.open(uri)
     started = time.perf_counter()
@@ -202,7 +197,7 @@ def orphan_lower_bound(uri: str) -> dict:
             entries += pq.ParquetFile(pa.BufferReader(data)).read(columns=["path"], use_threads=False).num_rows
     read_seconds = time.perf_counter() - started
     return {
-        "seconds": list_seconds + read_seconds, "list_seconds": list_seconds, "read_seconds": read_seconds, "files_listed": listed, "entries_read": entries, "peak_rss_mb": _peak_rss_mb(),
+        "seconds": list_seconds + read_seconds, "list_seconds": list_seconds, "read_seconds": read_seconds, "files_listed": listed, "entries_read": entries, "peak_rss_mb": peak_rss_mb(),
     }
 
 
@@ -215,7 +210,7 @@ def verify_table(uri: str) -> dict:
     result = table.verify()
     return {
         "seconds": time.perf_counter() - started, "unreferenced": len(result.unreferenced_files),
-        "missing": len(result.missing_files), "peak_rss_mb": _peak_rss_mb(),
+        "missing": len(result.missing_files), "peak_rss_mb": peak_rss_mb(),
     }
 
 
@@ -244,14 +239,14 @@ def orphan_step(uri: str, base_mb: float) -> None:
 def overwrite(uri: str) -> dict:
     """One file replaces the whole table (what makes every earlier file expirable)."""
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.manifest import DataFile
+    from airflow_snaptable.core.native.manifest import DataFile
 
     table = Table.open(uri)
     kept = "data/p=0/overwrite-0.parquet"
     _touch(Path(uri), [kept])
     started = time.perf_counter()
     table.commit_files([DataFile(kept, (0,), 100, 4096)], mode="overwrite")
-    return {"seconds": time.perf_counter() - started, "peak_rss_mb": _peak_rss_mb()}
+    return {"seconds": time.perf_counter() - started, "peak_rss_mb": peak_rss_mb()}
 
 
 def lower_bound(uri: str, scratch: str) -> dict:
@@ -259,8 +254,8 @@ def lower_bound(uri: str, scratch: str) -> dict:
     files (as many empty files, made untimed under ``scratch``, deleted through the same
     ``Storage.delete_files``) and reading the expired snapshots' delta manifests once."""
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.manifest import manifest_path, manifest_table
-    from airflow_snaptable.core.storage import Storage
+    from airflow_snaptable.core.native.manifest import manifest_path, manifest_table
+    from airflow_snaptable.core.io.storage import Storage
 
     table = Table.open(uri)
     snapshots = table.snapshots()
@@ -280,19 +275,14 @@ def lower_bound(uri: str, scratch: str) -> dict:
     entries = sum(manifest_table(contents[rel], where=rel).num_rows for rel in deltas)
     del contents
     read_seconds = time.perf_counter() - started
-    started = time.perf_counter()
-    storage.delete_files(doomed)
-    delete_seconds = time.perf_counter() - started
-    return {
-        "seconds": read_seconds + delete_seconds, "read_seconds": read_seconds, "delete_seconds": delete_seconds,
-        "manifests_read": len(deltas), "entries_read": entries, "files_deleted": len(doomed), "peak_rss_mb": _peak_rss_mb(),
-    }
+    return bulk_delete_bound(storage, doomed, read_seconds, manifests_read=len(deltas), entries_read=entries)
 
 
 def expire(uri: str, max_deleted_files: int | None = None) -> dict:
     """The expiry of every snapshot but the last in this (fresh) process; ``max_deleted_files``: the
     sub-range bound past which one snapshot's deletes are a plan in parts (default: core's)."""
-    from airflow_snaptable.core import Table, expire_subranges
+    from airflow_snaptable.core import Table
+    from airflow_snaptable.core.lifecycle.expiry import subranges as expire_subranges
 
     if max_deleted_files is not None:
         expire_subranges.MAX_DELETED_FILES = max_deleted_files
@@ -304,7 +294,7 @@ def expire(uri: str, max_deleted_files: int | None = None) -> dict:
     seconds = time.perf_counter() - started
     return {
         "seconds": seconds, "snapshots": len(result.expired_snapshot_ids), "data_files": result.deleted_data_files,
-        "manifest_files": result.deleted_manifest_files, "peak_rss_mb": _peak_rss_mb(),
+        "manifest_files": result.deleted_manifest_files, "peak_rss_mb": peak_rss_mb(),
         "operations": table.storage.snapshot_counts(), "max_deleted_files": expire_subranges.MAX_DELETED_FILES,
     }
 
@@ -364,7 +354,7 @@ def _in_fresh_process(function: str, *args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__.splitlines()[0])
+    parser = benchmark_parser("benchmarks.scale", __doc__)
     parser.add_argument("--commits", type=int, default=1000)
     parser.add_argument("--files-per-commit", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=100)

@@ -30,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.common import bulk_delete_bound, peak_rss_mb
+
 ROOT = Path(__file__).resolve().parents[1]
 #: Every this many commits one overwrites the whole table.
 OVERWRITE_EVERY = 1000
@@ -37,18 +39,12 @@ OVERWRITE_EVERY = 1000
 TIMED_COMMITS = 1000
 
 
-def _peak_rss_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def build(uri: str, commits: int) -> dict:
     """The table, with the time of each of the first and last :data:`TIMED_COMMITS` commits."""
     import pyarrow as pa
 
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.manifest import DataFile
+    from airflow_snaptable.core.native.manifest import DataFile
     from benchmarks.w2_expiry import no_fsync
 
     table = Table.create(uri, pa.schema([("id", pa.int64())]))
@@ -66,7 +62,7 @@ def build(uri: str, commits: int) -> dict:
     head, tail = times[:TIMED_COMMITS], times[-TIMED_COMMITS:]
     return {
         "seconds": time.perf_counter() - started, "first_ms": 1000 * sum(head) / len(head),
-        "last_ms": 1000 * sum(tail) / len(tail), "timed": len(head), "peak_rss_mb": _peak_rss_mb(),
+        "last_ms": 1000 * sum(tail) / len(tail), "timed": len(head), "peak_rss_mb": peak_rss_mb(),
     }
 
 
@@ -108,15 +104,15 @@ def everyday(uri: str) -> dict:
         table.delete_tag(f"bench-{n}")
     timed("sensor_one_new", lambda: find_new_snapshots(table, after_snapshot_id=latest.id - 1).found)
     timed("sensor_nothing_new", lambda: find_new_snapshots(table, after_snapshot_id=latest.id, checked_through=latest.id).found)
-    return {"seconds": timings, "reads": reads, "peak_rss_mb": _peak_rss_mb(), "operations": table.storage.snapshot_counts()}
+    return {"seconds": timings, "reads": reads, "peak_rss_mb": peak_rss_mb(), "operations": table.storage.snapshot_counts()}
 
 
 def lower_bound(uri: str, scratch: str) -> dict:
     """Reading what the expiry must read, once, and as many plain deletes as it makes."""
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.manifest import manifest_path, manifest_table
-    from airflow_snaptable.core.snapshot import Snapshot, snapshot_path
-    from airflow_snaptable.core.storage import Storage
+    from airflow_snaptable.core.native.manifest import manifest_path, manifest_table
+    from airflow_snaptable.core.native.snapshot import Snapshot, snapshot_path
+    from airflow_snaptable.core.io.storage import Storage
 
     table = Table.open(uri)
     first, last = table.snapshot_manager.earliest_id(), table.snapshot_manager.latest_id()
@@ -142,13 +138,7 @@ def lower_bound(uri: str, scratch: str) -> dict:
         read = table.storage.read_many(manifests)
         entries += sum(manifest_table(read[rel], where=rel).num_rows for rel in manifests)
     read_seconds = time.perf_counter() - started
-    started = time.perf_counter()
-    storage.delete_files(doomed)
-    delete_seconds = time.perf_counter() - started
-    return {
-        "seconds": read_seconds + delete_seconds, "read_seconds": read_seconds, "delete_seconds": delete_seconds,
-        "entries_read": entries, "files_deleted": len(doomed), "peak_rss_mb": _peak_rss_mb(),
-    }
+    return bulk_delete_bound(storage, doomed, read_seconds, entries_read=entries)
 
 
 def expire(uri: str) -> dict:
@@ -162,7 +152,7 @@ def expire(uri: str) -> dict:
     return {
         "seconds": time.perf_counter() - started, "snapshots": len(result.expired_snapshot_ids),
         "data_files": result.deleted_data_files, "manifest_files": result.deleted_manifest_files,
-        "peak_rss_mb": _peak_rss_mb(), "operations": table.storage.snapshot_counts(),
+        "peak_rss_mb": peak_rss_mb(), "operations": table.storage.snapshot_counts(),
     }
 
 

@@ -30,7 +30,7 @@ clean, the same files on storage, all ``--files`` data files gone.
 the expiry once in process and once distributed, each in a fresh interpreter (the table is built in
 another: a peak RSS is inherited across fork and exec), and prints each
 one's Python peak RSS (``ru_maxrss``; the distributed run's is the driver's, which plans with
-core and holds one part of a plan in parts at a time, core/expire_parts.py), the
+core and holds one part of a plan in parts at a time, core/lifecycle/expiry/parts.py), the
 distributed driver's also as its growth over the started session. ``--parted-bound B`` sets
 ``expire_subranges.MAX_DELETED_FILES`` in those interpreters (default: core's, 500,000): with
 B < N the expiry is a plan in parts; with B >= N, one plan holding every candidate.
@@ -53,22 +53,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_snaptable.spark.maintenance import DEFAULT_FILES_PER_TASK, DEFAULT_PARALLEL_THRESHOLD
-from benchmarks.common import describe_load, machine_load
+from benchmarks.common import add_spark_run_arguments, benchmark_parser, describe_load, machine_load, peak_rss_mb
 
 SCHEMA = pa.schema([pa.field("p", pa.int64()), pa.field("id", pa.int64()), pa.field("value", pa.float64())])
 PARTITIONS = 10
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.spark_delete", description=__doc__.splitlines()[0])
+    parser = benchmark_parser("benchmarks.spark_delete", __doc__)
     parser.add_argument("--files", type=int, help="data files the expiry deletes (default 20,000; 2,000 on S3)")
-    parser.add_argument("--repeat", type=int, default=3, help="rounds, each on fresh copies (default 3)")
-    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    add_spark_run_arguments(
+        parser, repeat=3, runs="rounds, each on fresh copies", master="local[2]", place="where to build the tables",
+        quick="2,000 files (200 on S3), 1 round",
+    )
     parser.add_argument("--files-per-task", type=int, default=DEFAULT_FILES_PER_TASK,
                         help=f"deletes per Spark task (default {DEFAULT_FILES_PER_TASK}, the job's default)")
     parser.add_argument("--s3", choices=("seaweedfs", "moto"), help="run on a local S3 server instead of local files")
-    parser.add_argument("--dir", help="where to build the tables (default: a temporary directory)")
-    parser.add_argument("--quick", action="store_true", help="smoke test: 2,000 files (200 on S3), 1 round")
     parser.add_argument("--driver-rss", type=int, metavar="N", help="measure peak RSS of one expiry of N files instead")
     parser.add_argument("--parted-bound", type=int, metavar="B", help="with --driver-rss: MAX_DELETED_FILES in the runs")
     return parser.parse_args(argv)
@@ -86,8 +86,8 @@ def one_row_parquet(partition: int) -> bytes:
 def build_table(uri: str, files: int, storage_options: dict | None):
     """Snapshot 1 adds ``files`` data files; snapshot 2 overwrites them all."""
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.io_pool import map_io
-    from airflow_snaptable.core.manifest import DataFile
+    from airflow_snaptable.core.io.pool import map_io
+    from airflow_snaptable.core.native.manifest import DataFile
 
     table = Table.create(uri, SCHEMA, partition_by=["p"], storage_options=storage_options)
     bodies = {p: one_row_parquet(p) for p in range(PARTITIONS)}
@@ -104,8 +104,8 @@ def build_table(uri: str, files: int, storage_options: dict | None):
 
 
 def copy_table(source_uri: str, target_uri: str, storage_options: dict | None) -> None:
-    from airflow_snaptable.core.io_pool import map_io
-    from airflow_snaptable.core.storage import Storage
+    from airflow_snaptable.core.io.pool import map_io
+    from airflow_snaptable.core.io.storage import Storage
 
     source = Storage.from_uri(source_uri, storage_options)
     if source._is_local:
@@ -117,7 +117,7 @@ def copy_table(source_uri: str, target_uri: str, storage_options: dict | None) -
 
 
 def files_on_storage(uri: str, storage_options: dict | None) -> list[str]:
-    from airflow_snaptable.core.storage import Storage
+    from airflow_snaptable.core.io.storage import Storage
 
     return [rel for rel, _size, _mtime in Storage.from_uri(uri, storage_options).list_files("")]
 
@@ -198,32 +198,26 @@ def start_spark(master: str):
     started = time.perf_counter()
     # start the Python workers and import core there once: a job pays this once, not per delete call
     spark.sparkContext.parallelize(range(spark.sparkContext.defaultParallelism * 2)).foreachPartition(
-        lambda rows: __import__("airflow_snaptable.core.storage")
+        lambda rows: __import__("airflow_snaptable.core.io.storage")
     )
     return spark, session_seconds, time.perf_counter() - started
-
-
-def _peak_rss_mb() -> float:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
 def driver_rss_child(uri: str, mode: str, master: str, bound: int | None) -> dict:
     """One expiry of the table at ``uri`` in this (fresh) interpreter: its peak RSS, and for the
     distributed run the driver's peak RSS once the session ran its first tasks (before the expiry)."""
-    from airflow_snaptable.core import expire_subranges
+    from airflow_snaptable.core.lifecycle.expiry import subranges as expire_subranges
 
     if bound is not None:
         expire_subranges.MAX_DELETED_FILES = bound
     if mode == "in-process":
         measured = expire_in_process(uri, None)
-        return {"seconds": measured.seconds, "data_files": measured.data_files_deleted, "peak_rss_mb": _peak_rss_mb()}
+        return {"seconds": measured.seconds, "data_files": measured.data_files_deleted, "peak_rss_mb": peak_rss_mb()}
     spark, _session, _warmup = start_spark(master)
     try:
-        before = _peak_rss_mb()
+        before = peak_rss_mb()
         measured = expire_distributed(spark, uri, None, DEFAULT_PARALLEL_THRESHOLD, DEFAULT_FILES_PER_TASK)
-        return {"seconds": measured.seconds, "data_files": measured.data_files_deleted, "peak_rss_mb": _peak_rss_mb(),
+        return {"seconds": measured.seconds, "data_files": measured.data_files_deleted, "peak_rss_mb": peak_rss_mb(),
                 "session_rss_mb": before, "spark_jobs": measured.spark_jobs, "on_executors": measured.deleted_on_executors}
     finally:
         spark.stop()

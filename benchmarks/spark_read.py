@@ -25,6 +25,8 @@ from typing import Callable
 
 import pyarrow as pa
 
+from benchmarks.common import add_spark_run_arguments, benchmark_parser
+
 SCHEMA = pa.schema(
     [
         pa.field("p", pa.int64()),
@@ -37,14 +39,13 @@ SCHEMA = pa.schema(
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.spark_read", description=__doc__.splitlines()[0])
+    parser = benchmark_parser("benchmarks.spark_read", __doc__)
     parser.add_argument("--rows", type=int, default=4_000_000, help="rows in the snapshot (default 4,000,000)")
     parser.add_argument("--partitions", type=int, default=8, help="table partitions (default 8)")
     parser.add_argument("--commits", type=int, default=4, help="appends building the snapshot: files per partition (default 4)")
-    parser.add_argument("--repeat", type=int, default=5, help="timed runs per reader (default 5)")
-    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    parser.add_argument("--dir", help="where to build the table (default: a temporary directory)")
-    parser.add_argument("--quick", action="store_true", help="smoke test: 200,000 rows, 2 runs")
+    add_spark_run_arguments(
+        parser, repeat=5, runs="timed runs per reader", master="local[*]", place="where to build the table", quick="200,000 rows, 2 runs"
+    )
     return parser.parse_args(argv)
 
 

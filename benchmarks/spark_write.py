@@ -32,26 +32,27 @@ import tempfile
 import time
 from typing import Callable
 
+from benchmarks.common import add_spark_run_arguments, benchmark_parser
+
 #: writer -> the parquet writer with the same codec (the fair reference)
 REFERENCE = {"parquet": "parquet", "parquet-zstd": "parquet-zstd", "snaptable": "parquet-zstd", "snaptable-snappy": "parquet"}
 TARGET = 1.2
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.spark_write", description=__doc__.splitlines()[0])
+    parser = benchmark_parser("benchmarks.spark_write", __doc__)
     parser.add_argument("--rows", type=int, default=4_000_000, help="rows written per run (default 4,000,000)")
     parser.add_argument("--partitions", type=int, default=8, help="values of the partition column p (default 8)")
     parser.add_argument("--slices", type=int, default=2, help="Spark partitions of the DataFrame = write tasks (default 2)")
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs per writer (default 3)")
-    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
-    parser.add_argument("--dir", help="where to write (default: a temporary directory)")
+    add_spark_run_arguments(
+        parser, repeat=3, runs="timed runs per writer", master="local[2]", place="where to write", quick="200,000 rows, 2 runs"
+    )
     parser.add_argument(
         "--arrow-batch-rows", type=int, default=None,
         help="spark.sql.execution.arrow.maxRecordsPerBatch: rows per Arrow batch sent to the write tasks (Spark's default 10,000)",
     )
     parser.add_argument("--no-sync", action="store_true", help="do not os.sync() before each run (fsyncs then also pay for the previous runs' dirty pages)")
     parser.add_argument("--only", help="comma list of writers to run (default: all)")
-    parser.add_argument("--quick", action="store_true", help="smoke test: 200,000 rows, 2 runs")
     return parser.parse_args(argv)
 
 

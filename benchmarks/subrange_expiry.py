@@ -29,7 +29,7 @@ def build(uri: str, commits: int) -> None:
     import pyarrow as pa
 
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core.manifest import DataFile
+    from airflow_snaptable.core.native.manifest import DataFile
     from benchmarks.w2_expiry import no_fsync
 
     table = Table.create(uri, pa.schema([("id", pa.int64())]))
@@ -48,7 +48,7 @@ def expire(uri: str, max_snapshots: int | None = None) -> dict:
     from airflow_snaptable.core import Table
 
     if max_snapshots is not None:
-        from airflow_snaptable.core import expire_subranges
+        from airflow_snaptable.core.lifecycle.expiry import subranges as expire_subranges
 
         expire_subranges.MAX_SNAPSHOTS = max_snapshots
 

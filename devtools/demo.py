@@ -277,8 +277,8 @@ class Story:
 
 def write_timeline_picture(table: Table, workdir: Path) -> str:
     """The same timeline as a picture: ``timeline.svg`` and ``timeline.html`` (``snaptable timeline``'s)."""
-    from airflow_snaptable.core.timeline import build_timeline
-    from airflow_snaptable.core.timeline_render import render_html, render_svg
+    from airflow_snaptable.core.timeline.model import build_timeline
+    from airflow_snaptable.core.timeline.render import render_html, render_svg
 
     timeline = build_timeline(table)
     (workdir / "timeline.svg").write_text(render_svg(timeline), encoding="utf-8")

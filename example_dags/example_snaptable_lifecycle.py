@@ -67,7 +67,7 @@ with DAG(
     @task(trigger_rule="all_done")
     def delete_table(uri: str) -> None:
         """Remove the table and everything under it."""
-        from airflow_snaptable.core.storage import Storage
+        from airflow_snaptable.core.io.storage import Storage
         from airflow_snaptable.hooks.snaptable import SnapTableHook
 
         storage = Storage.from_uri(uri, SnapTableHook().storage_options(uri))

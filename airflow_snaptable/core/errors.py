@@ -70,6 +70,12 @@ class LeaseLostError(SnapTableError):
     worked: it stops before its next job on that table, as another run may be working on it now."""
 
 
+class CatalogPropertyError(InvalidArgumentError):
+    """An Iceberg table's catalog property (named in the message) is wrong: a ``uri`` that is no database
+    URL, names an unknown driver or a database that cannot be opened; a ``py-io-impl`` or
+    ``py-catalog-impl`` that names no FileIO or catalog class. Raised before anything changes."""
+
+
 class SchemaMismatchError(SnapTableError, ValueError):
     """Data written to a table does not match the table's schema."""
 
@@ -98,6 +104,12 @@ class UnsupportedMetadataError(CorruptMetadataError):
     """Metadata a table store reads but does not understand (a format version or feature it does not
     implement). The lifecycle fails closed on it as on unparsable metadata: what is not understood may
     be what keeps a file in use."""
+
+
+class PathOutsideTableError(UnsupportedMetadataError):
+    """Metadata names a file outside the table's root or location: an absolute path, ``..`` above the
+    root, another store or bucket, or a location outside the table's (Iceberg's ``write.data.path``).
+    Nothing is deleted there: what the lifecycle cannot place inside the table is not its to delete."""
 
 
 class StorageError(SnapTableError):

@@ -5,7 +5,7 @@
 - :func:`added_after` / :func:`snapshot_adds`: whether a commit of given files landed
   (a job whose commit failed ambiguously must not delete files a snapshot references).
 
-Reading the changes themselves is ``Table.changes`` and ``Table.stream`` (core/changes.py).
+Reading the changes themselves is ``Table.changes`` and ``Table.stream`` (core/lifecycle/changes.py).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from airflow_snaptable.core.checks import check_int
+from airflow_snaptable.core.arguments.checks import check_int
 from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError
-from airflow_snaptable.core.manifest import FileKind
-from airflow_snaptable.core.snapshot import CommitKind, Snapshot
-from airflow_snaptable.core.new_snapshots import NewSnapshots
+from airflow_snaptable.core.native.manifest import FileKind
+from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.native.new_snapshots import NewSnapshots
 from airflow_snaptable.core.table import Table
 
 #: Commit kinds that change rows (COMPACT only rewrites them): what downstream readers wait for.
@@ -81,7 +81,7 @@ def find_new_snapshots(
     sensor's last poke) is still the latest. Otherwise it reads the new snapshots and, ``with_changes``,
     their delta manifests for the record counts. Snapshots of the range that have expired are an
     error (data would be skipped), never a silent skip. ``ref``: on an Iceberg table, follow that
-    branch or tag instead of ``main`` (core/iceberg/positions.py); other tables have none.
+    branch or tag instead of ``main`` (core/formats/iceberg/positions.py); other tables have none.
     """
     if (after_snapshot_id is None) == (consumer_id is None):
         raise InvalidArgumentError("give exactly one of after_snapshot_id and consumer_id")
@@ -95,7 +95,7 @@ def find_new_snapshots(
     if ref is not None and (not isinstance(ref, str) or not ref.strip()):
         raise InvalidArgumentError(f"ref must be a non-empty string (a branch or tag), got {ref!r}")
     if getattr(table, "format", None) == "iceberg":
-        # Random snapshot ids: positions are sequence numbers along a ref (core/iceberg/positions.py).
+        # Random snapshot ids: positions are sequence numbers along a ref (core/formats/iceberg/positions.py).
         if ref is not None and consumer_id is not None:
             raise InvalidArgumentError("a consumer reads main: give ref or consumer_id, not both")
         return table.new_snapshots(baseline, kinds_wanted, with_changes, checked_through, ref)

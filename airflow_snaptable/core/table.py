@@ -1,7 +1,7 @@
 """The table: one directory (or object-store prefix) holding schema, snapshots, manifests and data.
 
 ``Table`` is the front door and only that: it opens the table's managers, wires them into the
-store the lifecycle engine reads (core/store.py), and hands each call to the module holding its rules.
+store the lifecycle engine reads (core/lifecycle/store.py), and hands each call to the module holding its rules.
 """
 
 from __future__ import annotations
@@ -10,39 +10,43 @@ from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 
-from airflow_snaptable.core.changes import ChangeSet, StreamScan, compute_changes
-from airflow_snaptable.core.checks import check_bool, check_int
-from airflow_snaptable.core.clean import SAVEPOINT, Clean, CleanResult, savepoint_name
-from airflow_snaptable.core.consumer_lifecycle import ConsumerLifecycle
-from airflow_snaptable.core.consumers import Consumer, ConsumerManager
+from airflow_snaptable.core.lifecycle.changes import ChangeSet, StreamScan, compute_changes
+from airflow_snaptable.core.arguments.checks import check_bool, check_int
+from airflow_snaptable.core.lifecycle.hudi_clean import SAVEPOINT, Clean, CleanResult, savepoint_name
+from airflow_snaptable.core.lifecycle.consumers import ConsumerLifecycle
+from airflow_snaptable.core.native.consumers import Consumer, ConsumerManager
 from airflow_snaptable.core.errors import (
     CorruptMetadataError,
     InvalidArgumentError,
     SnapshotNotFoundError,
     UnsupportedOperationError,
 )
-from airflow_snaptable.core.expire import ExpireResult, SnapshotExpiry
-from airflow_snaptable.core.manifest import DataFile, ManifestIO
-from airflow_snaptable.core.native_files import NativeFiles
-from airflow_snaptable.core.orphans import OrphanFilesClean, OrphanResult
-from airflow_snaptable.core.periodic import PeriodicTagging, PeriodicTagResult
-from airflow_snaptable.core.plan_executor import PlanExecutor
-from airflow_snaptable.core.rollback import Rollback, RollbackResult
-from airflow_snaptable.core.partition_pruning import pruned_state
-from airflow_snaptable.core.scan import TableScan, check_columns, check_filter, read_table, to_expression
-from airflow_snaptable.core.schema import SchemaManager, TableSchema
-from airflow_snaptable.core.snapshot import Snapshot, SnapshotManager
-from airflow_snaptable.core.storage import Storage
-from airflow_snaptable.core.formats import is_iceberg_uri, open_foreign
-from airflow_snaptable.core.store import NATIVE_FORMAT, FormatTable, TableStore
-from airflow_snaptable.core.tag_lifecycle import TagLifecycle
-from airflow_snaptable.core.tags import Tag, TagManager
-from airflow_snaptable.core.table_writes import TableWrites
-from airflow_snaptable.core.timeutil import now_millis, to_millis
-from airflow_snaptable.core.verify import VerifyResult, verify
+from airflow_snaptable.core.lifecycle.expiry.run import ExpireResult, SnapshotExpiry
+from airflow_snaptable.core.native.manifest import DataFile, ManifestIO
+from airflow_snaptable.core.formats.native.files import NativeFiles
+from airflow_snaptable.core.lifecycle.orphans import OrphanFilesClean, OrphanResult
+from airflow_snaptable.core.lifecycle.periodic_tags import PeriodicTagging, PeriodicTagResult, resolve_sources
+from airflow_snaptable.core.lifecycle.plan_executor import PlanExecutor
+from airflow_snaptable.core.lifecycle.rollback import Rollback, RollbackResult
+from airflow_snaptable.core.native.partition_pruning import pruned_state
+from airflow_snaptable.core.native.scan import TableScan, check_columns, check_filter, read_table, to_expression
+from airflow_snaptable.core.native.schema import SchemaManager, TableSchema
+from airflow_snaptable.core.native.snapshot import Snapshot, SnapshotManager
+from airflow_snaptable.core.io.storage import Storage
+from airflow_snaptable.core.formats.foreign import is_iceberg_uri, open_foreign
+from airflow_snaptable.core.lifecycle.store import NATIVE_FORMAT, FormatTable, TableStore
+from airflow_snaptable.core.lifecycle.tags import TagLifecycle
+from airflow_snaptable.core.native.tags import Tag, TagManager
+from airflow_snaptable.core.native.commit import FileStoreCommit
+from airflow_snaptable.core.write.compaction import compact
+from airflow_snaptable.core.write.external_files import commit_external_files
+from airflow_snaptable.core.lifecycle.deletion_plans import PlanManager
+from airflow_snaptable.core.write.rows import TableWrite
+from airflow_snaptable.core.arguments.times import now_millis, to_millis
+from airflow_snaptable.core.formats.native.verify import VerifyResult, verify
 
 
-class Table(TableWrites):
+class Table:
     """A snapshot table. Every write is one new, immutable, numbered snapshot.
 
     Create with :meth:`create`, open with :meth:`open`. ``uri`` is a local path
@@ -110,10 +114,10 @@ class Table(TableWrites):
 
         ``uri`` names a table of this package's format or an Apache Paimon table directory (both
         detected by their files), or ``iceberg://<namespace>.<table>`` in the pyiceberg catalog
-        whose properties ``catalog`` gives (core/formats.py).
+        whose properties ``catalog`` gives (core/formats/foreign.py).
         """
         if is_iceberg_uri(uri) or catalog is not None:
-            return open_foreign(uri, None, catalog, now_millis)  # an IcebergTable: core/iceberg/table.py
+            return open_foreign(uri, None, catalog, now_millis)  # an IcebergTable: core/formats/iceberg/table.py
         storage = storage or Storage.from_uri(uri, storage_options)
         try:
             schema = SchemaManager(storage).latest()
@@ -186,8 +190,85 @@ class Table(TableWrites):
         self._native_only("snapshot_at_watermark")
         return self.snapshot_manager.snapshot_at_watermark(check_int(watermark, "watermark"))
 
-    #: Epoch milliseconds from an int (millis), a datetime (naive means UTC) or an ISO-8601 string (core/timeutil.py).
+    #: Epoch milliseconds from an int (millis), a datetime (naive means UTC) or an ISO-8601 string (core/arguments/times.py).
     to_millis = staticmethod(to_millis)
+
+    # -- writes (this package's format only: planned in core/write/, committed by core/native/commit.py) --
+
+    def append(self, data, *, commit_user: str | None = None, commit_identifier: int | None = None, watermark: int | None = None) -> Snapshot:
+        """Add rows as a new snapshot (commit kind APPEND)."""
+        return self._write().append(data, commit_user, commit_identifier, watermark)
+
+    def overwrite(
+        self,
+        data,
+        partitions: list[dict] | None = None,
+        *,
+        commit_user: str | None = None,
+        commit_identifier: int | None = None,
+        watermark: int | None = None,
+    ) -> Snapshot:
+        """Replace the whole table, or only ``partitions`` (e.g. ``[{"p": 3}]``), with ``data``."""
+        return self._write().overwrite(data, partitions, commit_user, commit_identifier, watermark)
+
+    def delete(self, partitions: list[dict], *, commit_user: str | None = None, commit_identifier: int | None = None) -> Snapshot:
+        """Remove every row of ``partitions`` as a new snapshot (commit kind DELETE)."""
+        return self._write().delete(partitions, commit_user, commit_identifier)
+
+    def compact(
+        self,
+        partitions: list[dict] | None = None,
+        *,
+        target_file_size: int | str | None = None,
+        min_file_num: int | None = None,
+        commit_user: str | None = None,
+    ) -> Snapshot | None:
+        """Rewrite the small files of each partition into fewer files (commit kind COMPACT).
+
+        A partition is compacted when it has at least ``min_file_num`` files smaller than
+        ``target_file_size`` (defaults: options ``compaction.min.file-num``, ``target-file-size``).
+        Returns None, committing nothing, when no partition qualifies.
+        """
+        return compact(self._write(), self.read_files, partitions, target_file_size, min_file_num, commit_user)
+
+    def commit_files(
+        self,
+        added: Sequence[DataFile],
+        *,
+        mode: str = "append",
+        partitions: list[dict] | None = None,
+        base_snapshot_id: int | None = None,
+        commit_user: str | None = None,
+        commit_identifier: int | None = None,
+        watermark: int | None = None,
+        summary: dict[str, Any] | None = None,
+    ) -> Snapshot:
+        """Commit data files that are written already (e.g. by Spark tasks) as one new snapshot.
+
+        ``mode="append"`` adds them (APPEND); ``mode="overwrite"`` makes them replace the
+        whole table, or only ``partitions`` (OVERWRITE), like :meth:`overwrite`.
+        ``base_snapshot_id`` is the snapshot the files were written against: an
+        overwrite then conflicts with changes to its partitions committed after it
+        (``CommitConflictError``, also when it has expired meanwhile); ``0`` means the
+        empty table, None the latest snapshot now. ``commit_user``/``commit_identifier``
+        as in :meth:`append`: a retry returns the earlier snapshot, and the files given
+        to the retry are then not part of any snapshot (the caller deletes them).
+        ``summary``: extra string-keyed JSON scalars for the snapshot's summary (e.g.
+        ``{"engine": "spark"}``). What is checked before anything is written, and what is
+        not: core/write/external_files.py (no path the table knows is committed again).
+        """
+        return commit_external_files(
+            self._write(), self.store, added, mode=mode, partitions=partitions, base_snapshot_id=base_snapshot_id,
+            commit_user=commit_user, commit_identifier=commit_identifier, watermark=watermark, summary=summary,
+        )
+
+    def _write(self) -> TableWrite:
+        self._native_only("writing rows")
+        return TableWrite(self.storage, self.schema, self.snapshot_manager, self.manifest_io, self.new_commit)
+
+    def new_commit(self) -> FileStoreCommit:
+        self._native_only("committing a snapshot")
+        return FileStoreCommit(self.snapshot_manager, self.manifest_io, self.schema, self.clock, PlanManager(self.store).ceiling)
 
     # -- reads -------------------------------------------------------------------
 
@@ -199,7 +280,7 @@ class Table(TableWrites):
         columns = check_columns(self.schema, columns)
         snapshot = self.snapshot_to_read(snapshot_id, as_of, tag)
         # With a filter, only the manifests whose partition bounds may match are read, and only the entries whose
-        # partition and column statistics may match are decoded (core/partition_pruning.py, core/data_skipping.py).
+        # partition and column statistics may match are decoded (core/native/partition_pruning.py, core/native/data_skipping.py).
         files = [] if snapshot is None else list(pruned_state(self.manifest_io, self.schema, snapshot, expression).values())
         return TableScan(self.storage, self.schema, snapshot, files, expression, columns)
 
@@ -268,16 +349,16 @@ class Table(TableWrites):
     @property
     def create_periodic_tags(self) -> Callable[..., PeriodicTagResult]:
         """``create_periodic_tags(period=None, *, delay, formatter, num_retained_max, catch_up, time_retained, now)
-        -> PeriodicTagResult``: core/periodic.py's ``PeriodicTagging.create`` on this table, so its arguments are
+        -> PeriodicTagResult``: core/lifecycle/periodic_tags.py's ``PeriodicTagging.create`` on this table, so its arguments are
         written once (like ``expire_snapshots``)."""
         return PeriodicTagging(self.store, self.tag_lifecycle(), self.options, self.clock).create
 
     def tags(self) -> list[Tag]:
-        """Every tag, ordered by snapshot id."""
-        return self.tag_manager.tags()
+        """Every tag by snapshot id; one that records no source is periodic or manual by the table's options."""
+        return resolve_sources(self.tag_manager.tags(), self.options, self.clock())
 
     def tag(self, name: str) -> Tag:
-        return self.tag_manager.tag(name)
+        return resolve_sources([self.tag_manager.tag(name)], self.options, self.clock())[0]
 
     def expire_tags(self, *, now=None) -> list[str]:
         """Delete the tags whose time to live has passed; returns their names."""
@@ -322,11 +403,11 @@ class Table(TableWrites):
     @property
     def expire_snapshots(self) -> Callable[..., ExpireResult]:
         """``expire_snapshots(*, retain_min, retain_max, time_retained, older_than, retain_last, limit, dry_run,
-        now, skip_missing) -> ExpireResult``: core/expire.py's ``SnapshotExpiry.expire`` on this table, so its
+        now, skip_missing) -> ExpireResult``: core/lifecycle/expiry/run.py's ``SnapshotExpiry.expire`` on this table, so its
         keyword arguments are written once (an argument is added there and in the ExpireSnapshots action)."""
         return SnapshotExpiry(self.store, self._plans(), self.options, self.clock).expire
 
-    # -- Hudi-style cleaning and savepoints (core/clean.py) ---------------------------
+    # -- Hudi-style cleaning and savepoints (core/lifecycle/hudi_clean.py) ---------------------------
 
     def clean(self, policy: str, *, commits_retained=None, hours_retained=None, file_versions_retained=None,
               dry_run: bool = False) -> CleanResult:
@@ -367,7 +448,7 @@ class Table(TableWrites):
     def rollback_to(
         self, snapshot_id: int | None = None, *, tag: str | None = None, as_of=None, keep_history: bool = False, force: bool = False
     ) -> RollbackResult:
-        """Make the table's state that of a snapshot, a tag or a time (see core/rollback.py).
+        """Make the table's state that of a snapshot, a tag or a time (see core/lifecycle/rollback.py).
 
         Default: later snapshots and tags are discarded with the files only they used.
         ``keep_history=True``: a new snapshot with the target's state, nothing discarded.
@@ -390,7 +471,7 @@ class Table(TableWrites):
         return OrphanFilesClean(self.store, self.clock).clean(older_than, dry_run, now)
 
     def verify(self) -> VerifyResult:
-        """What is wrong with the table, reported, never raised (see core/verify.py): missing and
+        """What is wrong with the table, reported, never raised (see core/formats/native/verify.py): missing and
         unreferenced files, files of the wrong size, unparsable metadata, gaps in the ids, snapshots from the future."""
         # Another format's consumer files are its own JSON: its consumer store says how to read one.
         parse_consumer = getattr(self.consumer_manager, "parse_consumer_file", Consumer.from_json)

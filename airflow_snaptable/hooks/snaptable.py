@@ -18,7 +18,7 @@ Storage options and catalog properties are never logged; secret values are regis
 Airflow's masker.
 
 Everything a table can do is a core call: the hook resolves the table and runs a core action
-(core/actions.py) in process or through ``spark-submit`` (hooks/spark_submit.py).
+(core/actions/maintenance.py) in process or through ``spark-submit`` (hooks/spark_submit.py).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_snaptable.core import actions as core_actions
 from airflow_snaptable.core.errors import InvalidArgumentError, InvalidNameError
-from airflow_snaptable.core.formats import is_iceberg_uri
-from airflow_snaptable.core.names import validate_name
-from airflow_snaptable.core.storage_options import parse_storage_options
+from airflow_snaptable.core.formats.foreign import is_iceberg_uri
+from airflow_snaptable.core.arguments.names import validate_name
+from airflow_snaptable.core.io.storage_options import parse_storage_options
 from airflow_snaptable.hooks.spark_submit import RunnerSettings, SparkSubmitRunner
 
 if TYPE_CHECKING:
@@ -256,7 +256,7 @@ class SnapTableHook(BaseHook):
 
     def test_connection(self) -> tuple[bool, str]:
         """Check that the root (if any) exists and can be listed with the connection's storage options."""
-        from airflow_snaptable.core.storage import Storage
+        from airflow_snaptable.core.io.storage import Storage
 
         try:
             root = self.root

@@ -27,7 +27,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_snaptable.core import actions as core_actions
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.storage_options import CATALOG_ENV, STORAGE_OPTIONS_ENV
+from airflow_snaptable.core.io.storage_options import CATALOG_ENV, STORAGE_OPTIONS_ENV
 
 RUNNERS = ("local", "spark")
 #: SparkSubmitHook arguments the runner sets itself.

@@ -22,7 +22,7 @@ from airflow.sdk import Asset, BaseOperator, conf
 
 from airflow_snaptable.assets.snaptable import table_asset_uri
 from airflow_snaptable.core import actions as core_actions
-from airflow_snaptable.core.action_base import ActionField
+from airflow_snaptable.core.actions.contract import ActionField
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, SnapTableHook
 from airflow_snaptable.hooks.spark_submit import RunnerSettings

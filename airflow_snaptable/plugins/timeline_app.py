@@ -4,7 +4,7 @@ A FastAPI app the Airflow API server mounts at ``/snaptable`` (plugins/snaptable
 
 - ``/snaptable/``: the ``snaptable`` connections the user may read, each with a form for a table
   (a name under the connection's root, or a full URI);
-- ``/snaptable/timeline?conn_id=...&table=...``: the HTML timeline (core/timeline_render.py);
+- ``/snaptable/timeline?conn_id=...&table=...``: the HTML timeline (core/timeline/render.py);
 - ``/snaptable/timeline.svg?conn_id=...&table=...``: the picture alone.
 
 Who may look: the Airflow auth manager decides, as for the REST API. The user comes from the
@@ -159,7 +159,7 @@ def scrub(text: str, secrets: list[str]) -> str:
 def load_timeline(conn_id: str, table: str):
     """The table's timeline, its URI made fit to show. Raises Denied, or ValueError with scrubbed text."""
     from airflow_snaptable.core.table import Table
-    from airflow_snaptable.core.timeline import build_timeline
+    from airflow_snaptable.core.timeline.model import build_timeline
     from airflow_snaptable.hooks.snaptable import ConnectionSettings, join_table_uri
 
     conn = _connection(conn_id)
@@ -239,7 +239,7 @@ async def _timeline(request: Request, conn_id: str, table: str):
 
 @app.get("/timeline", response_class=HTMLResponse)
 async def timeline_page(request: Request, conn_id: str = "", table: str = "") -> Response:
-    from airflow_snaptable.core.timeline_render import render_html
+    from airflow_snaptable.core.timeline.render import render_html
 
     found = await _timeline(request, conn_id, table)
     if isinstance(found, Response):
@@ -252,7 +252,7 @@ async def timeline_page(request: Request, conn_id: str = "", table: str = "") ->
 
 @app.get("/timeline.svg")
 async def timeline_svg(request: Request, conn_id: str = "", table: str = "") -> Response:
-    from airflow_snaptable.core.timeline_render import render_svg
+    from airflow_snaptable.core.timeline.render import render_svg
 
     found = await _timeline(request, conn_id, table)
     if isinstance(found, Response):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_snaptable.core.checks import check_bool, check_int, value_from_text
+from airflow_snaptable.core.arguments.checks import check_bool, check_int, value_from_text
 from airflow_snaptable.core.errors import InvalidArgumentError, TableNotFoundError
 from airflow_snaptable.core.incremental import (
     DATA_COMMIT_KINDS,

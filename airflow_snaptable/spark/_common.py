@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchError
-from airflow_snaptable.core.manifest import DataFile
-from airflow_snaptable.core.storage_options import parse_storage_options, storage_options_from_environment
+from airflow_snaptable.core.native.manifest import DataFile
+from airflow_snaptable.core.io.storage_options import parse_storage_options, storage_options_from_environment
 
 #: Spark conf key read by the maintenance job (set it in a properties file, not on the command line).
 STORAGE_OPTIONS_CONF = "spark.snaptable.storage-options"
@@ -80,7 +80,7 @@ def size_option(options: Mapping[str, str], key: str, default: int) -> int:
     value = options.get(key)
     if value is None:
         return default
-    from airflow_snaptable.core.options import parse_size
+    from airflow_snaptable.core.arguments.table_options import parse_size
 
     try:
         return parse_size(str(value), key)

@@ -36,15 +36,15 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from airflow_snaptable.core.batch_writer import PartitionedBatchWriter
+from airflow_snaptable.core.native.batch_writer import PartitionedBatchWriter
 from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchError, TableAlreadyExistsError
 from airflow_snaptable.core.incremental import added_after, snapshot_adds
-from airflow_snaptable.core.manifest import DataFile
-from airflow_snaptable.core.options import OPTION_SPECS
-from airflow_snaptable.core.partition_pruning import prune_files, pruned_state
-from airflow_snaptable.core.schema import TableSchema
-from airflow_snaptable.core.snapshot import Snapshot
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.native.manifest import DataFile
+from airflow_snaptable.core.arguments.table_options import OPTION_SPECS
+from airflow_snaptable.core.native.partition_pruning import prune_files, pruned_state
+from airflow_snaptable.core.native.schema import TableSchema
+from airflow_snaptable.core.native.snapshot import Snapshot
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.table import Table
 from airflow_snaptable.spark._common import (
     DEFAULT_SPLIT_SIZE,

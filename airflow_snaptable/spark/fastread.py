@@ -24,8 +24,8 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from airflow_snaptable.core.errors import InvalidArgumentError, UnsupportedStorageError
-from airflow_snaptable.core.scan import to_expression
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.native.scan import to_expression
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.table import Table
 from airflow_snaptable.spark._common import spark_schema_for
 

@@ -24,7 +24,7 @@ variable ``SNAPTABLE_STORAGE_OPTIONS``; without either, fsspec's defaults apply
 (for S3: AWS_* variables, instance profiles ...). They are never printed.
 
 Deletion progress is printed as ``snaptable-progress: <phase>: done/total (percent), rate``
-lines (core/progress.py).
+lines (core/lifecycle/progress.py).
 
 Exit status: 0 done; 1 the action failed (the last line the job prints on
 stderr is ``snaptable-job: <ErrorType>: <message>``; spark-submit merges the
@@ -91,7 +91,7 @@ def write_result(location: str, doc: Any, storage_options: dict | None) -> None:
 
 
 def _storage_options(spark) -> dict | None:
-    from airflow_snaptable.core.storage_options import parse_storage_options, storage_options_from_environment
+    from airflow_snaptable.core.io.storage_options import parse_storage_options, storage_options_from_environment
     from airflow_snaptable.spark._common import STORAGE_OPTIONS_CONF
 
     text = spark.sparkContext.getConf().get(STORAGE_OPTIONS_CONF, None)
@@ -101,7 +101,7 @@ def _storage_options(spark) -> dict | None:
 
 
 def _log_progress_to_stderr() -> None:
-    """Deletion progress (core/progress.py) as ``snaptable-progress: ...`` lines in the driver's output."""
+    """Deletion progress (core/lifecycle/progress.py) as ``snaptable-progress: ...`` lines in the driver's output."""
     import logging
 
     handler = logging.StreamHandler(sys.stderr)
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         name = first.name if len(actions) == 1 else f"{len(actions)} actions"
         spark = SparkSession.builder.appName(f"snaptable {name} {first.table}").getOrCreate()
         storage_options = _storage_options(spark)
-        from airflow_snaptable.core.storage_options import catalog_from_environment
+        from airflow_snaptable.core.io.storage_options import catalog_from_environment
 
         catalog = catalog_from_environment()
         for action in actions:

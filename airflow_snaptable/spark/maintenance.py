@@ -13,7 +13,7 @@ sends a call with at least ``threshold`` (deletes) or ``read_threshold``
 running core's own bulk call on its slice; shorter calls stay in process.
 Listing for orphans stays on the driver: it is one paginated listing per
 directory, which executors would not shorten. An Iceberg table's executors open
-its location with the catalog's FileIO properties (core/iceberg/files.py
+its location with the catalog's FileIO properties (core/formats/iceberg/files.py
 ``LocationStorage``); its catalog commit stays on the driver.
 
 Crash safety is core's: ``delete_files`` returns only when every file is gone,
@@ -31,10 +31,11 @@ from typing import Any, Callable, Iterable
 
 from airflow_snaptable.core.actions import Action, run_action
 from airflow_snaptable.core.errors import StorageError
-from airflow_snaptable.core.formats import is_iceberg_uri
-from airflow_snaptable.core.iceberg.files import storage_opener
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.formats.foreign import is_iceberg_uri
+from airflow_snaptable.core.formats.iceberg.files import storage_opener
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.table import Table
+from airflow_snaptable.core.io.table_paths import check_deletable
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class ExecutorRead:
 
 def _open_storage(uri: str, storage_options: dict | None, opener: Callable[[], Storage] | None) -> Storage:
     """The table's storage on an executor: ``opener()`` (an Iceberg table's location and FileIO
-    properties, core/iceberg/files.py LocationStorage), else the table URI and storage options."""
+    properties, core/formats/iceberg/files.py LocationStorage), else the table URI and storage options."""
     return opener() if opener is not None else Storage.from_uri(uri, storage_options)
 
 
@@ -227,6 +228,7 @@ class DistributedStorage(Storage):
         if len(rels) < self.threshold:
             super().delete_files(rels)
             return
+        check_deletable(rels, self.uri)  # the guard of core's deletes: nothing outside the table
         for rel in rels:
             self._op("delete", rel)
         self.deleter(list(rels))

@@ -13,10 +13,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
 from airflow_snaptable.core.errors import SchemaMismatchError
-from airflow_snaptable.core.manifest import DataFile
-from airflow_snaptable.core.scan import read_files
-from airflow_snaptable.core.schema import TableSchema
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.native.manifest import DataFile
+from airflow_snaptable.core.native.scan import read_files
+from airflow_snaptable.core.native.schema import TableSchema
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.spark._common import arrow_schema_for, cast_batch
 
 

@@ -22,8 +22,8 @@ from pyspark.sql.datasource import DataSourceStreamReader
 from pyspark.sql.streaming.datasource import ReadMaxBytes, ReadMaxFiles, ReadMaxRows, SupportsTriggerAvailableNow
 
 from airflow_snaptable.core.errors import InvalidArgumentError, StreamPositionLostError
-from airflow_snaptable.core.changes import START_MODES, StreamScan
-from airflow_snaptable.core.names import validate_name
+from airflow_snaptable.core.lifecycle.changes import START_MODES, StreamScan
+from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.table import Table
 from airflow_snaptable.spark._common import (
     DEFAULT_SPLIT_SIZE,

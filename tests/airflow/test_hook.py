@@ -13,7 +13,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from airflow_snaptable.core import actions as core_actions
 from airflow_snaptable.core.actions import UpdateConsumer, build_action
 from airflow_snaptable.core.errors import InvalidArgumentError, TagNotFoundError
-from airflow_snaptable.core.storage_options import STORAGE_OPTIONS_ENV
+from airflow_snaptable.core.io.storage_options import STORAGE_OPTIONS_ENV
 from airflow_snaptable.hooks import SnapTableHook
 from airflow_snaptable.hooks.snaptable import describe_options, join_table_uri
 from airflow_snaptable.hooks.spark_submit import check_spark_submit_kwargs

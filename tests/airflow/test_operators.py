@@ -220,7 +220,7 @@ def test_create_tag_if_exists_skip_returns_the_same_tag_and_refuses_a_different_
     assert [(t.name, t.snapshot_id) for t in orders.tags()] == [("2026-01-03", 3)]
 
     # Atomic: the skip follows core's "exists already" answer to the create, never a check before it.
-    from airflow_snaptable.core.tags import TagManager
+    from airflow_snaptable.core.native.tags import TagManager
 
     reads = []
     real_tag = TagManager.tag

@@ -508,7 +508,7 @@ def test_sensor_and_trigger_on_an_iceberg_table(tmp_path, monkeypatch):
         waiting.execute({})
     classpath, kwargs = info.value.trigger.serialize()
     assert kwargs["ref"] == "audit" and import_string(classpath)(**kwargs).serialize() == (classpath, kwargs)
-    # A consumer (core/iceberg/consumers.py) as the baseline: it has read positions 1 and 2.
+    # A consumer (core/formats/iceberg/consumers.py) as the baseline: it has read positions 1 and 2.
     Table.open("iceberg://db.orders", catalog=env.properties).update_consumer("reader", 3)
     by_consumer = NewSnapshotSensor(task_id="c", table="iceberg://db.orders", snaptable_conn_id="iceberg", consumer_id="reader")
     assert by_consumer.poke({}).xcom_value["snapshot_ids"] == [3]  # main's: 4 is on the branch

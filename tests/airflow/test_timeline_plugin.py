@@ -104,3 +104,51 @@ def test_display_uri_drops_credentials():
     assert timeline_app.display_uri("s3://AKIA:secret@bucket/wh/t?X-Amz-Signature=s#f") == "s3://bucket/wh/t"
     assert timeline_app.display_uri("/data/tables/orders") == "/data/tables/orders"
     assert timeline_app.scrub("key secret-1 and secret-12", ["secret-12", "secret-1"]) == "key *** and ***"
+
+
+# -- tables other engines wrote: an Iceberg table in a pyiceberg catalog, a Paimon table pypaimon wrote --
+
+
+@pytest.fixture()
+def format_client(monkeypatch, tmp_path, paimon):
+    import pyarrow as pa
+    from pyiceberg.catalog import load_catalog
+
+    from airflow_snaptable.core import Table
+
+    warehouse = tmp_path / "iceberg"
+    warehouse.mkdir()
+    catalog = {"type": "sql", "uri": f"sqlite:///{tmp_path}/catalog.db", "warehouse": f"file://{warehouse}"}
+    pyiceberg = load_catalog("default", **catalog)
+    pyiceberg.create_namespace("db")
+    schema = pa.schema([("id", pa.int64())])
+    iceberg = pyiceberg.create_table("db.orders", schema=schema)
+    for i in range(3):
+        iceberg.append(pa.table({"id": [i]}, schema=schema))
+    iceberg.manage_snapshots().create_tag(iceberg.refresh().metadata.snapshots[0].snapshot_id, "first").commit()
+    ours = Table.open("iceberg://db.orders", catalog=catalog)
+    ours.update_consumer("reader", ours.snapshot_manager.latest_id())
+    paimon_warehouse = paimon.copy(tmp_path / "paimon")
+    monkeypatch.setenv("AIRFLOW_CONN_SNAP_ICEBERG", snaptable_conn(extra={"catalog": catalog}))
+    monkeypatch.setenv("AIRFLOW_CONN_SNAP_PAIMON", snaptable_conn(f"{paimon_warehouse}/db.db"))
+    monkeypatch.setattr("airflow.api_fastapi.app.get_auth_manager", lambda: FakeAuthManager({"snap_iceberg", "snap_paimon"}))
+    server = FastAPI()
+    server.mount(timeline_app.URL_PREFIX, timeline_app.app)
+    with TestClient(server, base_url="http://airflow.test") as test_client:
+        test_client.cookies.set("_token", "good-token")
+        yield test_client, [s.snapshot_id for s in iceberg.refresh().metadata.snapshots]
+
+
+def test_the_timeline_of_an_iceberg_table_and_of_a_paimon_table(format_client):
+    client, iceberg_ids = format_client
+    page = client.get("/snaptable/timeline", params={"conn_id": "snap_iceberg", "table": "iceberg://db.orders"})
+    assert page.status_code == 200, page.text
+    for snapshot_id in iceberg_ids:
+        assert f'data-snapshot-id="{snapshot_id}"' in page.text
+    assert 'data-tag="first"' in page.text and 'data-consumer="reader"' in page.text
+    assert f'data-next-snapshot-id="{iceberg_ids[-1]}"' in page.text
+    svg = client.get("/snaptable/timeline.svg", params={"conn_id": "snap_iceberg", "table": "iceberg://db.orders"})
+    assert svg.status_code == 200 and svg.text.count('<g class="snapshot"') == 3
+    paimon_page = client.get("/snaptable/timeline", params={"conn_id": "snap_paimon", "table": "app"})
+    assert paimon_page.status_code == 200 and paimon_page.text.count('<g class="snapshot"') == 6
+    assert 'data-tag="t2"' in paimon_page.text and 'data-tag="t4"' in paimon_page.text

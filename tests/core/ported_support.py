@@ -17,7 +17,7 @@ import os
 import pyarrow as pa
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.manifest import FileKind
+from airflow_snaptable.core.native.manifest import FileKind
 from tests.conftest import SCHEMA, sorted_ids
 
 T0 = 1_700_000_000_000  # epoch millis of the first commit unless a test picks times

@@ -25,8 +25,8 @@ from airflow_snaptable.core.errors import (
     InvalidNameError,
     SnapTableError,
 )
-from airflow_snaptable.core.names import MAX_NAME_LENGTH, validate_name
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.arguments.names import MAX_NAME_LENGTH, validate_name
+from airflow_snaptable.core.io.storage import Storage
 from tests.conftest import SCHEMA, make_rows, sorted_ids
 from tests.core.test_lifecycle import History, tree
 
@@ -226,7 +226,7 @@ def test_a_string_partition_value_spelled_like_the_null_marker_keeps_its_value(t
     for value in ("__NULL__", None):
         assert table.schema.partition_from_dir(table.schema.partition_dir((value,))) == (value,)
     # commit_files checks a file's directory against its partition: the value's own directory passes.
-    from airflow_snaptable.core.writer import split_by_partition, write_partition_files
+    from airflow_snaptable.core.native.data_files import split_by_partition, write_partition_files
 
     rows = pa.table({"s": ["__NULL__", None], "v": [1, 2]}, schema=schema)
     files = [f for partition, group in split_by_partition(rows, table.schema)

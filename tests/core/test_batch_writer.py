@@ -11,10 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.batch_writer import PartitionedBatchWriter
+from airflow_snaptable.core.native.batch_writer import PartitionedBatchWriter
 from airflow_snaptable.core.errors import InvalidArgumentError, SchemaMismatchError
-from airflow_snaptable.core.schema import TableSchema
-from airflow_snaptable.core.writer import dictionary_columns, split_by_partition
+from airflow_snaptable.core.native.schema import TableSchema
+from airflow_snaptable.core.native.data_files import dictionary_columns, split_by_partition
 from tests.conftest import SCHEMA, InjectedCrash, make_rows
 
 MIXED = pa.schema([("a", pa.string()), ("b", pa.int32()), ("d", pa.date32()), ("x", pa.int64())])

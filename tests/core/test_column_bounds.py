@@ -1,4 +1,4 @@
-"""Column bounds of manifests (core/column_bounds.py): a manifest list entry carries the union of its manifest's
+"""Column bounds of manifests (core/native/column_bounds.py): a manifest list entry carries the union of its manifest's
 file statistics, a filtered scan skips the manifests whose bounds cannot match unread, and the result is the
 same as without skipping (the hypothesis test in tests/core/test_column_stats.py); lists written before
 there were column bounds read and filter as before; unreadable bounds are CorruptMetadataError."""
@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.column_bounds import _python_union, column_stats_of
-from airflow_snaptable.core.column_stats import ColumnStats, FileStats
+from airflow_snaptable.core.native.column_bounds import _python_union, column_stats_of
+from airflow_snaptable.core.native.column_stats import ColumnStats, FileStats
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.manifest import _LIST_SCHEMA, _LIST_SCHEMA_WITHOUT_COLUMN_STATS, DataFile, FileKind, ManifestEntry, manifest_path
+from airflow_snaptable.core.native.manifest import _LIST_SCHEMA, _LIST_SCHEMA_WITHOUT_COLUMN_STATS, DataFile, FileKind, ManifestEntry, manifest_path
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("value", pa.float64())])
 
@@ -161,7 +161,7 @@ def _stats(**columns) -> str:
 
 
 def test_a_deleted_file_stays_deleted_when_its_manifest_is_judged_on_more_columns_than_the_file(tmp_path):
-    """The judgment must be monotone (core/data_skipping.py ``_conditions``): a file whose five filtered columns
+    """The judgment must be monotone (core/native/data_skipping.py ``_conditions``): a file whose five filtered columns
     have nulls, overwritten by one without statistics for the first column. The overwrite's manifest (the
     file's DELETE entry) must not be ruled out on the fifth column while the file itself is judged on the first
     four only: the file would be planned although deleted."""
@@ -210,7 +210,7 @@ _FILE = st.builds(FileStats, st.integers(0, 5), st.dictionaries(st.sampled_from(
 @given(files=st.lists(_FILE, min_size=1, max_size=6), uniform=st.booleans())
 def test_the_vectorised_union_is_the_per_file_union(files, uniform):
     """Arrow unites the statistics of a manifest's files column-wise (shapes it does not handle go to the per-file
-    union, core/column_bounds.py): whenever it answers, its answer is the per-file union's."""
+    union, core/native/column_bounds.py): whenever it answers, its answer is the per-file union's."""
     if uniform:  # the usual case: every file with the same columns, of one kind each
         files = [FileStats(f.rows, {"a": ColumnStats(c.null_count, _int(c.lower), _int(c.upper), c.has_nan) for c in f.columns.values()}) for f in files]
     texts = [f.encode() for f in files]

@@ -1,5 +1,5 @@
-"""Column statistics (core/column_stats.py) and data skipping: a filtered scan skips manifests whose column
-bounds (core/column_bounds.py) and files whose statistics prove no row matches and still returns exactly what the unfiltered scan, filtered in memory, returns
+"""Column statistics (core/native/column_stats.py) and data skipping: a filtered scan skips manifests whose column
+bounds (core/native/column_bounds.py) and files whose statistics prove no row matches and still returns exactly what the unfiltered scan, filtered in memory, returns
 (nulls, NaN, infinities, long strings included); manifests written before statistics still read."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.column_stats import ColumnStats, FileStats, stats_of_table
+from airflow_snaptable.core.native.column_stats import ColumnStats, FileStats, stats_of_table
 from airflow_snaptable.core.errors import InvalidArgumentError
-from airflow_snaptable.core.manifest import _LIST_SCHEMA_WITHOUT_COLUMN_STATS, _MANIFEST_SCHEMA_WITHOUT_STATS, DataFile, manifest_path
-from airflow_snaptable.core.partition_pruning import prune_files
+from airflow_snaptable.core.native.manifest import _LIST_SCHEMA_WITHOUT_COLUMN_STATS, _MANIFEST_SCHEMA_WITHOUT_STATS, DataFile, manifest_path
+from airflow_snaptable.core.native.partition_pruning import prune_files
 
 UTC = dt.timezone.utc
 SCHEMA = pa.schema(
@@ -97,7 +97,7 @@ def _sorted_rows(table: pa.Table) -> list:
 @example(ops=[("append", [{"id": 1, "value": math.nan, "name": "a"}, {"id": 2, "value": 1.5, "name": LONG}])], expression=pc.field("name") == LONG, partitioned=False)
 @example(ops=[("append", [{"id": 1}, {"id": 2}])], expression=pc.field("day").is_null(), partitioned=True)
 @example(ops=[("append", [{"id": 1}, {"id": None}])], expression=pc.field("id").is_null() | (pc.field("id") > 5), partitioned=False)
-# Manifests skipped by their column bounds (core/column_bounds.py): commits of different ranges, and DELETE entries
+# Manifests skipped by their column bounds (core/native/column_bounds.py): commits of different ranges, and DELETE entries
 # (overwrite, delete, compact) in a manifest whose other files cannot match: the deleted file must stay deleted.
 @example(ops=[("append", [{"id": 20}]), ("append", [{"id": 1}]), ("overwrite", [{"id": 2}])], expression=pc.field("id") == 20, partitioned=False)
 @example(ops=[("append", [{"p": 0, "id": 20}, {"p": 1, "id": 1}]), ("delete", [{"p": 0}])], expression=pc.field("id") == 20, partitioned=True)
@@ -244,7 +244,7 @@ def test_commit_files_keeps_statistics_given_and_files_without(tmp_path):
 
 
 def test_statistics_whose_bounds_do_not_parse_as_the_column_type_keep_only_their_file(tmp_path):
-    """Statistics are parsed for all files at once with the columns' types (core/data_skipping.py): a file whose
+    """Statistics are parsed for all files at once with the columns' types (core/native/data_skipping.py): a file whose
     bounds are not of its column's type is kept (unknown), and its neighbours are still judged by theirs."""
     def data_file(name: str, lower, upper) -> DataFile:
         return DataFile(f"data/{name}.parquet", (), 10, 10, FileStats(10, {"id": ColumnStats(0, lower, upper)}).encode())
@@ -263,7 +263,7 @@ def test_statistics_whose_bounds_do_not_parse_as_the_column_type_keep_only_their
 @pytest.mark.parametrize("missing, expression", [("lower", pc.field("value") < 0), ("upper", pc.field("value") > 100)])
 def test_a_block_with_a_file_missing_a_bound_has_that_bound_unknown(tmp_path, missing, expression):
     """A file whose bound is unknown (here an infinity: JSON has none) but whose column has no NaN sorts after the
-    files with bounds (core/data_skipping.py), so it shares a block with some of them: the block's union must
+    files with bounds (core/native/data_skipping.py), so it shares a block with some of them: the block's union must
     leave that bound unknown, not take the others' (which would skip the block, and the file, for this filter)."""
     bounded = [DataFile(f"data/data-{i}.parquet", (), 10, 10, FileStats(10, {"value": ColumnStats(0, 10.0, 20.0)}).encode()) for i in range(19)]
     infinite = ColumnStats(0, None, 15.0) if missing == "lower" else ColumnStats(0, 15.0, None)

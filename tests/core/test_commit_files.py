@@ -15,9 +15,9 @@ from airflow_snaptable.core.errors import (
     SchemaMismatchError,
     SnapTableError,
 )
-from airflow_snaptable.core.manifest import DataFile
-from airflow_snaptable.core.snapshot import CommitKind
-from airflow_snaptable.core.writer import split_by_partition, write_partition_files
+from airflow_snaptable.core.native.manifest import DataFile
+from airflow_snaptable.core.native.snapshot import CommitKind
+from airflow_snaptable.core.native.data_files import split_by_partition, write_partition_files
 from tests.conftest import SCHEMA, make_rows, sorted_ids
 
 

@@ -7,7 +7,7 @@ import multiprocessing as mp
 import pytest
 
 from airflow_snaptable.core import CommitConflictError, CommitKind, Table
-from airflow_snaptable.core.commit_request import CommitRequest
+from airflow_snaptable.core.native.commit_request import CommitRequest
 from tests.conftest import SCHEMA, make_rows, sorted_ids
 
 WRITERS = 4

@@ -45,7 +45,7 @@ from airflow_snaptable.core import (
     Table,
     TableNotFoundError,
 )
-from airflow_snaptable.core.snapshot import EARLIEST_HINT, LATEST_HINT, snapshot_path
+from airflow_snaptable.core.native.snapshot import EARLIEST_HINT, LATEST_HINT, snapshot_path
 from tests.conftest import SCHEMA, FailAt, InjectedCrash, make_rows
 
 PARTITIONS = 3

@@ -1,4 +1,4 @@
-"""Issue 15: links to the commits that may delete (core/deleting_commits.py).
+"""Issue 15: links to the commits that may delete (core/native/deleting_commits.py).
 
 ``commit_files``' known-path check reads the deltas of the retained commits that may delete files;
 each snapshot links to the one below it where such a commit may be, so a long history of appends
@@ -15,8 +15,8 @@ import os
 import pytest
 
 from airflow_snaptable.core import CorruptMetadataError, InvalidArgumentError, Table
-from airflow_snaptable.core.deleting_commits import deleting_commits
-from airflow_snaptable.core.snapshot import snapshot_path
+from airflow_snaptable.core.native.deleting_commits import deleting_commits
+from airflow_snaptable.core.native.snapshot import snapshot_path
 from tests.conftest import SCHEMA, make_rows
 from tests.core.test_commit_files import write_files
 
@@ -131,7 +131,7 @@ def test_a_missing_delta_of_a_linked_commit_fails_closed(table, table_uri):
     """The known-path check reads the delta lists the links lead to (no later snapshot's list
     names them); one that is gone stops the commit before anything is written."""
     from airflow_snaptable.core.errors import MissingMetadataError
-    from airflow_snaptable.core.manifest import manifest_path
+    from airflow_snaptable.core.native.manifest import manifest_path
 
     _history(table, "aoaa")
     os.remove(os.path.join(table_uri, manifest_path(table.snapshot(2).delta_manifest_list)))
@@ -143,7 +143,7 @@ def test_a_missing_delta_of_a_linked_commit_fails_closed(table, table_uri):
 
 
 def test_without_links_the_history_is_read_in_chunks(table, table_uri, monkeypatch):
-    from airflow_snaptable.core import deleting_commits as module
+    from airflow_snaptable.core.native import deleting_commits as module
 
     monkeypatch.setattr(module, "READ_CHUNK", 2)
     _history(table, "aodaaoa")

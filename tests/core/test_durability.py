@@ -13,8 +13,9 @@ import os
 import pyarrow as pa
 import pytest
 
-from airflow_snaptable.core import Table, local_files
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core import Table
+from airflow_snaptable.core.io import local_files
+from airflow_snaptable.core.io.storage import Storage
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import os
 import time
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core import local_files
+from airflow_snaptable.core.io import local_files
 from tests.conftest import SCHEMA, make_rows, sorted_ids
 
 

@@ -1,4 +1,4 @@
-"""A sub-range whose candidates exceed the bound, expired as a plan in parts (core/expire_parts.py).
+"""A sub-range whose candidates exceed the bound, expired as a plan in parts (core/lifecycle/expiry/parts.py).
 
 With tiny bounds (``MAX_DELETED_FILES``: a deleting snapshot's sub-range is planned in parts;
 ``PART_SIZE``: a few candidates per part) the parted run deletes exactly what one plan deletes,
@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_snaptable.core import Table, expire_parts, expire_subranges, path_hashes
-from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestEntry
-from airflow_snaptable.core.path_hashes import LastAdded, PathHashSet
-from airflow_snaptable.core.expire_parts import candidates_among
-from airflow_snaptable.core.plans import PlanManager
-from tests.core.test_expire_subranges import _appends_then_overwrite, _data_files, _without_plans
-from tests.core.test_lifecycle import FAR_FUTURE, build_rich_history, check_clean, check_readable, diff, make_table, tree
+from airflow_snaptable.core import Table
+from airflow_snaptable.core.lifecycle.expiry import parts as expire_parts
+from airflow_snaptable.core.lifecycle import path_hashes
+from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry
+from airflow_snaptable.core.lifecycle.path_hashes import LastAdded, PathHashSet
+from airflow_snaptable.core.lifecycle.expiry.parts import candidates_among
+from airflow_snaptable.core.lifecycle.deletion_plans import PlanManager
+from tests.core.expiry_support import EXPIRE_ARGS, HUGE, appends_then_overwrite, data_files, without_plans
+from tests.core.test_lifecycle import check_clean, check_readable, diff, tree
 from tests.core.test_lifecycle_crash import _copy, _open, _state, sweep
 
-EXPIRE_ARGS = dict(retain_min=1, time_retained="0 s", now=FAR_FUTURE)
-HUGE = 10**9
-
-
 @pytest.fixture
-def parts(monkeypatch):
+def parts(monkeypatch, expiry_bounds):
     """Set the deleted-files bound and the part size; record each part a plan records before deleting it."""
     recorded: list[tuple[str, int, int]] = []
     original = PlanManager.record_part
@@ -37,21 +35,11 @@ def parts(monkeypatch):
     monkeypatch.setattr(PlanManager, "record_part", recording)
 
     def set_bounds(deleted_files: int, part_size: int) -> list[tuple[str, int, int]]:
-        monkeypatch.setattr(expire_subranges, "MAX_DELETED_FILES", deleted_files)
-        monkeypatch.setattr(expire_parts, "PART_SIZE", part_size)
+        expiry_bounds(deleted_files=deleted_files, part_size=part_size)
         recorded.clear()
         return recorded
 
     return set_bounds
-
-
-@pytest.fixture
-def rich_template(tmp_path):
-    """Appends, partition and whole-table overwrites, a delete, a compaction, tags t2/t5/t10; 12 snapshots."""
-    uri = str(tmp_path / "template")
-    history = make_table(uri, **{"manifest.merge-min-count": "2"})
-    build_rich_history(history)
-    return uri, history.model
 
 
 @pytest.mark.parametrize("deleted_files, part_size", [(1, 1), (1, 2), (2, 5)])
@@ -67,7 +55,7 @@ def test_parts_delete_exactly_what_one_plan_deletes(tmp_path, rich_template, par
     assert any(number > 0 for _plan, number, _size in recorded), "some plan has several parts"
     assert all(size <= part_size for _plan, _n, size in recorded)
 
-    assert _without_plans(tree(parted)) == _without_plans(tree(whole))  # the same files deleted, the same kept
+    assert without_plans(tree(parted)) == without_plans(tree(whole))  # the same files deleted, the same kept
     assert _state(parted) == _state(whole)
     for name in ("expired_snapshot_ids", "deleted_data_files", "deleted_manifest_files", "deleted_snapshot_files",
                  "bytes_freed", "protected_data_files", "earliest_before", "earliest_after"):
@@ -78,9 +66,9 @@ def test_parts_delete_exactly_what_one_plan_deletes(tmp_path, rich_template, par
 
 def test_a_tag_keeps_its_files_across_part_boundaries(tmp_path, parts):
     uri = str(tmp_path / "table")
-    history = _appends_then_overwrite(uri)  # 1-5 append (one file a partition each), 6 overwrites everything
+    history = appends_then_overwrite(uri)  # 1-5 append (one file a partition each), 6 overwrites everything
     history.table.create_tag("mid", 3)
-    before = _data_files(uri)
+    before = data_files(uri)
     recorded = parts(4, 2)  # snapshot 6 deletes 15 files: planned in parts of 2
     result = _open(uri).expire_snapshots(**EXPIRE_ARGS)
     parted = [(number, size) for _plan, number, size in recorded]
@@ -89,7 +77,7 @@ def test_a_tag_keeps_its_files_across_part_boundaries(tmp_path, parts):
     assert result.protected_data_files == 9  # snapshots 1-3's files: the tag holds them
     assert result.deleted_data_files == 6  # snapshots 4-5's
     assert sum(size for _number, size in parted) == 6
-    kept = _data_files(uri)
+    kept = data_files(uri)
     fresh = check_clean(uri, history.model)  # the tag scans to snapshot 3's rows; nothing leaked
     assert [t.name for t in fresh.tags()] == ["mid"]
     tag_files = {f for f in before if f in set(fresh.store.files.state(fresh.tag("mid").snapshot))}
@@ -129,7 +117,7 @@ def test_dry_run_lists_exactly_what_the_parted_run_deletes(tmp_path, rich_templa
 
 def test_a_dry_run_after_a_crash_lists_what_the_rerun_deletes(tmp_path, parts):
     uri = str(tmp_path / "table")
-    history = _appends_then_overwrite(uri)
+    history = appends_then_overwrite(uri)
     parts(4, 2)
     table = _open(uri)
     writes = []
@@ -154,10 +142,10 @@ def test_a_dry_run_after_a_crash_lists_what_the_rerun_deletes(tmp_path, parts):
 
 def test_a_file_being_deleted_by_a_plan_in_parts_is_refused_by_commit_files(tmp_path, parts):
     uri = str(tmp_path / "table")
-    _appends_then_overwrite(uri)
+    appends_then_overwrite(uri)
     parts(4, 2)
     table = _open(uri)
-    doomed = sorted(p for p in _data_files(uri) if "overwrite" not in p)[0]
+    doomed = sorted(p for p in data_files(uri) if "overwrite" not in p)[0]
     seen = []
 
     def commit_the_doomed_path_again(kind: str, path: str) -> None:
@@ -202,7 +190,7 @@ def test_a_hash_collision_only_keeps(monkeypatch):
 
 def test_a_parted_expiry_with_every_path_colliding_deletes_nothing_a_tag_holds(tmp_path, parts, monkeypatch):
     uri = str(tmp_path / "table")
-    history = _appends_then_overwrite(uri)
+    history = appends_then_overwrite(uri)
     history.table.create_tag("mid", 3)
     monkeypatch.setattr(path_hashes, "path_hash", lambda path: 7)
     parts(4, 2)
@@ -216,7 +204,7 @@ def test_an_unfinished_plan_in_parts_names_what_it_deletes_to_commit_files_and_r
     """commit_files and a keep_history rollback ask each unfinished plan which of their paths it
     deletes (expire_parts.candidates_among): a plan in parts answers from its recorded deltas."""
     uri = str(tmp_path / "table")
-    history = _appends_then_overwrite(uri)
+    history = appends_then_overwrite(uri)
     history.table.create_tag("mid", 3)
     tag_files = set(history.table.store.files.state(history.table.tag("mid").snapshot))
     parts(4, 2)

@@ -15,7 +15,7 @@ import pytest
 
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import MissingMetadataError
-from airflow_snaptable.core.manifest import manifest_path
+from airflow_snaptable.core.native.manifest import manifest_path
 from tests.conftest import SCHEMA, make_rows, sorted_ids
 from tests.core.test_lifecycle import make_table
 

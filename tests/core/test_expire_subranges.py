@@ -1,4 +1,4 @@
-"""Expiry of a long range in sub-ranges (core/expire_subranges.py), with tiny bounds.
+"""Expiry of a long range in sub-ranges (core/lifecycle/expiry/subranges.py), with tiny bounds.
 
 Each sub-range is its own plan (pending -> protection -> active -> execute); together they delete
 exactly what one plan over the whole range deletes, a crash anywhere leaves a valid table that a
@@ -8,24 +8,21 @@ holds its files.
 
 from __future__ import annotations
 
-import os
-
 from types import SimpleNamespace
 
 import pytest
 
-from airflow_snaptable.core import Table, expire as expire_module, expire_subranges
-from airflow_snaptable.core.expire_plan import ExpireRule
-from airflow_snaptable.core.expire_subranges import subrange_end
-from tests.core.test_lifecycle import FAR_FUTURE, build_rich_history, check_clean, diff, make_table, tree
+from airflow_snaptable.core import Table
+from airflow_snaptable.core.lifecycle.expiry import run as expire_module
+from airflow_snaptable.core.lifecycle.expiry import subranges as expire_subranges
+from airflow_snaptable.core.lifecycle.expiry.plan import ExpireRule
+from airflow_snaptable.core.lifecycle.expiry.subranges import subrange_end
+from tests.core.expiry_support import EXPIRE_ARGS, HUGE, appends_then_overwrite, data_files, without_plans
+from tests.core.test_lifecycle import check_clean, diff, tree
 from tests.core.test_lifecycle_crash import _copy, _open, _state, sweep
 
-EXPIRE_ARGS = dict(retain_min=1, time_retained="0 s", now=FAR_FUTURE)
-HUGE = 10**9
-
-
 @pytest.fixture
-def bounds(monkeypatch):
+def bounds(monkeypatch, expiry_bounds):
     """Set the sub-range bounds (snapshots, deleted files) and count the sub-ranges planned."""
     planned = []
     original = expire_subranges.subrange_end
@@ -39,25 +36,11 @@ def bounds(monkeypatch):
     monkeypatch.setattr(expire_module, "subrange_end", counting)
 
     def set_bounds(snapshots: int, deleted_files: int) -> list[tuple[int, int]]:
-        monkeypatch.setattr(expire_subranges, "MAX_SNAPSHOTS", snapshots)
-        monkeypatch.setattr(expire_subranges, "MAX_DELETED_FILES", deleted_files)
+        expiry_bounds(snapshots=snapshots, deleted_files=deleted_files)
         planned.clear()
         return planned
 
     return set_bounds
-
-
-@pytest.fixture
-def rich_template(tmp_path):
-    """Appends, partition and whole-table overwrites, a delete, a compaction, tags t2/t5/t10; 12 snapshots."""
-    uri = str(tmp_path / "template")
-    history = make_table(uri, **{"manifest.merge-min-count": "2"})
-    build_rich_history(history)
-    return uri, history.model
-
-
-def _without_plans(files: dict[str, bytes]) -> dict[str, bytes]:
-    return {path: data for path, data in files.items() if not path.startswith("plan/")}
 
 
 @pytest.mark.parametrize("snapshots, deleted_files", [(3, HUGE), (HUGE, 1), (2, 3), (1, HUGE)])
@@ -75,7 +58,7 @@ def test_subranges_delete_exactly_what_one_plan_deletes(tmp_path, rich_template,
     if snapshots < HUGE:
         assert all(end - start <= snapshots for start, end in planned)
 
-    assert _without_plans(tree(split)) == _without_plans(tree(whole))  # the same files deleted, the same kept
+    assert without_plans(tree(split)) == without_plans(tree(whole))  # the same files deleted, the same kept
     assert _state(split) == _state(whole)
     assert many.expired_snapshot_ids == one.expired_snapshot_ids == list(range(1, 12))
     for name in ("deleted_data_files", "deleted_manifest_files", "deleted_snapshot_files", "bytes_freed",
@@ -127,23 +110,9 @@ def test_dry_run_lists_exactly_what_the_real_multi_subrange_run_deletes(tmp_path
     check_clean(template, model)
 
 
-def _appends_then_overwrite(uri: str):
-    """Snapshots 1-5 append, 6 overwrites the whole table (deletes every earlier file), 7-8 append."""
-    history = make_table(uri)
-    history.appends(5)
-    history.overwrite(3)
-    history.appends(2)
-    return history
-
-
-def _data_files(uri: str) -> set[str]:
-    root = os.path.join(uri, "data")
-    return {os.path.relpath(os.path.join(d, f), uri) for d, _dirs, names in os.walk(root) for f in names}
-
-
 def test_a_tag_created_between_subranges_keeps_its_files(tmp_path, bounds):
     template = str(tmp_path / "template")
-    model = _appends_then_overwrite(template).model
+    model = appends_then_overwrite(template).model
     kept = {}
     for tag_between in (False, True):
         uri = _copy(template, str(tmp_path / f"run-{tag_between}"))
@@ -164,7 +133,7 @@ def test_a_tag_created_between_subranges_keeps_its_files(tmp_path, bounds):
         assert bool(created) == tag_between
         fresh = check_clean(uri, model)  # the tag scans to snapshot 5's rows; nothing leaked
         assert [t.name for t in fresh.tags()] == (["late"] if tag_between else [])
-        kept[tag_between] = _data_files(uri)
+        kept[tag_between] = data_files(uri)
     # Without the tag the overwrite freed snapshot 5's files; with it they stay.
     assert kept[False] < kept[True]
     assert len(kept[True] - kept[False]) == 5 * 3  # five appends, one file per partition each

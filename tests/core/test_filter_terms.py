@@ -1,4 +1,4 @@
-"""Taking a filter's top-level OR apart (core/filter_terms.py): the terms OR back to the very filter, and any
+"""Taking a filter's top-level OR apart (core/native/filter_terms.py): the terms OR back to the very filter, and any
 filter that is not an OR (or a form not recognised) stays whole. Data skipping's results on OR filters are
 checked against in-memory filtering by the hypothesis tests of tests/core/test_column_stats.py."""
 
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from airflow_snaptable.core.filter_terms import or_terms
+from airflow_snaptable.core.native.filter_terms import or_terms
 
 f = pc.field
 

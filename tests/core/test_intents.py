@@ -1,4 +1,4 @@
-"""Intents (core/intents.py): tags and consumer positions being published are honoured by
+"""Intents (core/lifecycle/intents.py): tags and consumer positions being published are honoured by
 deletion plans while their writer lives, and cost nothing once it is gone."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import time
 
-from airflow_snaptable.core.consumers import Consumer
-from airflow_snaptable.core.intents import CONSUMER, STALE_INTENT_SECONDS, TAG, Intent, IntentManager
-from airflow_snaptable.core.tags import Tag
+from airflow_snaptable.core.native.consumers import Consumer
+from airflow_snaptable.core.lifecycle.intents import CONSUMER, STALE_INTENT_SECONDS, TAG, Intent, IntentManager
+from airflow_snaptable.core.native.tags import Tag
 from tests.conftest import sorted_ids
 from tests.core.test_lifecycle import FAR_FUTURE, check_clean, check_readable
 from tests.core.test_lifecycle_crash import _linear_table as _linear

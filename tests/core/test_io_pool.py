@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from airflow_snaptable.core.io_pool import map_io
+from airflow_snaptable.core.io.pool import map_io
 
 
 def test_results_in_order():

@@ -1516,7 +1516,7 @@ def test_bytes_freed_is_every_byte_that_leaves_the_disk(history, dry_run):
 def test_expiry_plans_the_same_from_written_metadata_as_from_the_lists(tmp_path):
     """Snapshots record what their commit wrote, so expiry skips most list reads; snapshots written
     without that record (older versions) are planned from their lists, with the same result."""
-    from airflow_snaptable.core.expire_plan import plan_expiry
+    from airflow_snaptable.core.lifecycle.expiry.plan import plan_expiry
 
     history = make_table(str(tmp_path / "new"), **{"manifest.merge-min-count": "3"})  # merges happen often
     for i in range(12):

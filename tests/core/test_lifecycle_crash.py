@@ -25,7 +25,7 @@ import time
 import pytest
 
 from airflow_snaptable.core import CorruptMetadataError, SnapTableError, Table
-from airflow_snaptable.core.tags import Tag
+from airflow_snaptable.core.native.tags import Tag
 from tests.conftest import FailAt, InjectedCrash, sorted_ids
 from tests.core.test_lifecycle import (
     FAR_FUTURE,

@@ -7,8 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestEntry, encode_manifest, iter_manifest
-from airflow_snaptable.core.manifest_changes import iter_changes
+from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry, encode_manifest, iter_manifest
+from airflow_snaptable.core.native.manifest_changes import iter_changes
 
 ENTRIES = [
     ManifestEntry(FileKind.ADD, DataFile("data/p=1/a.parquet", (1,), 10, 1000, '{"x": 1}')),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.manifest import DataFile
-from airflow_snaptable.core.manifest_merge import BYTES_PER_ENTRY
+from airflow_snaptable.core.native.manifest import DataFile
+from airflow_snaptable.core.native.manifest_merge import BYTES_PER_ENTRY
 
 TARGET = 8 * 1024  # a merged piece of TARGET // BYTES_PER_ENTRY entries compresses to less than this
 

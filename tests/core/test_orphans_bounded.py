@@ -1,6 +1,6 @@
 """Orphan cleaning in bounded memory: the streamed listing, the hashed in-use set, the batches.
 
-The in-use set (core/native_in_use.py, core/path_set.py) must hold exactly what the reference
+The in-use set (core/formats/native/in_use.py, core/io/path_set.py) must hold exactly what the reference
 pass (``NativeFiles.referenced_by``, verify's) holds; the streamed listing (``Storage.iter_files``)
 exactly what ``fs.find`` listed; and the result must not depend on where the batches fall.
 """
@@ -12,12 +12,12 @@ import time
 
 import pytest
 
-import airflow_snaptable.core.native_in_use as native_in_use
-import airflow_snaptable.core.orphans as orphans
+import airflow_snaptable.core.formats.native.in_use as native_in_use
+import airflow_snaptable.core.lifecycle.orphans as orphans
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.orphans import OrphanFilesClean, files_in_use, paths_in_use
-from airflow_snaptable.core.path_set import PathHashSet, path_hashes
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.lifecycle.orphans import OrphanFilesClean, files_in_use, paths_in_use
+from airflow_snaptable.core.io.path_set import PathHashSet, path_hashes
+from airflow_snaptable.core.io.storage import Storage
 from tests.conftest import SCHEMA, InjectedCrash, make_rows, sorted_ids
 
 DAY_MS = 86_400_000
@@ -25,7 +25,7 @@ DAY_MS = 86_400_000
 
 def find_listing(storage: Storage, rel_dir: str) -> list[tuple[str, int, float | None]]:
     """The listing before streaming: one ``fs.find(detail=True)`` of the whole tree, sorted."""
-    from airflow_snaptable.core.listing import modified_seconds
+    from airflow_snaptable.core.io.listing import modified_seconds
 
     try:
         found = storage.fs.find(storage.full_path(rel_dir), detail=True)
@@ -143,7 +143,7 @@ def test_result_lists_at_most_the_cap_and_counts_every_orphan(table_uri, monkeyp
 
 def test_a_file_committed_after_the_listing_is_kept(table_uri):
     """Candidates are listed before the in-use set is built (Paimon #3074): a commit in between protects its files."""
-    from airflow_snaptable.core.manifest import DataFile
+    from airflow_snaptable.core.native.manifest import DataFile
 
     table = Table.create(table_uri, SCHEMA, partition_by=["p"])
     table.append(make_rows(range(3)))

@@ -1,4 +1,4 @@
-"""Partition pruning (core/partition_pruning.py): a filtered scan reads only the manifests whose partition
+"""Partition pruning (core/native/partition_pruning.py): a filtered scan reads only the manifests whose partition
 bounds may match, and returns exactly what the unfiltered scan, filtered in memory, returns; lists written
 before there were bounds still read (every manifest)."""
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.manifest import _LIST_SCHEMA_WITHOUT_STATS, manifest_path
+from airflow_snaptable.core.native.manifest import _LIST_SCHEMA_WITHOUT_STATS, manifest_path
 from tests.conftest import SCHEMA
 
 P_VALUES = [0, 1, 2, 3, None]
@@ -133,7 +133,7 @@ def test_a_filter_that_does_not_fit_is_a_typed_error(tmp_path, bad):
 def test_unreadable_partition_bounds_in_a_list_are_a_typed_error(tmp_path):
     """A list entry whose ``partition_stats`` is not the bounds' JSON: CorruptMetadataError, never a stray exception."""
     from airflow_snaptable.core.errors import CorruptMetadataError
-    from airflow_snaptable.core.manifest import _LIST_SCHEMA
+    from airflow_snaptable.core.native.manifest import _LIST_SCHEMA
 
     uri = str(tmp_path / "t")
     table = Table.create(uri, SCHEMA, partition_by=["p"], options={"manifest.merge-min-count": "1000"})

@@ -56,8 +56,9 @@ def test_delay_and_formatters(tmp_path):
     assert table.create_periodic_tags("daily", delay="1 h", now=int(24.5 * H)).created == []
     assert table.create_periodic_tags("daily", delay="1 h", now=25 * H).created == ["1970-01-01"]
     assert table.create_periodic_tags("hourly", formatter="without_dashes_and_spaces", now=26 * H).created == ["1970010201"]
-    assert table.create_periodic_tags("two-hours", formatter="without_dashes", now=26 * H).created == ["19700102 00"]
-    assert table.create_periodic_tags(timedelta(minutes=30), now=26 * H).created == ["1970-01-02 01:30"]
+    # Paimon's TagPeriodHandler: two-hour tags and period durations ignore the formatter (issue 22 item 8).
+    assert table.create_periodic_tags("two-hours", formatter="without_dashes", now=26 * H).created == ["1970-01-02 00"]
+    assert table.create_periodic_tags(timedelta(minutes=30), now=26 * H).created == ["197001020130"]
 
 
 def test_options_give_the_defaults(tmp_path):

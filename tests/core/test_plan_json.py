@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from airflow_snaptable.core import plans
+from airflow_snaptable.core.lifecycle import deletion_plans as plans
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.plans import DataCandidate, DeletionPlan
+from airflow_snaptable.core.lifecycle.deletion_plans import DataCandidate, DeletionPlan
 
 
 def _plan(candidates: list[DataCandidate], **extra) -> DeletionPlan:

@@ -9,7 +9,8 @@ import subprocess
 import sys
 import time
 
-from airflow_snaptable.core import Table, progress
+from airflow_snaptable.core import Table
+from airflow_snaptable.core.lifecycle import progress
 from tests.conftest import SCHEMA, make_rows
 
 

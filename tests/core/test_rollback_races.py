@@ -190,7 +190,7 @@ def test_a_killed_rollback_blocks_commits_only_until_its_pending_plan_is_stale(t
     import os
     import time
 
-    from airflow_snaptable.core.plans import STALE_PENDING_SECONDS
+    from airflow_snaptable.core.lifecycle.deletion_plans import STALE_PENDING_SECONDS
 
     history = _history(str(tmp_path / "t"))
     uri = history.table.uri

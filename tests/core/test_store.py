@@ -1,4 +1,4 @@
-"""The table-format seam (core/store.py): the native format implements it, and the engine keeps to it."""
+"""The table-format seam (core/lifecycle/store.py): the native format implements it, and the engine keeps to it."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ import os
 import pytest
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.consumers import ConsumerManager
+from airflow_snaptable.core.native.consumers import ConsumerManager
 from airflow_snaptable.core.errors import UnsupportedMetadataError
-from airflow_snaptable.core.expire import SnapshotExpiry
-from airflow_snaptable.core.native_files import NativeFiles
-from airflow_snaptable.core.plan_executor import PlanExecutor
-from airflow_snaptable.core.rollback import Rollback
-from airflow_snaptable.core.snapshot import SnapshotManager, snapshot_path
-from airflow_snaptable.core.storage import Storage
-from airflow_snaptable.core.store import ConsumerStore, FileStore, SnapshotStore, TableStore, TagStore
-from airflow_snaptable.core.tag_lifecycle import TagLifecycle
-from airflow_snaptable.core.tags import TagManager
+from airflow_snaptable.core.lifecycle.expiry.run import SnapshotExpiry
+from airflow_snaptable.core.formats.native.files import NativeFiles
+from airflow_snaptable.core.lifecycle.plan_executor import PlanExecutor
+from airflow_snaptable.core.lifecycle.rollback import Rollback
+from airflow_snaptable.core.native.snapshot import SnapshotManager, snapshot_path
+from airflow_snaptable.core.io.storage import Storage
+from airflow_snaptable.core.lifecycle.store import ConsumerStore, FileStore, SnapshotStore, TableStore, TagStore
+from airflow_snaptable.core.lifecycle.tags import TagLifecycle
+from airflow_snaptable.core.native.tags import TagManager
 from tests.conftest import SCHEMA, make_rows, sorted_ids
 from tests.core.test_lifecycle import tree
 

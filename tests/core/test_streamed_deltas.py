@@ -7,8 +7,8 @@ import pyarrow as pa
 import pytest
 
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.manifest import DataFile, FileKind, ManifestEntry, decode_manifest, encode_manifest, iter_manifest
-from airflow_snaptable.core.native_files import DeltaEntries
+from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry, decode_manifest, encode_manifest, iter_manifest
+from airflow_snaptable.core.formats.native.files import DeltaEntries
 
 TYPES = [pa.int64()]
 
@@ -62,7 +62,7 @@ def test_delta_entries_hand_out_each_snapshot_once_and_skip_missing_manifests():
 
 def _reference_candidates(table, earliest: int, end: int) -> list[tuple]:
     """The planner's rule over whole decoded deltas (what plan_expiry did before it streamed)."""
-    from airflow_snaptable.core.manifest import FileKind as Kind
+    from airflow_snaptable.core.native.manifest import FileKind as Kind
 
     data: dict[str, tuple] = {}
     readded: set[str] = set()
@@ -86,8 +86,8 @@ def test_streamed_planning_plans_exactly_what_whole_deltas_give(tmp_path, seed, 
     import random
 
     from airflow_snaptable.core import Table
-    from airflow_snaptable.core import native_files
-    from airflow_snaptable.core.expire_plan import plan_expiry
+    from airflow_snaptable.core.formats.native import files as native_files
+    from airflow_snaptable.core.lifecycle.expiry.plan import plan_expiry
     from tests.conftest import SCHEMA, make_rows
 
     rng = random.Random(seed)

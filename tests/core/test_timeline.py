@@ -1,4 +1,4 @@
-"""The timeline of a table (core/timeline.py) and its pictures (core/timeline_render.py), and ``snaptable timeline``.
+"""The timeline of a table (core/timeline/model.py) and its pictures (core/timeline/render.py), and ``snaptable timeline``.
 
 One real table, built with a fake clock (hours since the epoch), has every thing the picture
 draws: appends, an overwrite, a delete, a compaction, a keep-history rollback, a manual tag on
@@ -18,8 +18,8 @@ import pytest
 
 from airflow_snaptable.cli import main as cli_main
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.timeline import Gap, RollbackMark, build_timeline
-from airflow_snaptable.core.timeline_render import render_html, render_svg
+from airflow_snaptable.core.timeline.model import Gap, RollbackMark, build_timeline
+from airflow_snaptable.core.timeline.render import render_html, render_svg
 
 H = 3_600_000
 SVG = "{http://www.w3.org/2000/svg}"

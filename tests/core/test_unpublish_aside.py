@@ -15,8 +15,8 @@ import fsspec
 import pytest
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.snapshot import UNPUBLISHED, SnapshotManager
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.native.snapshot import UNPUBLISHED, SnapshotManager
+from airflow_snaptable.core.io.storage import Storage
 from tests.conftest import InjectedCrash
 from tests.core.test_lifecycle import FAR_FUTURE, Clock, check_clean, check_readable, make_table
 

@@ -1,4 +1,4 @@
-"""Consumers on Iceberg tables (core/iceberg/consumers.py): a table property with the position (a data
+"""Consumers on Iceberg tables (core/formats/iceberg/consumers.py): a table property with the position (a data
 sequence number) and a tag ref on the snapshot read last; this package's expiry keeps main from there on,
 pyiceberg reads everything kept, and a move racing an expiry either is seen by it or backs out."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import ConsumerNotFoundError, ProtectedSnapshotError, SnapshotNotFoundError
-from airflow_snaptable.core.iceberg.expire import IcebergExpiry
+from airflow_snaptable.core.formats.iceberg.expire import IcebergExpiry
 from airflow_snaptable.core.incremental import find_new_snapshots
 from tests.iceberg.conftest import assert_exactly_reachable_left, read_everything, rows
 

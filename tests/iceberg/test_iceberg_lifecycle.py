@@ -207,7 +207,7 @@ def test_cli_contract_and_json(iceberg_env, capsys):
 def test_periodic_tags_on_iceberg_refs(iceberg_env, capsys):
     """Paimon's automatic tags on an Iceberg table (nobody else offers them for Iceberg): the period and the
     retention come from the table's properties; each tag is an Iceberg tag ref on ``main``'s state at the
-    period's end; a ref whose name reads as a period counts as periodic and is pruned first."""
+    period's end; a ref whose name is the table's own pattern counts as periodic and is pruned first."""
     table, ids = _history(iceberg_env, 3, properties={"tag.creation-period": "hourly", "tag.num-retained-max": "2"})
     table.manage_snapshots().create_tag(ids[0], "2020-01-01 00").create_tag(ids[0], "release").commit()
     last = table.refresh().metadata.snapshot_by_id(ids[-1]).timestamp_ms
@@ -220,6 +220,7 @@ def test_periodic_tags_on_iceberg_refs(iceberg_env, capsys):
 
     name = dt.datetime.fromtimestamp((end - hour) / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H")
     assert (result.created, result.deleted) == ([name], [])
+    ours.clock = lambda: end + 1000  # a tag shows as periodic once its period is over by the table's clock
     assert {t.name: t.source for t in ours.tags()} == {"2020-01-01 00": "periodic", "release": "manual", name: "periodic"}
     # The next hour: nothing committed since, so the tag holds the same state; retention (2) prunes 2020.
     again = _open(iceberg_env).create_periodic_tags(now=end + hour + 1000)

@@ -15,7 +15,7 @@ periodic run at time ``t`` reads only snapshots committed before a period that e
 the later commits do not change what it does. The differences from Paimon named in the core ports
 hold here too (a period's tag holds the last snapshot before its end; a period that ended before the
 first snapshot is not tagged). One difference does not: a Paimon tag records no source, so on a
-Paimon table a tag whose name reads as a period is an automatic tag, as Paimon tells them apart.
+Paimon table a tag whose name is the table's own period pattern is an automatic tag, as Paimon tells them apart.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import pytest
 
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.tags import MANUAL, PERIODIC
+from airflow_snaptable.core.native.tags import MANUAL, PERIODIC
 from tests.paimon.conftest import run_client, table_files
 
 pytestmark = pytest.mark.slow

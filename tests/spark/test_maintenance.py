@@ -10,8 +10,8 @@ import pytest
 
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.actions import ExpireSnapshots, RemoveOrphanFiles, run_action
-from airflow_snaptable.core.errors import StorageError
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.errors import PathOutsideTableError, StorageError
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.spark.maintenance import DistributedStorage, SparkDeleter, run_action_distributed
 from tests.conftest import SCHEMA, make_rows
 from tests.spark.helpers import assert_clean, data_files_on_disk
@@ -54,6 +54,19 @@ def test_distributed_delete_storage_sends_big_bulk_deletes_to_the_deleter_and_co
     assert [rel for rel in names if base.exists(rel)] == ["manifest/m"]
 
 
+def test_distributed_deletes_never_leave_the_table(tmp_path):
+    """The executors' deleter gets no path out of the table root (core/io/table_paths.py), as core's deletes."""
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "victim").write_bytes(b"another table's file")
+    base = Storage.from_uri(str(tmp_path / "t"))
+    base.write_bytes("data/a", b"x")
+    calls: list[list[str]] = []
+    storage = DistributedStorage(base, calls.append, threshold=1)
+    with pytest.raises(PathOutsideTableError):
+        storage.delete_files(["data/a", "../shared/victim"])
+    assert calls == [] and storage.counts["delete"] == 0 and base.exists("data/a")
+
+
 def test_expire_snapshots_deletes_on_executors_with_core_results(spark, tmp_path):
     table = history(str(tmp_path / "t"))
     action = ExpireSnapshots(table=table.uri, retain_min=1, retain_max=2)
@@ -66,7 +79,7 @@ def test_expire_snapshots_deletes_on_executors_with_core_results(spark, tmp_path
     assert result["deleted_data_files"] == len(predicted["data_files"])
     assert result["deleted_manifest_files"] == len(predicted["manifest_files"])
     # counted by the executors' tasks (a Spark accumulator), not by the driver; with the manifests go the
-    # expired snapshot files, which unpublishing renamed aside on this local disk (core/snapshot.py unpublish)
+    # expired snapshot files, which unpublishing renamed aside on this local disk (core/native/snapshot.py unpublish)
     expired = len(predicted["expired_snapshot_ids"])
     assert run.deleted_on_executors == len(predicted["data_files"]) + len(predicted["manifest_files"]) + expired
     assert run.spark_jobs == 2  # one delete_files call for the metadata files, one for the data files

@@ -212,7 +212,7 @@ def test_a_pushed_filter_on_a_non_partition_column_skips_manifests_unread(tmp_pa
     """Planning reads only the manifests whose column bounds may match, as core's filtered scan does."""
     from pyspark.sql.datasource import GreaterThanOrEqual
 
-    from airflow_snaptable.core.storage import Storage
+    from airflow_snaptable.core.io.storage import Storage
     from airflow_snaptable.spark.datasource import SnapTablePushdownDataSource
 
     uri = str(tmp_path / "t")

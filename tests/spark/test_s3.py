@@ -7,7 +7,7 @@ import json
 import pytest
 
 from airflow_snaptable.core import Table, UnsupportedStorageError
-from airflow_snaptable.core.storage import Storage
+from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.spark.fastread import hadoop_path
 from tests.conftest import make_rows
 from tests.spark.helpers import FORMAT, arrow_rows, rows_of

@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 import pytest
 
 from airflow_snaptable.core import CommitKind, Table
-from airflow_snaptable.core.column_stats import FileStats
+from airflow_snaptable.core.native.column_stats import FileStats
 from tests.conftest import SCHEMA, make_rows
 from tests.spark.helpers import FORMAT, arrow_rows, assert_clean, data_files_on_disk, rows_of
 

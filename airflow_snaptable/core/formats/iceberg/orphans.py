@@ -1,0 +1,62 @@
+"""Orphan-file removal on an Iceberg table (Iceberg's ``DeleteOrphanFiles``).
+
+Everything under the table location that no metadata version references is an orphan once it
+is older than the safety window (default 3 days, Iceberg's): valid are every file any snapshot
+in the current metadata reaches (manifest lists, manifests, live data and delete files), the
+statistics files, every metadata file of the metadata log and the current one, and
+``version-hint.text``. Paths are compared under Iceberg's scheme and prefix equivalences
+(files.py). This package's own directory (``snaptable/``) is never a candidate.
+
+The valid files are those of the metadata loaded after the listing, and of every version committed
+while they were read: the metadata is loaded again until it holds still (a few rounds, reading only
+what is new). A commit can make an old file valid again (``add_files`` adopting an unreferenced
+file), and the age window does not protect it.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from airflow_snaptable.core.formats.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach, statistics_entries
+from airflow_snaptable.core.lifecycle.orphans import OrphanResult, cutoff_millis
+from airflow_snaptable.core.io.storage import Storage
+
+DEFAULT_WINDOW = timedelta(days=3)
+#: Loads of the metadata after the first, while commits keep coming during the read of the valid files.
+RECHECKS = 3
+
+
+def valid_files(table, storage: Storage, reader: ManifestReader | None = None) -> set[str]:
+    metadata = table.metadata
+    locator = Locator(table.location())
+    reached = reach(reader or ManifestReader(storage, locator), metadata.snapshots, only_live=True)
+    valid = reached.all()
+    named = [f.statistics_path for f in statistics_entries(metadata)] + [e.metadata_file for e in metadata.metadata_log] + [table.metadata_location]
+    valid.update(rel for rel in (locator.relative(p) for p in named) if rel is not None)
+    valid.add("metadata/version-hint.text")
+    return valid
+
+
+def remove_orphan_files(table_loader, storage: Storage, now_millis: int, older_than=None, dry_run: bool = True) -> OrphanResult:
+    cutoff = cutoff_millis(now_millis, DEFAULT_WINDOW if older_than is None else older_than)
+    # Candidates first, then what is valid: a file committed in between is valid.
+    candidates = [
+        f for f in storage.iter_files("")
+        if not f[0].startswith(LIFECYCLE_DIR + "/") and f[2] is not None and f[2] * 1000 < cutoff
+    ]
+    table = table_loader()
+    reader = ManifestReader(storage, Locator(table.location()))  # lists and manifests are immutable: read once
+    valid = valid_files(table, storage, reader)
+    for _ in range(RECHECKS):
+        latest = table_loader()
+        if latest.metadata_location == table.metadata_location:
+            break
+        table = latest
+        valid |= valid_files(table, storage, reader)
+    orphans = sorted((rel, size) for rel, size, _mtime in candidates if rel not in valid)
+    if not dry_run:
+        storage.delete_files([rel for rel, _size in orphans])
+    result = OrphanResult(older_than_millis=cutoff, dry_run=dry_run)
+    for rel, size in orphans:
+        result.add(rel, size)  # lists at most MAX_LISTED_ORPHANS, counts all
+    return result

@@ -1,0 +1,225 @@
+"""core/lifecycle/store.py ``FileStore`` on a Paimon table: manifests under ``manifest/``, data files in bucket directories.
+
+What Paimon's ``SnapshotDeletion``/``FileDeletionBase`` read, read the same way: a snapshot's
+state is its base list's manifests then its delta list's, folded by file identity; its delta
+is its delta list's entries; the metadata files it uses are its two lists and their manifests
+(with the sizes the lists record). Expiring ``first .. end-1`` frees their lists and manifests
+that ``end`` does not use. Data files the format keeps are under the partition and bucket
+directories; temporary files of interrupted atomic writes are in ``snapshot/``, ``tag/``,
+``consumer/`` and the engine's own directory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import posixpath
+from typing import Iterator, Mapping, Sequence
+
+from airflow_snaptable.core.native.manifest import DataFile, ManifestEntry
+from airflow_snaptable.core.formats.paimon.binary_row import PartitionLayout, escape_path_name
+from airflow_snaptable.core.formats.paimon.manifests import (
+    MANIFEST_DIR,
+    ManifestMeta,
+    ManifestReader,
+    PaimonEntry,
+    as_manifest_entries,
+    fold,
+    manifest_path,
+)
+from airflow_snaptable.core.formats.paimon.snapshots import RAW_KEY
+from airflow_snaptable.core.io.path_set import PathHashSet
+from airflow_snaptable.core.lifecycle.deletion_plans import DataCandidate
+from airflow_snaptable.core.native.snapshot import FileCounts, Snapshot
+from airflow_snaptable.core.io.storage import Storage
+from airflow_snaptable.core.lifecycle.store import ExpiringMetadata, InUse, StoredFile
+from airflow_snaptable.core.native.tags import Tag
+
+#: Directories whose hidden ``.<name>.<uuid>.tmp`` files are leftovers of interrupted atomic writes.
+_METADATA_DIRS = ("snapshot", "tag", "consumer")
+#: The engine's own directories inside the lifecycle directory.
+_LIFECYCLE_DIRS = ("plan", "intent", "readd")
+#: Drop the parsed-file cache past this many files (they are immutable; the cache only saves reads).
+_CACHE_LIMIT = 20_000
+
+
+class PaimonFiles:
+    def __init__(self, storage: Storage, layout: PartitionLayout, lifecycle_dir: str):
+        self.storage = storage
+        self.layout = layout
+        self.lifecycle_dir = lifecycle_dir
+        self._reader = ManifestReader(storage, layout)
+
+    @property
+    def reader(self) -> ManifestReader:
+        if self._reader.cached() > _CACHE_LIMIT:
+            self._reader = ManifestReader(self.storage, self.layout)
+        return self._reader
+
+    # -- one snapshot ----------------------------------------------------------------------------
+
+    def _lists(self, snapshots: Sequence[Snapshot], skip_missing: list[str] | None = None) -> dict[str, list[ManifestMeta]]:
+        return self.reader.lists((n for s in snapshots for n in (s.base_manifest_list, s.delta_manifest_list)), skip_missing)
+
+    def _entries(self, snapshot: Snapshot, lists: Mapping[str, list[ManifestMeta]], which: str = "both") -> list[str]:
+        names = {"base": [snapshot.base_manifest_list], "delta": [snapshot.delta_manifest_list]}.get(
+            which, [snapshot.base_manifest_list, snapshot.delta_manifest_list]
+        )
+        return [m.name for name in names for m in lists.get(name, ())]
+
+    def delta(self, snapshot: Snapshot) -> list[ManifestEntry]:
+        return as_manifest_entries(self._delta_entries(snapshot))
+
+    def _delta_entries(self, snapshot: Snapshot) -> list[PaimonEntry]:
+        names = self._entries(snapshot, self._lists([snapshot]), "delta")
+        manifests = self.reader.manifests(names)
+        return [e for name in names for e in manifests[name]]
+
+    def delta_file_counts(self, snapshots: Sequence[Snapshot]) -> dict[int, FileCounts]:
+        """Each snapshot's added and deleted data files, as its delta list's manifests count them (one
+        read per snapshot, no manifest read)."""
+        lists = self.reader.lists(s.delta_manifest_list for s in snapshots)
+        counts = {}
+        for snapshot in snapshots:
+            metas = lists[snapshot.delta_manifest_list]
+            counts[snapshot.id] = FileCounts(sum(m.added_files for m in metas), sum(m.deleted_files for m in metas))
+        return counts
+
+    def live_file_count(self, snapshot: Snapshot) -> int:
+        """The data files the snapshot reads: its lists' manifests' ADD entries less their DELETE entries
+        (each DELETE takes out one earlier ADD), without reading a manifest."""
+        lists = self._lists([snapshot])
+        metas = [m for name in (snapshot.base_manifest_list, snapshot.delta_manifest_list) for m in lists[name]]
+        return sum(m.added_files for m in metas) - sum(m.deleted_files for m in metas)
+
+    def state(self, snapshot: Snapshot) -> dict[str, DataFile]:
+        names = self._entries(snapshot, self._lists([snapshot]))
+        manifests = self.reader.manifests(names)
+        return fold(e for name in names for e in manifests[name])
+
+    def metadata_files(self, snapshot: Snapshot) -> dict[str, int]:
+        return self._metadata(snapshot, self._lists([snapshot]))
+
+    def _metadata(self, snapshot: Snapshot, lists: Mapping[str, list[ManifestMeta]]) -> dict[str, int]:
+        """Its lists (the sizes the snapshot records, else the bytes read) and their manifests; a list
+        that was skipped as missing contributes nothing."""
+        found: dict[str, int] = {}
+        doc_sizes = _list_sizes(snapshot)
+        for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
+            if list_name not in lists:
+                continue
+            found.update((m.name, m.size) for m in lists[list_name])
+            found[list_name] = doc_sizes.get(list_name) or self.reader.list_size(list_name) or 0
+        return found
+
+    def metadata_path(self, name: str) -> str:
+        return manifest_path(name)
+
+    def exists(self, path: str) -> bool:
+        return self.storage.exists(path)
+
+    def delete(self, paths: Sequence[str]) -> None:
+        self.storage.delete_files(list(paths))
+
+    def measured(self, candidates: list[DataCandidate]) -> list[DataCandidate]:
+        """The candidates with the sizes of the extra files (file indexes) measured: Paimon records none
+        (they read as 0), and the bytes an operation frees count every file it deletes."""
+        directories = sorted({posixpath.dirname(c.path) for c in candidates if c.size == 0})
+        if not directories:
+            return candidates
+        # One listing per bucket directory (a file index sits beside its data file), not a request per file.
+        sizes = {rel: size for directory in directories for rel, size, _mtime in self.storage.list_files(directory)}
+        return [dataclasses.replace(c, size=sizes.get(c.path, 0)) if c.size == 0 else c for c in candidates]
+
+    # -- expiry -------------------------------------------------------------------------------------
+
+    def expiring(self, snapshots: Mapping[int, Snapshot], missing: list[str] | None = None, changes_from: int | None = None) -> ExpiringMetadata:
+        first, end = min(snapshots), max(snapshots)
+        kept_lists = self._lists([snapshots[end]])  # the kept snapshot's must read
+        expired = [snapshots[i] for i in range(first, end)]
+        lists = {**self._lists(expired, missing), **kept_lists}
+        changes: dict[int, list[ManifestEntry]] = {}
+        for snapshot_id in range(max(first + 1, changes_from or 0), end + 1):
+            snapshot = snapshots[snapshot_id]
+            names = self._entries(snapshot, lists, "delta")
+            manifests = self.reader.manifests(names, None if snapshot_id == end else missing)
+            changes[snapshot_id] = as_manifest_entries(e for name in names for e in manifests.get(name, ()))
+        kept = set(self._metadata(snapshots[end], lists))
+        freed: dict[str, int] = {}
+        for snapshot in expired:
+            freed.update(self._metadata(snapshot, lists))
+        return ExpiringMetadata(changes, sorted((n, s) for n, s in freed.items() if n not in kept))
+
+    # -- what is in use -------------------------------------------------------------------------------
+
+    def referenced_by(self, snapshots: Sequence[Snapshot], tags: Sequence[Tag]) -> InUse:
+        """Every file they reference. A run of consecutive snapshots is its first state plus what each
+        later commit's delta names (as NativeFiles.referenced_by); tags are read whole."""
+        history = list(snapshots)
+        used = InUse()
+        lists = self._lists(history + [t.snapshot for t in tags])
+        run_starts = {s.id for i, s in enumerate(history) if i == 0 or history[i - 1].id != s.id - 1}
+        whole = [s for s in history if s.id in run_starts] + [t.snapshot for t in tags]
+        manifests = self.reader.manifests(
+            [n for s in whole for n in self._entries(s, lists)]
+            + [n for s in history if s.id not in run_starts for n in self._entries(s, lists, "delta")]
+        )
+
+        def reference(snapshot: Snapshot, owner: str, files) -> None:
+            for name, size in self._metadata(snapshot, lists).items():
+                used.metadata_files.setdefault(manifest_path(name), owner)
+                used.recorded_sizes.setdefault(manifest_path(name), size)
+            for data_file in files:
+                used.data_files.setdefault(data_file.path, owner)
+                if data_file.file_size or data_file.record_count:  # extra files record no size
+                    used.recorded_sizes.setdefault(data_file.path, data_file.file_size)
+
+        for snapshot in history:
+            if snapshot.id in run_starts:
+                names = self._entries(snapshot, lists)
+                files = fold(e for n in names for e in manifests[n]).values()
+            else:
+                files = [f for n in self._entries(snapshot, lists, "delta") for e in manifests[n] for f in e.files]
+            reference(snapshot, f"snapshot {snapshot.id}", files)
+        for tag in tags:
+            names = self._entries(tag.snapshot, lists)
+            reference(tag.snapshot, f"tag {tag.name}", fold(e for n in names for e in manifests[n]).values())
+        return used
+
+    # -- listings ---------------------------------------------------------------------------------------
+
+    def _data_roots(self) -> list[str]:
+        """The top-level partition directories (``<first key>=...``), or the bucket directories."""
+        prefix = f"{escape_path_name(self.layout.keys[0])}=" if self.layout.keys else "bucket-"
+        return [name for name in self.storage.list_names("") if name.startswith(prefix)]
+
+    def paths_in_use(self, snapshots: Sequence[Snapshot], tags: Sequence[Tag]) -> PathHashSet:
+        """:meth:`referenced_by`'s paths as a compact set (the per-file records go once it is built)."""
+        return PathHashSet.of(self.referenced_by(snapshots, tags).all_paths())
+
+    def listed_files(self) -> Iterator[StoredFile]:
+        """The data and manifest directories, a directory at a time (``Storage.iter_files``)."""
+        for directory in self._data_roots() + [MANIFEST_DIR]:
+            for found in self.storage.iter_files(directory):
+                yield StoredFile(*found)
+
+    def leftover_files(self) -> Iterator[StoredFile]:
+        directories = list(_METADATA_DIRS) + [f"{self.lifecycle_dir}/{d}" for d in _LIFECYCLE_DIRS]
+        for directory in directories:
+            for rel, size, mtime in self.storage.iter_files(directory):
+                name = rel.rsplit("/", 1)[-1]
+                if name.startswith(".") and name.endswith(".tmp"):
+                    yield StoredFile(rel, size, mtime)
+
+
+def _list_sizes(snapshot: Snapshot) -> dict[str, int]:
+    """The list sizes Paimon (>= 1.1) records in the snapshot."""
+    raw = (snapshot.summary or {}).get(RAW_KEY)
+    if not isinstance(raw, str):
+        return {}
+    doc = json.loads(raw)
+    sizes = {}
+    for name_key, size_key in (("baseManifestList", "baseManifestListSize"), ("deltaManifestList", "deltaManifestListSize")):
+        if isinstance(doc.get(size_key), int):
+            sizes[doc[name_key]] = doc[size_key]
+    return sizes

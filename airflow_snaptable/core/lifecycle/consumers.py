@@ -1,0 +1,72 @@
+"""Moving and expiring consumers, checked against the deletion plans.
+
+A consumer's new position is announced first (core/lifecycle/intents.py), then checked against
+the plans' fences, and only then written; the intent is withdrawn last. Either an
+expiry sees the intent and keeps the position, or this check sees its fence and the
+move fails: a crash at any point keeps the previous position.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Callable
+
+from airflow_snaptable.core.arguments.checks import check_int
+from airflow_snaptable.core.native.consumers import Consumer
+from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError
+from airflow_snaptable.core.lifecycle.intents import CONSUMER as CONSUMER_INTENT, Intent, IntentManager
+from airflow_snaptable.core.arguments.names import validate_name
+from airflow_snaptable.core.lifecycle.deletion_plans import PlanManager
+from airflow_snaptable.core.lifecycle.store import TableStore
+
+
+class ConsumerLifecycle:
+    def __init__(self, store: TableStore, clock: Callable[[], int], expiration: timedelta | None):
+        self.store = store
+        self.clock = clock
+        #: Option ``consumer.expiration-time``: consumers idle this long are removed (None: never).
+        self.expiration = expiration
+
+    def update(self, consumer_id: str, next_snapshot: int) -> Consumer:
+        """Move a consumer: announce the position, check it against unfinished plans, then write it."""
+        validate_name(consumer_id, "consumer")
+        check_int(next_snapshot, "next_snapshot", minimum=1)
+        snapshots = self.store.snapshots
+        latest = snapshots.latest_id() or 0
+        earliest = snapshots.earliest_id() or 1
+        if next_snapshot > latest + 1:
+            raise InvalidArgumentError(f"next_snapshot {next_snapshot} is beyond latest + 1 ({latest + 1})")
+        if next_snapshot < earliest:
+            raise SnapshotNotFoundError(f"snapshot {next_snapshot} has expired (earliest is {earliest})")
+        # Announce, check, publish (core/lifecycle/intents.py): a crash at any point keeps the previous position.
+        intents = IntentManager(self.store.lifecycle)
+        consumer = Consumer(consumer_id, next_snapshot, self.clock())
+        intent = intents.announce(Intent(CONSUMER_INTENT, consumer=consumer))
+        try:
+            plans = PlanManager(self.store)
+            ceiling = plans.ceiling()
+            earliest_now = max(snapshots.earliest_id() or 1, snapshots.earliest_floor())
+            if (
+                next_snapshot < plans.fence()
+                or next_snapshot < earliest_now  # an expiry ran to completion since the first check
+                or (ceiling is not None and next_snapshot > ceiling + 1)
+            ):
+                raise SnapshotNotFoundError(f"snapshot {next_snapshot} is being expired or rolled back")
+            self.store.consumers.write(consumer)
+        finally:
+            intents.withdraw(intent)
+        return consumer
+
+    def delete(self, consumer_id: str) -> None:
+        self.store.consumers.consumer(consumer_id)  # ConsumerNotFoundError when there is none
+        self.store.consumers.delete(consumer_id)
+
+    def expire(self, now_millis: int) -> list[str]:
+        """Delete the consumers not updated for the expiration time before ``now_millis``; returns their ids."""
+        if self.expiration is None:
+            return []
+        limit = now_millis - int(self.expiration.total_seconds() * 1000)
+        expired = [c.id for c in self.store.consumers.consumers() if c.update_time_millis < limit]
+        for consumer_id in expired:
+            self.store.consumers.delete(consumer_id)
+        return expired

@@ -1,0 +1,192 @@
+"""Carrying out deletion plans: the one sequence expiry, tag deletion and rollback share.
+
+:meth:`PlanExecutor.run` is the sequence, written once:
+
+1. publish the plan *pending*: its fence is up, so from now on new tags and consumers
+   below it back out (core/lifecycle/tags.py, core/lifecycle/consumers.py);
+2. the owner's re-check of what came in before the fence (expiry: consumers; rollback:
+   the latest snapshot is still the one it planned on); a failed check drops the plan;
+3. read what protects (core/lifecycle/protection.py), failing closed: any error drops the plan;
+4. the owner's last step while nothing is deleted yet (rollback moves consumers back);
+5. activate: from here on anyone finishes the plan (:meth:`PlanExecutor.finish_all`);
+6. execute: unpublish first (restore a rolled-back-to snapshot, delete the tags, unpublish
+   the snapshots, move the hints), then delete the candidates nothing protects, then the
+   plan. Each step is idempotent; a crash in between leaks files, never loses them.
+   A plan in parts (core/lifecycle/expiry/parts.py) deletes its data files part by part, each part
+   recorded first, and its metadata files (which the parts are streamed from) after the last.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from airflow_snaptable.core.lifecycle.expiry.parts import candidate_parts
+from airflow_snaptable.core.lifecycle.intents import IntentManager
+from airflow_snaptable.core.lifecycle.deletion_plans import EXPIRE, ROLLBACK, DataCandidate, DeletionPlan, PlanEffect, PlanManager, PlanOutcome
+from airflow_snaptable.core.lifecycle.progress import delete_with_progress
+from airflow_snaptable.core.lifecycle.protection import Protection, ProtectionReader
+from airflow_snaptable.core.lifecycle.readds import READD_DIR, ReaddRegistry
+from airflow_snaptable.core.native.snapshot import Snapshot
+from airflow_snaptable.core.lifecycle.store import TableStore
+
+
+class PlanExecutor:
+    def __init__(self, store: TableStore):
+        self.store = store
+        self.plans = PlanManager(store)
+        self.protection = ProtectionReader(store)
+
+    def run(
+        self,
+        plan: DeletionPlan,
+        *,
+        check: Callable[[], bool] | None = None,
+        before_activate: Callable[[], None] | None = None,
+    ) -> PlanOutcome | None:
+        """The plan sequence (see the module doc). ``check`` returns False to drop the plan (then
+        this returns None and the owner may plan again) or raises; ``before_activate`` runs once
+        protection is read, before anything is deleted."""
+        self.plans.publish_pending(plan)
+        try:
+            if check is not None and not check():
+                self.plans.discard_pending(plan)
+                return None
+            protection = self.protection.read(plan)
+        except BaseException:
+            self.plans.discard_pending(plan)
+            raise
+        if before_activate is not None:
+            before_activate()
+        self.plans.activate(plan)
+        return self.execute(plan, protection)
+
+    def finish_all(self) -> PlanOutcome:
+        """Complete every active plan (left by a crash); drop pending plans whose owner died, stale intents and
+        the temp files writers killed mid-write left in the engine's directories (plans, intents, re-adds)."""
+        total = PlanOutcome()
+        for plan in self.plans.plans():
+            outcome = self.execute(plan)
+            total.deleted_snapshot_files += outcome.deleted_snapshot_files
+            total.deleted_data_files += outcome.deleted_data_files
+            total.streamed_data_files += outcome.streamed_data_files
+            total.deleted_manifest_files += outcome.deleted_manifest_files
+            total.bytes_freed += outcome.bytes_freed
+        self.plans.drop_abandoned()
+        IntentManager(self.store.lifecycle).drop_stale(self.store.snapshots.earliest_id())
+        self.store.lifecycle.remove_abandoned_temps(READD_DIR)
+        return total
+
+    def execute(self, plan: DeletionPlan, protection: Protection | None = None) -> PlanOutcome:
+        """Step 6 of the sequence, for an active plan (also one a crashed run left behind)."""
+        snapshots, files = self.store.snapshots, self.store.files
+        outcome = PlanOutcome()
+        doomed = self.protection.doomed_tag_names(plan)
+        if protection is None:
+            protection = self.protection.read(plan)
+
+        # Unpublish first, delete files after: a crash in between leaks, never loses.
+        if plan.restore_snapshot is not None and plan.ceiling is not None:
+            snapshots.restore(Snapshot.from_json(plan.restore_snapshot.encode(), where=self.store.lifecycle.full_uri(plan.path)))
+        for name in doomed:
+            self.store.tags.delete(name)
+        # What unpublishing left outside the history goes with the manifests, in one bulk delete.
+        unpublished = list(snapshots.unpublish(plan.snapshot_ids) or [])
+        outcome.deleted_snapshot_files += len(plan.snapshot_ids)
+        if plan.kind == ROLLBACK and plan.ceiling is not None:
+            # Commits that landed after the rollback last read LATEST are discarded too,
+            # newest first (ids stay contiguous); their writers see the fence and fail.
+            above = [i for i in sorted(snapshots.list_ids(), reverse=True) if i > plan.ceiling]
+            unpublished += snapshots.unpublish(above) or []
+            outcome.deleted_snapshot_files += len(above)
+        if plan.kind == EXPIRE and plan.snapshot_ids:
+            snapshots.write_earliest_hint(plan.fence)
+        if plan.kind == ROLLBACK and plan.ceiling is not None:
+            snapshots.write_latest_hint(plan.ceiling)
+            if plan.restore_snapshot is not None:
+                snapshots.write_earliest_hint(plan.ceiling)
+
+        registry = ReaddRegistry(self.store.lifecycle)
+        if plan.parted is not None:
+            self._delete_parts(plan, protection, outcome, registry)
+            # Metadata last: the parts were streamed from it, and a rerun streams them again.
+            manifests = self._unheld_manifests(plan, protection)
+            metadata = [files.metadata_path(name) for name, _size in manifests] + unpublished
+            delete_with_progress("deleting metadata files", metadata, files.delete)
+            outcome.deleted_manifest_files = [name for name, _size in manifests]
+            outcome.bytes_freed += sum(size for _name, size in manifests)
+        else:
+            effect = self.effect(plan, protection)
+            metadata = [files.metadata_path(name) for name, _size in effect.manifest_files] + unpublished
+            delete_with_progress("deleting metadata files", metadata, files.delete)
+            outcome.deleted_manifest_files = [name for name, _size in effect.manifest_files]
+            delete_with_progress("deleting data files", [c.path for c in effect.data_files], files.delete)
+            outcome.deleted_data_files = [c.path for c in effect.data_files]
+            outcome.bytes_freed = effect.bytes
+            outcome.protected_data_files = effect.protected_data_files
+
+        for entry in protection.discarded_readds:
+            registry.retire(entry)
+        registry.forget(outcome.deleted_data_files)  # a plan in parts forgot each part's as it went
+        self.plans.finished(plan)
+        return outcome
+
+    def _delete_parts(self, plan: DeletionPlan, protection: Protection, outcome: PlanOutcome, registry: ReaddRegistry) -> None:
+        """Delete a plan in parts' data files a part at a time: each part recorded, then deleted; then
+        "all parts done" recorded, before the metadata they are streamed from goes.
+
+        Parts below the recorded one were deleted before an interruption: streamed past (the same
+        parts in the same order) and counted, not deleted again. Once all are done, a rerun
+        streams nothing (the metadata may be partly gone).
+        """
+        resume, done = self.plans.recorded_part(plan)
+        if done:
+            return
+        number = 0
+        for number, (doomed, protected) in enumerate(self._parts(plan, protection), start=1):
+            outcome.protected_data_files += protected
+            outcome.streamed_data_files += len(doomed)
+            outcome.bytes_freed += sum(c.size for c in doomed)
+            if number - 1 < resume:
+                continue
+            self.plans.record_part(plan, number - 1, doomed)
+            paths = [c.path for c in doomed]
+            delete_with_progress(f"deleting data files (part {number})", paths, self.store.files.delete)
+            registry.forget(paths)
+        self.plans.record_part(plan, number, [], done=True)
+
+    def _parts(self, plan: DeletionPlan, protection: Protection):
+        """Each part of a plan in parts: (the candidates to delete, how many ``protection`` holds)."""
+        for part in candidate_parts(self.store, plan):
+            held = self.protection.protected(part, protection)
+            yield self._measured([c for c in part if c.path not in held]), len(held)
+
+    def effect(self, plan: DeletionPlan, protection: Protection) -> PlanEffect:
+        """The metadata and data files executing ``plan`` deletes: its candidates minus what ``protection`` holds.
+
+        The one rule both a real run and a dry run apply (a plan in parts: streamed part by part,
+        and listed whole, as a dry run reports them).
+        """
+        if plan.parted is not None:
+            data, protected = [], 0
+            # All parts done (an interrupted run's plan): only metadata is left, maybe partly gone.
+            parts = [] if self.plans.recorded_part(plan)[1] else self._parts(plan, protection)
+            for doomed, held in parts:
+                data += doomed
+                protected += held
+            return PlanEffect(self._unheld_manifests(plan, protection), data, protected)
+        data = self._measured([c for c in plan.data_files if c.path not in protection.protected_paths])
+        return PlanEffect(
+            manifest_files=self._unheld_manifests(plan, protection),
+            data_files=data,
+            protected_data_files=len(plan.data_files) - len(data),
+        )
+
+    def _measured(self, doomed: list[DataCandidate]) -> list[DataCandidate]:
+        """The doomed files with every size known: a format that records no size for some of its files
+        (Paimon's file indexes) measures them, so the bytes freed count every file deleted."""
+        measured = getattr(self.store.files, "measured", None)
+        return doomed if measured is None else measured(doomed)
+
+    @staticmethod
+    def _unheld_manifests(plan: DeletionPlan, protection: Protection) -> list[tuple[str, int]]:
+        return [(name, size) for name, size in plan.manifest_files if name not in protection.held_manifests]
