@@ -80,18 +80,19 @@ def test_a_mixed_lake_is_maintained_and_a_broken_table_fails_alone(mixed_lake):
             assert done["arguments"] == {"retain_min": 2, "time_retained": "0 s"}
             assert done["lastRunTimestamp"].endswith("Z")
         assert jobs["clean"]["status"] == DISABLED and jobs["orphan-file-removal"]["status"] == DISABLED
-    # Paimon: app and lsm expired to two snapshots, pk cleaned to its two latest commits.
+    # Paimon: app and lsm expired to two snapshots, pk cleaned to its two latest commits and the one
+    # before them (Hudi keeps the version before the earliest commit to retain).
 
     # pypaimon reads every snapshot and tag left as before (tags hold theirs), and the files left are exactly theirs.
     for name in PAIMON_TABLES:
         expired_by = "clean" if name == "db.pk" else "snapshot-expiry"
         done = _jobs(report, name)[expired_by]
-        assert done["status"] == SUCCESSFUL and done["snapshotsExpired"] == (4 if name == "db.app" else 3), name
+        assert done["status"] == SUCCESSFUL and done["snapshotsExpired"] == {"db.app": 4, "db.pk": 2, "db.lsm": 3}[name], name
         assert _jobs(report, name)["data-compaction"] == {
             "status": DISABLED, "lastRunTimestamp": None, "failureMessage": None, "reason": "not supported on paimon tables",
         }
     check_paimon(mixed_lake.paimon, lake, "app", [5, 6], ["t2", "t4"])
-    check_paimon(mixed_lake.paimon, lake, "pk", [4, 5], ["t1"])
+    check_paimon(mixed_lake.paimon, lake, "pk", [3, 4, 5], ["t1"])
     check_paimon(mixed_lake.paimon, lake, "lsm", [4, 5], ["compacted"])
 
 
@@ -280,7 +281,7 @@ def test_every_job_runs_through_its_action_and_reports_what_it_did(tmp_path):
     assert jobs["consumer-expiry"]["consumersExpired"] == ["idle"]
     assert jobs["tag-expiry"]["tagsDeleted"] == ["short"]
     assert jobs["data-compaction"]["snapshotCommitted"] == 6 and jobs["data-compaction"]["arguments"] == {"min_file_num": 2}
-    assert jobs["clean"]["snapshotsExpired"] == 5 and jobs["clean"]["earliestCommitRetained"] == 6
+    assert jobs["clean"]["snapshotsExpired"] == 4 and jobs["clean"]["earliestCommitRetained"] == 5  # and the commit before 6 (Hudi)
     assert jobs["orphan-file-removal"]["filesDeleted"] == {"orphan": 1} and jobs["orphan-file-removal"]["bytesDeleted"] == 100
     assert jobs["periodic-tags"]["status"] == DISABLED and jobs["snapshot-expiry"]["status"] == DISABLED
     table = Table.open(native_dir(lake, "a.t"))
