@@ -3,7 +3,7 @@
 Every path the lifecycle deletes comes from metadata: a native or Paimon manifest names files
 relative to the table root, an Iceberg manifest by absolute URI. A file is inside the table only
 when the *normal form* of its path is under the table's root at a component boundary. A plain
-prefix test is not enough: ``<location>/../shared/x`` starts with ``<location>/`` and is outside,
+prefix test is not enough: ``<location>/../other/x`` starts with ``<location>/`` and is outside,
 ``/wh/tbl2/x`` starts with ``/wh/tbl`` and is outside, ``<location>//data/./x`` is the listed
 ``data/x``.
 
