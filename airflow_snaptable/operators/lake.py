@@ -70,24 +70,46 @@ class SnapTableListLakeTablesOperator(BaseOperator):
         ``iceberg://<namespace>`` with the connection's extra ``catalog``. (templated)
     :param snaptable_conn_id: The snaptable connection. (templated)
     :param max_depth: Levels below a directory location tables may sit at.
+    :param policy: The lake policy (a mapping or a policy file's path). Given, only the tables with a job
+        due are listed: a table whose jobs all have a ``trigger`` that is not reached gets no task
+        (core/lake/due.py). (templated)
     """
 
-    template_fields: Sequence[str] = ("location", "snaptable_conn_id")
+    template_fields: Sequence[str] = ("location", "snaptable_conn_id", "policy")
     ui_color = "#c9e4f6"
 
     def __init__(self, *, location: str, snaptable_conn_id: str | None = DEFAULT_CONN_ID, max_depth: int = DEFAULT_MAX_DEPTH,
-                 **kwargs: Any) -> None:
+                 policy: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not isinstance(location, str) or not location.strip():
             raise InvalidArgumentError(f"{self.task_id}: location must be a non-empty string, got {location!r}")
+        if isinstance(policy, dict):
+            Policy.from_mapping(policy)
+        elif policy is not None and (not isinstance(policy, str) or not policy.strip()):
+            raise InvalidArgumentError(f"{self.task_id}: policy must be a mapping or the path of a policy file, got {policy!r}")
         self.location = location
         self.snaptable_conn_id = snaptable_conn_id
         self.max_depth = max_depth
+        self.policy = policy
 
     def execute(self, context: Context) -> list[dict[str, str]]:
+        from airflow_snaptable.core.lake.due import table_due
+
         where = _LakeLocation(SnapTableHook(snaptable_conn_id=self.snaptable_conn_id), self.location)
         tables = list_tables(where.uri, storage_options=where.storage_options, catalog=where.catalog, max_depth=self.max_depth)
         self.log.info("%d table(s) in %s", len(tables), where.uri)
+        if self.policy is not None:
+            policy = Policy.from_mapping(self.policy) if isinstance(self.policy, dict) else Policy.load(self.policy)
+            due = []
+            for table in tables:
+                storage_options, catalog = where.for_table(table)
+                found = table_due(table, policy, storage_options=storage_options, catalog=catalog)
+                if found.due:
+                    due.append(table)
+                else:
+                    self.log.info("%s not due: %s", table.name, "; ".join(f"{j}: {r}" for j, r in found.reasons.items()))
+            self.log.info("%d of %d table(s) due", len(due), len(tables))
+            tables = due
         return [table.to_dict() for table in tables]
 
 
@@ -215,7 +237,8 @@ def lake_maintenance_group(
         mapped["max_active_tis_per_dagrun"] = max_active_tis_per_dagrun
     with TaskGroup(group_id) as group:
         listed = SnapTableListLakeTablesOperator(
-            task_id="list_tables", location=location, snaptable_conn_id=snaptable_conn_id, max_depth=max_depth, **task_kwargs
+            task_id="list_tables", location=location, snaptable_conn_id=snaptable_conn_id, max_depth=max_depth,
+            policy=policy, **task_kwargs
         )
         SnapTableMaintainTableOperator.partial(
             task_id="maintain_table", policy=policy, location=location, snaptable_conn_id=snaptable_conn_id,

@@ -35,6 +35,7 @@ from airflow_snaptable.core.lifecycle.hudi_clean import POLICIES as CLEAN_POLICI
 from airflow_snaptable.core.errors import InvalidOptionError, InvalidPolicyError
 from airflow_snaptable.core.arguments.table_options import parse_duration, parse_size
 from airflow_snaptable.core.lifecycle.periodic_tags import FORMATTERS, PERIODS
+from airflow_snaptable.core.lake.triggers import TRIGGER, check_trigger
 from airflow_snaptable.core.lifecycle.store import NATIVE_FORMAT
 
 SECTIONS = ("defaults", "namespaces", "tables")
@@ -159,9 +160,14 @@ class ResolvedJob:
     sources: dict[str, str]
     #: Why it does not run, for the status (None when enabled).
     disabled_reason: str | None = None
+    #: When it runs: ``{"snapshots": N, "small-files": M}`` (core/lake/triggers.py); None: every run.
+    trigger: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"enabled": self.enabled, "settings": dict(self.settings), "sources": dict(self.sources)}
+        doc = {"enabled": self.enabled, "settings": dict(self.settings), "sources": dict(self.sources)}
+        if self.trigger is not None:
+            doc["trigger"] = dict(self.trigger)
+        return doc
 
 
 @dataclass(frozen=True)
@@ -264,11 +270,12 @@ def _resolve(job: str, chain: list[tuple[str, dict[str, dict[str, Any]]]]) -> Re
             else:
                 settings[key] = value
     enabled_value = settings.pop(ENABLED, None)
+    trigger = settings.pop(TRIGGER, None)  # one value: a more specific section's trigger replaces it whole
     if not named:
         return ResolvedJob(job, False, {}, {}, "no policy section names this job")
     if enabled_value is False:
-        return ResolvedJob(job, False, settings, sources, f"disabled by the policy ({sources[ENABLED]})")
-    return ResolvedJob(job, True, settings, sources)
+        return ResolvedJob(job, False, settings, sources, f"disabled by the policy ({sources[ENABLED]})", trigger)
+    return ResolvedJob(job, True, settings, sources, None, trigger)
 
 
 def _check_combination(job: ResolvedJob, label: str) -> None:
@@ -318,10 +325,12 @@ def _section(value: Any, where: str) -> dict[str, dict[str, Any]]:
             path = f"{where}.{job}.{key}"
             if key == ENABLED:
                 check: Check = boolean
+            elif key == TRIGGER:
+                check = check_trigger
             elif isinstance(key, str) and key in spec.keys:
                 check = spec.keys[key]
             else:
-                known = ", ".join([ENABLED, *spec.keys])
+                known = ", ".join([ENABLED, TRIGGER, *spec.keys])
                 raise InvalidPolicyError(f"policy: {where}.{job}: unknown key {key!r}; known: {known}")
             if setting is not None:
                 check(setting, path)

@@ -101,4 +101,6 @@ def describe(record: dict[str, Any]) -> str | None:
             parts.append(f"{len(record[key])} {what}")
     if record.get("reason"):
         parts.append(record["reason"])
+    if record.get("skipped"):  # a triggered job that was not due (core/lake/triggers.py)
+        parts = [f"{record['skipped']} (due {record.get('nextDue')})"]
     return ", ".join(parts) or None

@@ -38,6 +38,7 @@ from airflow_snaptable.core.lake.discovery import DEFAULT_MAX_DEPTH, LakeTable, 
 from airflow_snaptable.core.lake.jobs import DRY_RUNNABLE, plan_job
 from airflow_snaptable.core.lake.policy import JOBS, Policy, ResolvedJob
 from airflow_snaptable.core.lake.report import LakeReport, TableReport
+from airflow_snaptable.core.lake.triggers import TableProgress
 from airflow_snaptable.core.lake.status import (
     FAILED,
     SUCCESSFUL,
@@ -239,9 +240,10 @@ class _Run:
             open_error = exc
         entry = RunEntry(self.run_id, int(time.time() * 1000))
         runs = [r for r in doc["runs"] if r.get("runId") != self.run_id]
+        progress = TableProgress(opened) if opened is not None else None
         for job in JOBS:
             previous = doc["jobs"].get(job) if isinstance(doc["jobs"].get(job), dict) else None
-            record, ran = self._job(table, resolved[job], opened, open_error, lease, previous)
+            record, ran = self._job(table, resolved[job], opened, open_error, lease, previous, progress)
             report.jobs[job] = record
             entry.jobs[job] = record["status"]
             if self.dry_run:
@@ -257,7 +259,8 @@ class _Run:
             doc["runs"] = runs + [entry.to_dict()]
             _write(where, doc, report)
 
-    def _job(self, table: LakeTable, job: ResolvedJob, opened, open_error, lease, previous) -> tuple[dict, bool]:
+    def _job(self, table: LakeTable, job: ResolvedJob, opened, open_error, lease, previous,
+             progress: TableProgress | None = None) -> tuple[dict, bool]:
         """The job's status record, and whether it ran."""
         spec = JOBS[job.job]
         if table.format not in spec.formats:
@@ -269,11 +272,18 @@ class _Run:
             return {**previous, "resumed": True}, False
         started = time.monotonic()
         record: dict[str, Any] = {"runId": self.run_id}
+        mark = None
         try:
             if lease is not None:
                 lease.check()
             if open_error is not None:
                 raise open_error
+            if job.trigger is not None and progress is not None:
+                due = progress.due(job.trigger, previous)
+                if not due.due:
+                    return _not_due(previous, job.trigger, due), False
+                mark = progress.mark()  # before the job: what it saw (a compaction's own snapshot is taken below)
+                record.update(trigger=dict(job.trigger), dueBecause=due.reason)
             plan = plan_job(job, opened, dry_run=self.dry_run)
             record["arguments"] = plan.arguments
             if plan.notes:
@@ -287,6 +297,11 @@ class _Run:
                     "failureMessage": _message(exc), **record, "durationMs": _elapsed(started)}, True
         done = {"status": SUCCESSFUL, "lastRunTimestamp": iso_time(int(time.time() * 1000)), "failureMessage": None,
                 **record, "durationMs": _elapsed(started), **summarize(job.job, to_jsonable(result))}
+        if mark is not None:
+            if isinstance(done.get("snapshotCommitted"), int):
+                progress.committed(done["snapshotCommitted"])
+                mark = progress.mark()
+            done.update(lastSnapshot=mark, nextDue=_next_due(job.trigger))
         if self.dry_run:
             done["dryRun"] = True
         return done, True
@@ -306,6 +321,17 @@ def _previous(where: StatusLocation, table: LakeTable) -> tuple[dict, str | None
         return where.read() or new_document(table), None
     except Exception as exc:  # noqa: BLE001 - the status is ours, not the table's: it never blocks maintenance
         return new_document(table), f"{type(exc).__name__}: {exc}"
+
+
+def _not_due(previous: dict | None, trigger: dict, due) -> dict[str, Any]:
+    """A triggered job left alone: its last run stays, and the status says why and when it is due."""
+    record = {key: value for key, value in (previous or {}).items() if key not in ("resumed", "dryRun")}
+    return {**record, "trigger": dict(trigger), "skipped": due.reason, "nextDue": due.next_due}
+
+
+def _next_due(trigger: dict) -> str:
+    parts = [f"{count} new {'snapshot(s)' if key == 'snapshots' else 'data file(s)'}" for key, count in trigger.items()]
+    return "after " + " or ".join(parts)
 
 
 def _changed_something(record: dict[str, Any]) -> bool:

@@ -1,0 +1,58 @@
+"""Which tables of a lake have a job to do now: a lake DAG maps tasks only onto those (core/lake/triggers.py).
+
+A table is due when it has no enabled job (the run records their ``Disabled`` status), when one of its enabled jobs has no ``trigger`` (it runs on every run), or a
+triggered job is due by its stored status and the table's latest snapshot. Reading that costs the
+table's status file and its latest snapshot id (for ``small-files``, the new snapshots' file counts),
+never its history. A table whose status or metadata cannot be read is due: the run reports why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from airflow_snaptable.core.lake.discovery import LakeTable
+from airflow_snaptable.core.lake.policy import JOBS, Policy
+from airflow_snaptable.core.lake.status import StatusLocator
+from airflow_snaptable.core.lake.triggers import TableProgress
+
+
+@dataclass(frozen=True)
+class TableDue:
+    table: LakeTable
+    due: bool
+    #: job -> why it is due or not (only the jobs that would run).
+    reasons: dict[str, str]
+
+
+def table_due(table: LakeTable, policy: Policy, *, storage_options: dict[str, Any] | None = None,
+              catalog: dict[str, Any] | None = None, locator: StatusLocator | None = None) -> TableDue:
+    """Whether ``table`` has a job to do now under ``policy`` (see the module)."""
+    from airflow_snaptable.core.table import Table
+
+    jobs = {name: job for name, job in policy.resolve(table.name).items()
+            if job.enabled and table.format in JOBS[name].formats}
+    if not jobs:  # the run still records each job's Disabled status: only a trigger makes a table wait
+        return TableDue(table, True, {"*": "no job enabled: the run records them Disabled"})
+    untriggered = [name for name, job in jobs.items() if job.trigger is None]
+    if untriggered:
+        return TableDue(table, True, {name: "no trigger: runs on every run" for name in untriggered})
+    try:
+        stored = (locator or StatusLocator(storage_options, catalog)).for_table(table).read() or {"jobs": {}}
+        progress = TableProgress(Table.open(table.uri, storage_options, catalog=catalog))
+        found = {name: progress.due(job.trigger, _record(stored, name)) for name, job in jobs.items()}
+    except Exception as exc:  # noqa: BLE001 - the run reports the table's problem; the list must not hide it
+        return TableDue(table, True, {"*": f"cannot tell ({type(exc).__name__}: {exc}): maintained to report it"})
+    return TableDue(table, any(d.due for d in found.values()), {name: d.reason for name, d in found.items()})
+
+
+def due_tables(tables: Iterable[LakeTable], policy: Policy, *, storage_options: dict[str, Any] | None = None,
+               catalog: dict[str, Any] | None = None) -> list[TableDue]:
+    """:func:`table_due` of each table, in order."""
+    locator = StatusLocator(storage_options, catalog)
+    return [table_due(t, policy, storage_options=storage_options, catalog=catalog, locator=locator) for t in tables]
+
+
+def _record(doc: dict, job: str) -> dict | None:
+    record = (doc.get("jobs") or {}).get(job)
+    return record if isinstance(record, dict) else None

@@ -1,0 +1,199 @@
+"""Triggered maintenance (core/lake/triggers.py): a job runs after N new snapshots or M new data files.
+
+Judged on our tables, a Paimon table written by pypaimon and an Iceberg table written by pyiceberg:
+each run's status says whether the job ran, and when it did not, why and when it is due; the
+tables read back as before. Due-ness is checked to read only the snapshots since the last run.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from airflow_snaptable.core import Table
+from airflow_snaptable.core.errors import InvalidPolicyError
+from airflow_snaptable.core.io.storage import Storage
+from airflow_snaptable.core.lake import SUCCESSFUL, Policy, lake_status, list_tables, maintain
+from airflow_snaptable.core.lake.due import due_tables
+from tests.conftest import make_rows
+from tests.lake.conftest import native_dir, write_native
+from tests.paimon.conftest import run_client
+
+EXPIRY = {"min-snapshots-to-keep": 2, "max-snapshot-age-hours": 0}
+
+
+def _job(report, table: str, job: str = "snapshot-expiry") -> dict:
+    return next(t for t in report.to_dict()["tables"] if t["table"] == table)["jobs"][job]
+
+
+def _append(table: Table, n: int, start: int = 1000) -> None:
+    for i in range(n):
+        table.append(make_rows(range(start + i * 10, start + i * 10 + 3), partitions=1))
+
+
+@pytest.mark.parametrize(
+    ("trigger", "named"),
+    [
+        ({}, "defaults.snapshot-expiry.trigger must be an object"),
+        ([3], "defaults.snapshot-expiry.trigger must be an object"),
+        ({"snapshot": 3}, "unknown key 'snapshot'"),
+        ({"snapshots": 0}, "defaults.snapshot-expiry.trigger.snapshots must be an integer >= 1"),
+        ({"small-files": True}, "trigger.small-files must be an integer >= 1"),
+        ({"small-files": "10"}, "trigger.small-files must be an integer >= 1"),
+    ],
+)
+def test_a_bad_trigger_is_refused_when_the_policy_is_loaded(trigger, named):
+    with pytest.raises(InvalidPolicyError, match=named.replace(".", r"\.").replace("(", r"\(")):
+        Policy.from_mapping({"defaults": {"snapshot-expiry": {**EXPIRY, "trigger": trigger}}})
+
+
+def test_the_most_specific_trigger_replaces_the_others_whole_and_null_unsets_it():
+    policy = Policy.from_mapping({
+        "defaults": {"snapshot-expiry": {**EXPIRY, "trigger": {"snapshots": 5, "small-files": 40}}},
+        "namespaces": {"ops": {"snapshot-expiry": {"trigger": {"small-files": 8}}}},
+        "tables": {"ops.raw": {"snapshot-expiry": {"trigger": None}}},
+    })
+    assert policy.resolve("sales.orders")["snapshot-expiry"].trigger == {"snapshots": 5, "small-files": 40}
+    assert policy.resolve("ops.audit")["snapshot-expiry"].trigger == {"small-files": 8}
+    assert policy.resolve("ops.raw")["snapshot-expiry"].trigger is None
+    # The trigger is no action argument: the job's settings are the action's keys only.
+    assert policy.resolve("ops.audit")["snapshot-expiry"].settings == EXPIRY
+
+
+def test_our_table_is_maintained_after_n_new_snapshots_and_skipped_as_not_due_before(tmp_path):
+    lake = str(tmp_path / "lake")
+    table = write_native(native_dir(lake, "sales.orders"), snapshots=4)
+    policy = Policy.from_mapping({"defaults": {"snapshot-expiry": {**EXPIRY, "trigger": {"snapshots": 3}}}})
+
+    first = _job(maintain(lake, policy), "sales.orders")  # never ran with a trigger: due
+    assert first["status"] == SUCCESSFUL and first["snapshotsExpired"] == 2
+    assert first["lastSnapshot"] == {"id": 4} and first["nextDue"] == "after 3 new snapshot(s)"
+    assert first["dueBecause"] == "no run with a trigger recorded yet"
+
+    _append(table, 2)
+    second = _job(maintain(lake, policy), "sales.orders")
+    assert second["skipped"] == "Not due: 2 of 3 new snapshot(s) since the last run"
+    assert second["nextDue"] == "after 1 more snapshot(s)"
+    assert (second["status"], second["lastRunTimestamp"], second["runId"]) == (SUCCESSFUL, first["lastRunTimestamp"], first["runId"])
+    assert [s.id for s in Table.open(table.uri).snapshots()] == [3, 4, 5, 6]  # nothing expired
+    # The stored status says so too, for `snaptable status` and the UI.
+    stored = _job(lake_status(lake), "sales.orders")
+    assert stored["skipped"] == second["skipped"] and stored["nextDue"] == second["nextDue"]
+
+    _append(table, 1)
+    third = _job(maintain(lake, policy), "sales.orders")
+    assert "skipped" not in third and third["dueBecause"] == "3 new snapshot(s) >= 3"
+    assert third["snapshotsExpired"] == 3 and third["lastSnapshot"] == {"id": 7}
+    assert [s.id for s in Table.open(table.uri).snapshots()] == [6, 7]
+    assert Table.open(table.uri).verify().ok
+
+
+def test_small_files_count_the_data_files_added_since_the_last_run(tmp_path):
+    lake = str(tmp_path / "lake")
+    table = write_native(native_dir(lake, "sales.orders"), snapshots=1)
+    policy = Policy.from_mapping({"defaults": {"data-compaction": {"min-file-num": 2, "trigger": {"small-files": 3}}}})
+    assert _job(maintain(lake, policy), "sales.orders", "data-compaction")["status"] == SUCCESSFUL
+    marked = _job(lake_status(lake), "sales.orders", "data-compaction")["lastSnapshot"]["id"]
+    assert marked == Table.open(table.uri).latest_snapshot().id  # the compaction's own snapshot, if it made one
+
+    _append(table, 2)  # one partition: one file per append
+    skipped = _job(maintain(lake, policy), "sales.orders", "data-compaction")
+    assert skipped["skipped"] == "Not due: 2 of 3 new data file(s) since the last run"
+    assert Table.open(table.uri).latest_snapshot().id == marked + 2
+    _append(table, 1, start=5000)
+    ran = _job(maintain(lake, policy), "sales.orders", "data-compaction")
+    assert ran["dueBecause"] == "3 new data file(s) >= 3" and isinstance(ran["snapshotCommitted"], int)
+    assert ran["lastSnapshot"] == {"id": ran["snapshotCommitted"]}  # its own commit does not count toward the next run
+    assert len(Table.open(table.uri).scan().files()) < 4
+    assert _job(maintain(lake, policy), "sales.orders", "data-compaction")["skipped"].startswith("Not due: 0 of 3")
+
+
+def test_due_ness_reads_only_the_snapshots_since_the_last_run(tmp_path, monkeypatch):
+    lake = str(tmp_path / "lake")
+    table = write_native(native_dir(lake, "t"), snapshots=1)
+    _append(table, 30)
+    policy = Policy.from_mapping({"defaults": {"snapshot-expiry": {"min-snapshots-to-keep": 100,
+                                                                   "trigger": {"snapshots": 5, "small-files": 50}}}})
+    maintain(lake, policy)
+    _append(table, 2, start=9000)
+    read: list[str] = []
+    original = Storage.read_bytes
+
+    def spy(self, path, *args, **kwargs):
+        read.append(path)
+        return original(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(Storage, "read_bytes", spy)
+    job = _job(maintain(lake, policy), "t")
+    assert job["skipped"] == "Not due: 2 of 5 new snapshot(s), 2 of 50 new data file(s) since the last run"
+    snapshot_files = sorted(p.rsplit("/", 1)[-1] for p in read if "snapshot/snapshot-" in p)
+    assert snapshot_files == ["snapshot-32", "snapshot-33"]
+
+
+def test_the_dag_lists_only_due_tables(tmp_path):
+    lake = str(tmp_path / "lake")
+    quiet, busy = write_native(native_dir(lake, "a.quiet"), 3), write_native(native_dir(lake, "a.busy"), 3)
+    write_native(native_dir(lake, "b.always"), 3)
+    policy = Policy.from_mapping({"defaults": {"snapshot-expiry": {**EXPIRY, "trigger": {"snapshots": 2}}},
+                                  "namespaces": {"b": {"snapshot-expiry": {"trigger": None}}}})
+    assert all(d.due for d in due_tables(list_tables(lake), policy))  # never ran
+    maintain(lake, policy)
+    _append(busy, 2)
+    due = {d.table.name: d for d in due_tables(list_tables(lake), policy)}
+    assert {name for name, d in due.items() if d.due} == {"a.busy", "b.always"}
+    assert due["a.quiet"].reasons == {"snapshot-expiry": "Not due: 0 of 2 new snapshot(s) since the last run"}
+    assert due["b.always"].reasons == {"snapshot-expiry": "no trigger: runs on every run"}
+    assert quiet.latest_snapshot().id == 3
+
+
+def test_a_failed_run_is_due_again_without_new_snapshots(tmp_path):
+    lake = str(tmp_path / "lake")
+    write_native(native_dir(lake, "t"), 3)
+    policy = Policy.from_mapping({"defaults": {"snapshot-expiry": {**EXPIRY, "trigger": {"snapshots": 10}}}})
+    maintain(lake, policy)
+    snapshot_file = os.path.join(native_dir(lake, "t"), "snapshot", "snapshot-3")
+    saved = open(snapshot_file, "rb").read()
+    # A failed run keeps no mark: the next one runs however few snapshots came.
+    from airflow_snaptable.core.lake.triggers import TableProgress
+
+    assert TableProgress(Table.open(native_dir(lake, "t"))).due({"snapshots": 10}, {"status": "Failed", "lastSnapshot": {"id": 3}}).due
+    assert open(snapshot_file, "rb").read() == saved
+
+
+def test_a_paimon_table_is_due_after_pypaimon_commits(mixed_lake):
+    lake = mixed_lake.path
+    policy = Policy.from_mapping({"tables": {"db.app": {"snapshot-expiry": {"min-snapshots-to-keep": 3, "max-snapshot-age-hours": 0,
+                                                                            "trigger": {"snapshots": 2, "small-files": 2}}}}})
+    first = _job(maintain(lake, policy), "db.app")
+    latest = Table.open(os.path.join(lake, "db.db", "app")).latest_snapshot().id
+    assert first["status"] == SUCCESSFUL and first["lastSnapshot"] == {"id": latest}
+    assert _job(maintain(lake, policy), "db.app")["skipped"] == (
+        "Not due: 0 of 2 new snapshot(s), 0 of 2 new data file(s) since the last run")
+    # One pypaimon commit writing two partitions: two data files, counted from its delta manifest list.
+    run_client(mixed_lake.paimon.python, lake, [{"write": "db.app", "rows": [["a", 91, "n"], ["b", 92, "n"]]}])
+    ran = _job(maintain(lake, policy), "db.app")
+    assert ran["dueBecause"] == "2 new data file(s) >= 2" and ran["lastSnapshot"] == {"id": latest + 1}
+    assert ran["snapshotsExpired"] > 0
+    read = mixed_lake.read_paimon("app")["app"]
+    assert sorted(map(int, read["snapshots"]))[-3:] == [latest - 1, latest, latest + 1] and len(read["snapshots"]) == 3
+
+
+def test_an_iceberg_table_is_due_after_pyiceberg_commits(iceberg_lake):
+    from tests.iceberg.conftest import rows as iceberg_rows
+
+    props = iceberg_lake.properties
+    policy = Policy.from_mapping({"tables": {"sales.orders": {"snapshot-expiry": {**EXPIRY, "trigger": {"snapshots": 2}}}}})
+    first = _job(maintain("iceberg://sales", policy, catalog=props), "sales.orders")
+    pyiceberg_table = iceberg_lake.catalog().load_table(("sales", "orders"))
+    current = pyiceberg_table.metadata.current_snapshot()
+    assert first["lastSnapshot"] == {"id": current.snapshot_id, "timestampMillis": current.timestamp_ms}
+    pyiceberg_table.append(iceberg_rows(7))
+    second = _job(maintain("iceberg://sales", policy, catalog=props), "sales.orders")
+    assert second["skipped"] == "Not due: 1 of 2 new snapshot(s) since the last run"
+    assert len(iceberg_lake.catalog().load_table(("sales", "orders")).metadata.snapshots) == 3
+    iceberg_lake.catalog().load_table(("sales", "orders")).append(iceberg_rows(8))
+    third = _job(maintain("iceberg://sales", policy, catalog=props), "sales.orders")
+    assert third["dueBecause"] == "2 new snapshot(s) >= 2" and third["snapshotsExpired"] == 2
+    reloaded = iceberg_lake.catalog().load_table(("sales", "orders"))
+    assert len(reloaded.metadata.snapshots) == 2 and reloaded.scan().to_arrow().num_rows > 0
