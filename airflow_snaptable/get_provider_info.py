@@ -32,6 +32,7 @@ def get_provider_info() -> dict:
         "sensors": [{"integration-name": INTEGRATION, "python-modules": ["airflow_snaptable.sensors.snaptable"]}],
         "hooks": [{"integration-name": INTEGRATION, "python-modules": ["airflow_snaptable.hooks.snaptable"]}],
         "triggers": [{"integration-name": INTEGRATION, "python-modules": ["airflow_snaptable.triggers.snaptable"]}],
+        "extra-links": ["airflow_snaptable.operators.links.TableTimelineLink", "airflow_snaptable.operators.links.LakeHealthLink"],
         "asset-uris": [
             {
                 "schemes": ["snaptable"],
@@ -50,29 +51,29 @@ def get_provider_info() -> dict:
                         "description": "Tables given by name live under it, e.g. s3://bucket/warehouse or /data/tables",
                         "schema": {"type": ["string", "null"]},
                     },
-                    "storage_options": {
-                        "label": "Storage options (JSON)",
-                        "description": 'fsspec storage options, e.g. {"client_kwargs": {"verify": false}}',
-                        "schema": {"type": ["string", "null"]},
-                    },
                     "catalog": {
                         "label": "Iceberg catalog properties (JSON)",
                         "description": "For iceberg://<namespace>.<table> tables: pyiceberg load_catalog properties, "
                         'e.g. {"type": "rest", "uri": "https://catalog:8181", "credential": "..."}',
                         "schema": {"type": ["string", "null"]},
                     },
+                    "storage_options": {
+                        "label": "Storage options (JSON)",
+                        "description": 'fsspec storage options, e.g. {"client_kwargs": {"verify": false}}',
+                        "schema": {"type": ["string", "null"]},
+                    },
                     "region_name": {
-                        "label": "S3 region",
+                        "label": "S3: region",
                         "schema": {"type": ["string", "null"]},
                     },
                 },
                 "ui-field-behaviour": {
                     "hidden-fields": ["schema"],
                     "relabeling": {
-                        "host": "S3 endpoint (optional)",
-                        "port": "S3 endpoint port (optional)",
-                        "login": "S3 access key id (optional)",
-                        "password": "S3 secret access key (optional)",
+                        "host": "S3: endpoint (optional)",
+                        "port": "S3: endpoint port (optional)",
+                        "login": "S3: access key id (optional)",
+                        "password": "S3: secret access key (optional)",
                     },
                     "placeholders": {
                         "host": "http://127.0.0.1:9000 (empty: AWS)",

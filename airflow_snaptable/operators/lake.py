@@ -30,6 +30,7 @@ from airflow_snaptable.core.lake import LakeTable, Policy, list_tables, maintain
 from airflow_snaptable.core.lake.discovery import DEFAULT_MAX_DEPTH
 from airflow_snaptable.core.lake.report import describe
 from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, SnapTableHook
+from airflow_snaptable.operators.links import LakeHealthLink, TableTimelineLink
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -77,6 +78,7 @@ class SnapTableListLakeTablesOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("location", "snaptable_conn_id", "policy")
     ui_color = "#c9e4f6"
+    operator_extra_links = (LakeHealthLink(),)
 
     def __init__(self, *, location: str, snaptable_conn_id: str | None = DEFAULT_CONN_ID, max_depth: int = DEFAULT_MAX_DEPTH,
                  policy: Any = None, **kwargs: Any) -> None:
@@ -130,6 +132,7 @@ class SnapTableMaintainTableOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("table", "policy", "location", "snaptable_conn_id", "lake_run_id")
     ui_color = "#c9e4f6"
+    operator_extra_links = (TableTimelineLink(), LakeHealthLink())
 
     def __init__(
         self,

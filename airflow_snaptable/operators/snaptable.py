@@ -26,6 +26,7 @@ from airflow_snaptable.core.actions.contract import ActionField
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, SnapTableHook
 from airflow_snaptable.hooks.spark_submit import RunnerSettings
+from airflow_snaptable.operators.links import TableTimelineLink
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -61,6 +62,7 @@ class SnapTableBaseOperator(BaseOperator):
     template_fields: Sequence[str] = ("table", "snaptable_conn_id", "spark_conf")
     template_fields_renderers = {"spark_conf": "json"}
     ui_color = "#c9e4f6"
+    operator_extra_links = (TableTimelineLink(),)
 
     def __init__(
         self,

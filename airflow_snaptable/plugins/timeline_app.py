@@ -2,8 +2,10 @@
 
 A FastAPI app the Airflow API server mounts at ``/snaptable`` (plugins/snaptable.py registers it):
 
-- ``/snaptable/``: the ``snaptable`` connections the user may read, each with a form for a table
-  (a name under the connection's root, or a full URI);
+- ``/snaptable/``: the ``snaptable`` connections the user may read, each with its root, a link to
+  its tables (the lake page) and a form for a table (a name under the root, or a full URI);
+- ``/snaptable/lake?conn_id=...``: every table of the connection with its health and maintenance
+  status (plugins/lake_page.py), failed first, each linking to its timeline;
 - ``/snaptable/timeline?conn_id=...&table=...``: the HTML timeline (core/timeline/render.py);
 - ``/snaptable/timeline.svg?conn_id=...&table=...``: the picture alone.
 
@@ -204,17 +206,21 @@ async def index(request: Request) -> Response:
     if user is None:
         return _login_redirect(request)
     conn_ids = [c for c in await run_in_threadpool(snaptable_connection_ids) if _may_read(user, c)]
+    roots = await run_in_threadpool(lambda: {c: _shown_root(c) for c in conn_ids})
     rows = "".join(
-        f'<tr class="connection" data-conn-id="{esc(c)}"><td>{esc(c)}</td><td><form method="get" action="timeline">'
+        f'<tr class="connection" data-conn-id="{esc(c)}"><td>{esc(c)}</td><td class="root">{esc(roots[c])}</td>'
+        f'<td><a class="lake-link" href="lake?{esc(urlencode({"conn_id": c}))}">tables and health</a></td>'
+        f'<td><form method="get" action="timeline">'
         f'<input type="hidden" name="conn_id" value="{esc(c)}">'
         f'<input name="table" size="40" placeholder="table name under the root, or a full URI" required> '
         f'<button type="submit">timeline</button></form></td></tr>'
         for c in conn_ids
-    ) or '<tr><td colspan="2">no snaptable connections</td></tr>'
+    ) or '<tr><td colspan="4">no snaptable connections</td></tr>'
     body = (
         "<h1>Snapshot tables: timelines</h1>"
-        "<p>Pick a snaptable connection and a table: its snapshots, tags, consumers and next expiry, drawn.</p>"
-        f"<table><tr><th>connection</th><th>table</th></tr>{rows}</table>"
+        "<p>Pick a snaptable connection: its tables with their health, or a table's timeline (its snapshots, "
+        "tags, consumers and next expiry, drawn).</p>"
+        f"<table><tr><th>connection</th><th>root</th><th>tables</th><th>table timeline</th></tr>{rows}</table>"
     )
     return _page("snaptable timelines", body)
 
@@ -244,10 +250,50 @@ async def timeline_page(request: Request, conn_id: str = "", table: str = "") ->
     found = await _timeline(request, conn_id, table)
     if isinstance(found, Response):
         return found
-    svg_link = "timeline.svg?" + urlencode({"conn_id": conn_id, "table": table})
-    text = render_html(found, links=[("all connections", "./"), ("picture alone (SVG)", svg_link)],
-                       title=f"Timeline ({conn_id})")
+    query = urlencode({"conn_id": conn_id, "table": table})
+    links = [("all connections", "./"), (f"tables of {conn_id}", "lake?" + urlencode({"conn_id": conn_id})),
+             ("picture alone (SVG)", "timeline.svg?" + query), ("link to this page", f"{URL_PREFIX}/timeline?{query}")]
+    root = await run_in_threadpool(_shown_root, conn_id)
+    text = render_html(found, links=links, title=f"Timeline ({conn_id})")
+    # The root the table's name is under, and the permalink opening outside the UI's frame.
+    text = text.replace('<a href="' + esc(f"{URL_PREFIX}/timeline?{query}") + '">',
+                        '<a class="permalink" target="_top" href="' + esc(f"{URL_PREFIX}/timeline?{query}") + '">', 1)
+    text = text.replace('<p class="table-uri">', f'<p class="connection-root">connection {esc(conn_id)}, root {esc(root)}</p><p class="table-uri">', 1)
     return HTMLResponse(text, headers=HEADERS)
+
+
+@app.get("/lake", response_class=HTMLResponse)
+async def lake_page(request: Request, conn_id: str = "") -> Response:
+    from airflow_snaptable.plugins.lake_page import load_lake, render_lake
+
+    user = await _user(request)
+    if user is None:
+        return _login_redirect(request)
+    if not conn_id:
+        return _page("snaptable lake", '<p class="error">conn_id is required</p>', 400)
+    conn = await run_in_threadpool(_connection, conn_id) if _may_read(user, conn_id) else None
+    if conn is None:
+        return _page("snaptable lake", f'<p class="error">no snaptable connection {esc(conn_id)}</p>', 404)
+    try:
+        view = await run_in_threadpool(load_lake, conn, conn_id, scrub, _secret_strings, display_uri)
+    except Exception as exc:  # noqa: BLE001 - the connection's extras cannot be read: say so, scrubbed
+        body = f'<p><a href="./">all connections</a></p><p class="error">{esc(scrub(f"{type(exc).__name__}: {exc}", _fallback_secrets(conn)))}</p>'
+        return _page("snaptable lake", body, 400)
+    return _page(f"snaptable lake: {conn_id}", render_lake(view, esc, URL_PREFIX))
+
+
+def _shown_root(conn_id: str) -> str:
+    """The connection's root fit to show ("not set" when it has none, "unreadable" when its extras are broken)."""
+    from airflow_snaptable.hooks.snaptable import ConnectionSettings
+
+    conn = _connection(conn_id)
+    if conn is None:
+        return "unknown"
+    try:
+        root = ConnectionSettings.from_connection(conn, conn.extra_dejson).root
+    except Exception:  # noqa: BLE001 - the timeline or lake page names the problem
+        return "unreadable (see the connection's extras)"
+    return display_uri(root) if root else "not set"
 
 
 @app.get("/timeline.svg")

@@ -18,6 +18,7 @@ from airflow_snaptable.core.incremental import (
     normalize_commit_kinds,
 )
 from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, SnapTableHook
+from airflow_snaptable.operators.links import TableTimelineLink
 from airflow_snaptable.triggers.snaptable import SnapTableNewSnapshotTrigger
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
     """
 
     template_fields: Sequence[str] = ("table", "snaptable_conn_id", "after_snapshot_id", "consumer_id", "ref")
+    operator_extra_links = (TableTimelineLink(),)
     ui_color = "#c9e4f6"
 
     def __init__(

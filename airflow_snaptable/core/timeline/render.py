@@ -34,7 +34,7 @@ AXIS_Y = CHART_TOP + CHART_HEIGHT
 ROW = 20
 MAX_LABEL = 16
 ID_LABEL = 11  # characters of a snapshot id over its mark (Iceberg's have 19; the tooltip has it whole)
-LEGEND_WIDTH = LEFT + 4 * 96 + 170 + 110 + 200
+LEGEND_WIDTH = LEFT + 4 * 96 + 170 + 110 + 200 + 130 + 140
 FONT = "'DejaVu Sans', 'Liberation Sans', Arial, Helvetica, sans-serif"
 KIND_COLORS = {"APPEND": "#2e7d32", "OVERWRITE": "#ef6c00", "DELETE": "#c62828", "COMPACT": "#1565c0"}
 KIND_LABELS = {"APPEND": "append", "OVERWRITE": "overwrite", "DELETE": "delete", "COMPACT": "compact"}
@@ -343,6 +343,10 @@ def _consumers(timeline: Timeline, layout: _Layout, top: int) -> tuple[int, list
 def _legend(top: int) -> tuple[int, list[str]]:
     out = ['<g class="legend">']
     x = LEFT
+
+    def item(name: str, drawing: str, label: str) -> str:
+        return f'<g class="legend-item" data-legend="{name}">{drawing}<text x="{x + 12}" y="{top}">{label}</text></g>'
+
     for kind, label in KIND_LABELS.items():
         out.append(_mark(kind, x, top - 4, True) + f'<text x="{x + 12}" y="{top}">{label}</text>')
         x += 96
@@ -355,6 +359,11 @@ def _legend(top: int) -> tuple[int, list[str]]:
         out.append(f'<rect x="{x - 7}" y="{top - 11}" width="14" height="14" rx="3" fill="{fill}" stroke="{stroke}"/>'
                    f'<text x="{x + 12}" y="{top}">{source} tag</text>')
         x += 100
+    # The marks drawn elsewhere in the picture, in the same strokes and fills as there.
+    out.append(item("rollback", f'<path d="M{x - 9},{top - 1} Q{x},{top - 16} {x + 9},{top - 1}" fill="none" stroke="#6a1b9a" '
+                                f'stroke-width="1.5" stroke-dasharray="5 3"/>', "rollback (arc)"))
+    x += 130
+    out.append(item("consumer", f'<path d="M{x - 6},{top - 10} l8,6 l-8,6 Z" fill="#6a1b9a"/>', "consumer reads next"))
     out.append("</g>")
     return top, out
 

@@ -1,0 +1,151 @@
+"""The plugin's lake page: every table of a ``snaptable`` connection with its health (core/lake/health.py).
+
+``/snaptable/lake?conn_id=...`` lists the tables under the connection's ``root`` and, when the
+connection has a ``catalog``, every table of that Iceberg catalog: snapshots, data files, bytes,
+the age of the oldest snapshot, and each maintenance job's last status, time and when it is next
+due. Tables with a failed job (or that cannot be read) come first; each name links to its timeline.
+Everything shown is escaped, and error text is scrubbed of the connection's secrets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from airflow_snaptable.core.formats.foreign import ICEBERG_SCHEME
+
+JOB_LABELS = {"Successful": "ok", "Failed": "FAILED", "Not_Yet_Run": "not yet run", "Disabled": "disabled"}
+STATUS_CLASSES = {"Successful": "ok", "Failed": "failed", "Not_Yet_Run": "never"}
+LAKE_STYLE = (
+    "tr.failed td{background:#ffebee}td.failed{color:#b71c1c;font-weight:bold}td.ok{color:#2e7d32}"
+    "td.never{color:#607d8b}.num{text-align:right}.small{font-size:12px;color:#607d8b}"
+)
+
+
+@dataclass
+class LakeView:
+    conn_id: str
+    #: The connection's root as shown (no credentials), or None.
+    root: str | None
+    #: Iceberg catalog tables are listed too.
+    has_catalog: bool
+    tables: list[Any]  # core.lake.health.TableHealth
+    #: table uri -> the ``table`` parameter of its timeline link (a name under the root, or its URI).
+    table_params: dict[str, str]
+    #: Locations that could not be listed, with the (scrubbed) reason.
+    errors: list[str]
+
+
+def table_param(root: str | None, uri: str) -> str:
+    """What the timeline page takes for the table: its path under the root, else its full URI."""
+    if root:
+        prefix = root.rstrip("/") + "/"
+        if uri.startswith(prefix):
+            return uri[len(prefix):]
+    return uri
+
+
+def load_lake(conn, conn_id: str, scrub, secrets_of, display_uri) -> LakeView:
+    """Every table of the connection with its health. ``scrub(text, secrets)`` cleans error text."""
+    from airflow_snaptable.core.lake.health import lake_health
+    from airflow_snaptable.hooks.snaptable import ConnectionSettings
+
+    settings = ConnectionSettings.from_connection(conn, conn.extra_dejson)
+    secrets = secrets_of(conn, settings)
+    tables, errors = [], []
+    locations = []
+    if settings.root:
+        locations.append((settings.root, settings.storage_options_for(settings.root), None))
+    if settings.catalog:
+        locations.append((ICEBERG_SCHEME, None, settings.catalog_for(ICEBERG_SCHEME, conn_id)))
+    for location, storage_options, catalog in locations:
+        try:
+            tables += lake_health(location, storage_options=storage_options, catalog=catalog)
+        except Exception as exc:  # noqa: BLE001 - shown, scrubbed; the other location still is
+            errors.append(scrub(f"{display_uri(location)}: {type(exc).__name__}: {exc}", secrets))
+    for health in tables:
+        if health.error:
+            health.error = scrub(health.error, secrets)
+        for record in health.jobs.values():
+            if record.get("failureMessage"):
+                record["failureMessage"] = scrub(str(record["failureMessage"]), secrets)
+    tables.sort(key=lambda h: (not h.failed, h.table, h.uri))
+    params = {h.uri: table_param(settings.root, h.uri) for h in tables}
+    return LakeView(conn_id, display_uri(settings.root) if settings.root else None, bool(settings.catalog), tables, params, errors)
+
+
+def human_bytes(value: int | None) -> str:
+    if value is None:
+        return "-"
+    size = float(value)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1024 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{value} B"
+
+
+def human_age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, length in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= length:
+            return f"{seconds / length:.1f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def render_lake(view: LakeView, esc, prefix: str) -> str:
+    """The page's body (the caller wraps it): a row per table, failed first."""
+    jobs = sorted({job for health in view.tables for job in health.jobs})
+    head = "".join(f"<th>{esc(job)}</th>" for job in jobs)
+    rows = []
+    for health in view.tables:
+        link = "timeline?" + urlencode({"conn_id": view.conn_id, "table": view.table_params[health.uri]})
+        cells = []
+        for job in jobs:
+            record = health.jobs.get(job)
+            if record is None:
+                cells.append('<td class="small">-</td>')
+                continue
+            status = str(record.get("status"))
+            detail = [str(record.get("lastRunTimestamp") or "never")]
+            if record.get("failureMessage"):
+                detail.append(str(record["failureMessage"]))
+            if record.get("skipped"):
+                detail.append(str(record["skipped"]))
+            if record.get("nextDue"):
+                detail.append("next due " + str(record["nextDue"]))
+            cells.append(
+                f'<td class="job {STATUS_CLASSES.get(status, "")}" data-job="{esc(job)}" data-status="{esc(status)}">'
+                f'{esc(JOB_LABELS.get(status, status))}<div class="small">{"<br>".join(esc(d) for d in detail)}</div></td>'
+            )
+        error = f'<div class="error">{esc(health.error)}</div>' if health.error else ""
+        rows.append(
+            f'<tr class="lake-table{" failed" if health.failed else ""}" data-table="{esc(health.table)}" '
+            f'data-failed="{str(health.failed).lower()}">'
+            f'<td><a class="timeline-link" href="{esc(link)}">{esc(health.table)}</a>{error}</td><td>{esc(health.format)}</td>'
+            f'<td class="num">{esc(_dash(health.snapshots))}</td><td class="num">{esc(_dash(health.data_files))}</td>'
+            f'<td class="num">{esc(human_bytes(health.bytes))}</td><td class="num">{esc(human_age(health.oldest_snapshot_age_seconds))}</td>'
+            f'{"".join(cells)}</tr>'
+        )
+    if not rows:
+        rows.append(f'<tr><td colspan="{6 + len(jobs)}">no tables</td></tr>')
+    errors = "".join(f'<p class="error location-error">{esc(e)}</p>' for e in view.errors)
+    where = [f'root <span class="root">{esc(view.root)}</span>'] if view.root else []
+    if view.has_catalog:
+        where.append("the connection's Iceberg catalog")
+    self_link = f"{prefix}/lake?" + urlencode({"conn_id": view.conn_id})
+    return (
+        f'<nav><a href="./">all connections</a> \u00b7 <a class="permalink" href="{esc(self_link)}" target="_top">link to this page</a></nav>'
+        f"<h1>Lake health: {esc(view.conn_id)}</h1>"
+        f"<p>Every table of {' and '.join(where) or 'nothing (the connection has no root and no catalog)'}; "
+        "tables with a failed job first. A name opens the table's timeline.</p>"
+        f"<style>{LAKE_STYLE}</style>{errors}"
+        '<table class="lake"><tr><th>table</th><th>format</th><th>snapshots</th><th>data files</th><th>bytes</th>'
+        f"<th>oldest snapshot</th>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
+def _dash(value: Any) -> str:
+    return "-" if value is None else str(value)

@@ -1,0 +1,65 @@
+"""The UI's ways in: each snaptable task's "Table timeline" link, and the connection form's order (issue 28 item 6)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from urllib.parse import parse_qs, urlsplit
+
+from airflow_snaptable.get_provider_info import get_provider_info
+from airflow_snaptable.operators import snaptable as operators
+from airflow_snaptable.operators.lake import SnapTableListLakeTablesOperator, SnapTableMaintainTableOperator
+from airflow_snaptable.operators.links import LakeHealthLink, TableTimelineLink
+from airflow_snaptable.sensors.snaptable import SnapTableNewSnapshotSensor
+
+POLICY = {"defaults": {"tag-expiry": {}}}
+
+
+def _link(operator, name: str) -> tuple[str, dict]:
+    (link,) = [link for link in operator.operator_extra_links if link.name == name]
+    url = link.get_link(operator, ti_key=None)
+    parts = urlsplit(url)
+    return parts.path, {k: v[0] for k, v in parse_qs(parts.query).items()}
+
+
+def test_every_snaptable_task_links_to_its_table_timeline(monkeypatch):
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "http://airflow.example:8080/")
+    classes = [c for _, c in inspect.getmembers(operators, inspect.isclass)
+               if issubclass(c, operators.SnapTableBaseOperator) and c is not operators.SnapTableBaseOperator and hasattr(c, "action")]
+    assert len(classes) >= 10
+    for cls in classes:
+        assert "Table timeline" in [link.name for link in cls.operator_extra_links], cls.__name__
+    expire = operators.SnapTableExpireSnapshotsOperator(task_id="expire", table="sales/orders", snaptable_conn_id="lake_conn")
+    assert _link(expire, "Table timeline") == ("/snaptable/timeline", {"conn_id": "lake_conn", "table": "sales/orders"})
+    sensor = SnapTableNewSnapshotSensor(task_id="wait", table="s3://bucket/w/t?x=1&y", after_snapshot_id=1)
+    assert _link(sensor, "Table timeline") == ("/snaptable/timeline", {"conn_id": "snaptable_default", "table": "s3://bucket/w/t?x=1&y"})
+    # A lake DAG's table task links to the table it maintained; its list task to the connection's lake page.
+    maintain = SnapTableMaintainTableOperator(task_id="m", table={"name": "pm.clicks", "format": "paimon", "uri": "/w/pm.db/clicks"},
+                                              policy=POLICY, location="lake", snaptable_conn_id="c1")
+    assert _link(maintain, "Table timeline") == ("/snaptable/timeline", {"conn_id": "c1", "table": "/w/pm.db/clicks"})
+    assert _link(maintain, "Lake health") == ("/snaptable/lake", {"conn_id": "c1"})
+    listed = SnapTableListLakeTablesOperator(task_id="l", location="lake", snaptable_conn_id="c1")
+    assert _link(listed, "Lake health") == ("/snaptable/lake", {"conn_id": "c1"})
+
+
+def test_links_follow_the_api_base_url_path(monkeypatch):
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://example.com/airflow/")
+    expire = operators.SnapTableExpireSnapshotsOperator(task_id="expire", table="t")
+    assert _link(expire, "Table timeline")[0] == "/airflow/snaptable/timeline"
+
+
+def test_the_provider_registers_the_links_and_the_form_puts_root_and_catalog_first():
+    info = get_provider_info()
+    for dotted in info["extra-links"]:
+        module, _, name = dotted.rpartition(".")
+        assert getattr(importlib.import_module(module), name) in (TableTimelineLink, LakeHealthLink)
+    (conn,) = info["connection-types"]
+    assert list(conn["conn-fields"])[:2] == ["root", "catalog"]
+    # The S3 fields read as one group: each label starts with "S3: ".
+    s3 = [conn["conn-fields"]["region_name"]["label"], *conn["ui-field-behaviour"]["relabeling"].values()]
+    assert len(s3) == 5 and all(label.startswith("S3: ") for label in s3)
+
+    from airflow.providers_manager import ProvidersManager
+
+    widgets = [name for name in ProvidersManager().connection_form_widgets if name.startswith("extra__snaptable__")]
+    assert widgets[:2] == ["extra__snaptable__root", "extra__snaptable__catalog"]
