@@ -19,7 +19,7 @@ JOB_LABELS = {"Successful": "ok", "Failed": "FAILED", "Not_Yet_Run": "not yet ru
 STATUS_CLASSES = {"Successful": "ok", "Failed": "failed", "Not_Yet_Run": "never"}
 LAKE_STYLE = (
     "tr.failed td{background:#ffebee}td.failed{color:#b71c1c;font-weight:bold}td.ok{color:#2e7d32}"
-    "td.never{color:#607d8b}.num{text-align:right}.small{font-size:12px;color:#607d8b}"
+    "td.never{color:#607d8b}td.job{max-width:200px;overflow-wrap:anywhere}.num{text-align:right}.small{font-size:12px;color:#607d8b}"
 )
 
 
@@ -97,7 +97,10 @@ def human_age(seconds: float | None) -> str:
 
 def render_lake(view: LakeView, esc, prefix: str) -> str:
     """The page's body (the caller wraps it): a row per table, failed first."""
-    jobs = sorted({job for health in view.tables for job in health.jobs})
+    from airflow_snaptable.core.lake.policy import JOBS
+
+    shown = {job for health in view.tables for job in health.jobs}
+    jobs = [job for job in JOBS if job in shown]  # the order a run carries them out
     head = "".join(f"<th>{esc(job)}</th>" for job in jobs)
     rows = []
     for health in view.tables:

@@ -5,7 +5,8 @@ connections given as ``AIRFLOW_CONN_*`` variables: a snaptable connection carryi
 (password and a storage option) and a connection of another type. The simple auth manager runs
 with ``simple_auth_manager_all_admins`` (every request is an admin's). Chromium comes from
 scripts/chromium (Debian's package, installed when missing); if that fails, the test fails with
-the reason. One Chromium run loads the timeline page, writes a screenshot and dumps the DOM.
+the reason. Two Chromium runs (one page load each) load the lake page and the timeline page, each
+writing a screenshot and dumping the DOM; the screenshots are kept in the test's temporary directory.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ SECRET_OPTION = "so-UI-SECRET-41d2e8"
 LOGIN = "AKIAUITESTLOGIN"
 CONN_ID = "snaptable_ui"
 STARTUP_SECONDS = 90
+LAKE_TABLES = ("good", "broken")
+LAKE_POLICY = {"defaults": {"snapshot-expiry": {"min-snapshots-to-keep": 2, "max-snapshot-age-hours": 0,
+                                                "trigger": {"snapshots": 3}}, "tag-expiry": {}}}
 
 
 @pytest.fixture(scope="session")
@@ -47,8 +51,17 @@ def chromium() -> str:
 
 @pytest.fixture(scope="module")
 def warehouse(tmp_path_factory) -> Path:
+    """The scenario table, and a lake beside it maintained once: ``lake.good`` and ``lake.broken`` (a job failed)."""
+    from airflow_snaptable.core.lake import Policy, maintain
+    from tests.lake.conftest import native_dir, write_native
+
     root = tmp_path_factory.mktemp("ui-warehouse")
     build_scenario_table(str(root / HOSTILE_DIR))
+    for name in LAKE_TABLES:
+        write_native(native_dir(str(root / "lake"), name))
+    with open(os.path.join(native_dir(str(root / "lake"), "broken"), "snapshot", "snapshot-2"), "w") as f:
+        f.write("{")
+    maintain(str(root / "lake"), Policy.from_mapping(LAKE_POLICY))
     return root
 
 
@@ -135,6 +148,23 @@ def _png_pixels(path: Path) -> tuple[int, int, bytes]:
     return width, height, zlib.decompress(idat)
 
 
+def _chromium_page(chromium: str, url: str, shot: Path, profile: Path) -> str:
+    """One page load: its screenshot written to ``shot`` (checked not blank), its rendered DOM returned."""
+    started = time.monotonic()
+    proc = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={profile}",
+         f"--screenshot={shot}", "--window-size=1280,900", "--dump-dom", url],
+        capture_output=True, text=True, timeout=180,
+    )
+    print(f"chromium {url}: {time.monotonic() - started:.1f} s, screenshot {shot}")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    # The screenshot: the whole window, and not blank (many distinct byte values in its pixels).
+    width, height, pixels = _png_pixels(shot)
+    assert (width, height) == (1280, 900)
+    assert shot.stat().st_size > 20_000 and len(set(pixels)) > 64
+    return proc.stdout
+
+
 def test_airflow_plugins_lists_the_plugin(airflow_db):
     proc = run_airflow(["plugins", "-o", "json"])
     plugins = {p["name"]: p for p in json.loads(proc.stdout[proc.stdout.index("["):])}
@@ -161,22 +191,28 @@ def test_the_timeline_page_in_headless_chromium(api_server, warehouse, chromium,
     status, _ = _get(api_server + "/snaptable/timeline?" + urlencode({"conn_id": "not_a_table", "table": "x"}))
     assert status == 404
 
-    url = api_server + "/snaptable/timeline?" + urlencode({"conn_id": CONN_ID, "table": HOSTILE_DIR})
-    shot = tmp_path / "timeline.png"
-    started = time.monotonic()
-    proc = subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}",
-         f"--screenshot={shot}", "--window-size=1280,900", "--dump-dom", url],
-        capture_output=True, text=True, timeout=180,
-    )
-    print(f"chromium: {time.monotonic() - started:.1f} s")
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    dom_text = proc.stdout
+    # The index shows each connection's root and links to its lake page.
+    (row,) = [a for tag, a in DOM(index).elements if a.get("data-conn-id") == CONN_ID]
+    assert f'href="lake?{urlencode({"conn_id": CONN_ID})}"' in index and f"<td class=\"root\">{warehouse}</td>" in index
 
-    # The screenshot: the whole window, and not blank (many distinct byte values in its pixels).
-    width, height, pixels = _png_pixels(shot)
-    assert (width, height) == (1280, 900)
-    assert shot.stat().st_size > 20_000 and len(set(pixels)) > 64
+    # The lake page: every table of the connection, the failed one first, each linking to its timeline.
+    lake_text = _chromium_page(chromium, api_server + "/snaptable/lake?" + urlencode({"conn_id": CONN_ID}),
+                               tmp_path / "lake.png", tmp_path / "profile")
+    lake = DOM(lake_text)
+    rows = [a for tag, a in lake.elements if tag == "tr" and "lake-table" in a.get("class", "")]
+    assert [(r["data-table"], r["data-failed"]) for r in rows][:1] == [("lake.broken", "true")]
+    assert {r["data-table"] for r in rows} >= {"lake.broken", "lake.good"}
+    assert all(r["data-failed"] == "false" for r in rows[1:])
+    links = [a["href"] for tag, a in lake.elements if tag == "a" and a.get("class") == "timeline-link"]
+    assert links[0] == "timeline?" + urlencode({"conn_id": CONN_ID, "table": "lake/broken"})
+    assert "timeline?" + urlencode({"conn_id": CONN_ID, "table": "lake/good"}) in links
+    statuses = {(a["data-job"], a["data-status"]) for tag, a in lake.elements if tag == "td" and "job" in a.get("class", "").split()}
+    assert ("snapshot-expiry", "Failed") in statuses and ("snapshot-expiry", "Successful") in statuses
+    assert "next due after 3 new snapshot(s)" in lake_text and "CorruptMetadataError" in lake_text
+    assert _get(api_server + "/snaptable/" + links[-1])[0] == 200  # a link target opens
+
+    url = api_server + "/snaptable/timeline?" + urlencode({"conn_id": CONN_ID, "table": HOSTILE_DIR})
+    dom_text = _chromium_page(chromium, url, tmp_path / "timeline.png", tmp_path / "profile")
 
     # The rendered DOM against the table itself.
     table = Table.open(str(warehouse / HOSTILE_DIR))
@@ -199,9 +235,16 @@ def test_the_timeline_page_in_headless_chromium(api_server, warehouse, chromium,
     assert window["data-snapshot-ids"]  # something is pending
     assert [a["data-to-snapshot-id"] for a in dom.groups("rollback")] == ["5"]
 
+    # The complete legend, the connection's root, a link back to its tables and one to share.
+    assert {a["data-legend"] for a in dom.groups("legend-item")} == {"rollback", "consumer"}
+    assert f"connection {CONN_ID}, root {warehouse}" in dom_text
+    (permalink,) = [a for tag, a in dom.elements if tag == "a" and a.get("class") == "permalink"]
+    assert permalink["target"] == "_top" and permalink["href"] == "/snaptable/timeline?" + urlencode({"conn_id": CONN_ID, "table": HOSTILE_DIR})
+    assert [a for tag, a in dom.elements if tag == "a" and a.get("href") == "lake?" + urlencode({"conn_id": CONN_ID})]
+
     # Escaped names made no elements; the page shows the table URI and no credential.
     assert not [tag for tag, _ in dom.elements if tag in ("script", "b", "iframe", "img")]
     assert f"{warehouse / HOSTILE_DIR}" in [a.get("data-table-uri") for tag, a in dom.elements if tag == "svg"]
-    for page in (dom_text, index, error_page):
+    for page in (dom_text, index, error_page, lake_text):
         for secret in (SECRET_PASSWORD, SECRET_OPTION, LOGIN):
             assert secret not in page
