@@ -42,7 +42,7 @@ from airflow_snaptable.core.write.compaction import compact
 from airflow_snaptable.core.write.external_files import commit_external_files
 from airflow_snaptable.core.lifecycle.deletion_plans import PlanManager
 from airflow_snaptable.core.write.rows import TableWrite
-from airflow_snaptable.core.arguments.times import now_millis, to_millis
+from airflow_snaptable.core.arguments.times import duration_argument, now_millis, to_millis
 from airflow_snaptable.core.formats.native.verify import VerifyResult, verify
 
 
@@ -390,10 +390,15 @@ class Table:
     def delete_consumer(self, consumer_id: str) -> None:
         self._consumers().delete(consumer_id)
 
-    def expire_consumers(self, *, now=None) -> list[str]:
-        """Delete consumers not updated for ``consumer.expiration-time``; returns their ids."""
+    def expire_consumers(self, *, now=None, expiration_time=None) -> list[str]:
+        """Delete consumers not updated for ``expiration_time`` (default: option ``consumer.expiration-time``);
+        returns their ids."""
         # ``now`` first: a bad one is an error whether or not the option makes this run do anything.
-        return self._consumers().expire(self.clock() if now is None else to_millis(now))
+        now_millis = self.clock() if now is None else to_millis(now)
+        if expiration_time is None:
+            return self._consumers().expire(now_millis)
+        expiration = duration_argument(expiration_time, "expiration_time")
+        return ConsumerLifecycle(self.store, self.clock, expiration).expire(now_millis)
 
     def _consumers(self) -> ConsumerLifecycle:
         return ConsumerLifecycle(self.store, self.clock, self.options.get("consumer.expiration-time"))

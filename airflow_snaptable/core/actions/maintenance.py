@@ -278,10 +278,15 @@ class Compact(Action):
 
 @dataclass(frozen=True, kw_only=True)
 class ExpireConsumers(Action):
-    """Delete consumers not updated for the table option ``consumer.expiration-time``."""
+    """Delete consumers not updated for ``expiration_time`` (default: the table option ``consumer.expiration-time``)."""
 
     name: ClassVar[str] = "expire-consumers"
 
+    expiration_time: str | None = arg(
+        None, check=check_duration,
+        help="Delete consumers not updated for this long, e.g. '7 d' (default: option consumer.expiration-time; "
+        "neither set: no consumer expires).",
+    )
     now: str | int | None = arg(None, check=check_time, internal=True, help=_NOW)
 
     def run(self, table: Table) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from airflow_snaptable.core.actions.hudi_clean import Clean
 from airflow_snaptable.core.errors import InvalidOptionError
 from airflow_snaptable.core.formats.iceberg.retention import MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP
 from airflow_snaptable.core.lake.policy import ResolvedJob
-from airflow_snaptable.core.arguments.table_options import OPTION_SPECS
+from airflow_snaptable.core.arguments.table_options import OPTION_SPECS, parse_duration
 
 ICEBERG = "iceberg"
 #: Jobs whose action can plan without changing the table (``dry_run=True``).
@@ -173,6 +173,25 @@ def _data_compaction(settings: dict, table, dry_run: bool) -> JobPlan:
     return _plan(actions.Compact, table, arguments, [])
 
 
+def _consumer_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
+    """The policy's idle time, unless the table explicitly keeps its consumers longer."""
+    notes: list[str] = []
+    given = settings.get("expiration-time")
+    policy_value = None if given is None else parse_duration(given, "expiration-time")
+    expiration = _keep_more(policy_value, _explicit_consumer_expiration(table), "expiration-time",
+                            "consumer.expiration-time", notes, show=lambda d: f"{d.total_seconds():g} s")
+    arguments = {"expiration_time": None if expiration is None else f"{expiration.total_seconds():g} s"}
+    return _plan(actions.ExpireConsumers, table, arguments, notes)
+
+
+def _explicit_consumer_expiration(table) -> timedelta | None:
+    """The table's own ``consumer.expiration-time`` when its creator set it (Iceberg: a table property)."""
+    if table.format == ICEBERG:
+        raw = (table.iceberg.metadata.properties or {}).get("consumer.expiration-time")
+        return None if raw is None else _option("consumer.expiration-time", raw)
+    return table.options.get("consumer.expiration-time") if "consumer.expiration-time" in table.schema.options else None
+
+
 def _no_settings(action: type[Action]) -> Callable[[dict, Any, bool], JobPlan]:
     return lambda settings, table, dry_run: _plan(action, table, {}, [])
 
@@ -184,7 +203,7 @@ def _plan(action: type[Action], table, arguments: dict, notes: list[str]) -> Job
 
 
 _PLANNERS: dict[str, Callable[[dict, Any, bool], JobPlan]] = {
-    "consumer-expiry": _no_settings(actions.ExpireConsumers),
+    "consumer-expiry": _consumer_expiry,
     "tag-expiry": _no_settings(actions.ExpireTags),
     "periodic-tags": _periodic_tags,
     "data-compaction": _data_compaction,

@@ -115,7 +115,8 @@ class JobSpec:
 JOBS: dict[str, JobSpec] = {
     spec.name: spec
     for spec in (
-        JobSpec("consumer-expiry", {}, help="delete consumers idle longer than the table's consumer.expiration-time"),
+        JobSpec("consumer-expiry", {"expiration-time": duration},
+                help="delete consumers idle longer than expiration-time (default: the table's consumer.expiration-time)"),
         JobSpec("tag-expiry", {}, help="delete tags whose time to live has passed"),
         JobSpec(
             "periodic-tags",

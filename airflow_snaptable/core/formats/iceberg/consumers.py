@@ -151,12 +151,16 @@ class IcebergConsumers:
         self.consumer(consumer_id)  # ConsumerNotFoundError when there is none
         self._write(consumer_id, None)
 
-    def expire(self, now_millis: int) -> list[str]:
-        """Delete the consumers not updated for the table property ``consumer.expiration-time``; returns their ids."""
-        raw = (self.table.refresh().metadata.properties or {}).get("consumer.expiration-time")
-        if raw is None:
-            return []
-        expiration = millis(duration_argument(raw, "table property consumer.expiration-time"))
+    def expire(self, now_millis: int, expiration_time=None) -> list[str]:
+        """Delete the consumers not updated for ``expiration_time`` (default: the table property
+        ``consumer.expiration-time``); returns their ids."""
+        if expiration_time is not None:
+            expiration = millis(duration_argument(expiration_time, "expiration_time"))
+        else:
+            raw = (self.table.refresh().metadata.properties or {}).get("consumer.expiration-time")
+            if raw is None:
+                return []
+            expiration = millis(duration_argument(raw, "table property consumer.expiration-time"))
         expired = [c.id for c in self.consumers() if c.update_time_millis < now_millis - expiration]
         for consumer_id in expired:
             self._write(consumer_id, None)

@@ -375,8 +375,8 @@ class IcebergTable:
     def delete_consumer(self, consumer_id: str) -> None:
         self.consumer_manager.delete(consumer_id)
 
-    def expire_consumers(self, *, now=None) -> list[str]:
-        return self.consumer_manager.expire(self.clock() if now is None else to_millis(now))
+    def expire_consumers(self, *, now=None, expiration_time=None) -> list[str]:
+        return self.consumer_manager.expire(self.clock() if now is None else to_millis(now), expiration_time)
 
     def clean(self, *args, **kwargs):
         self._unsupported("Hudi cleaning policies")
