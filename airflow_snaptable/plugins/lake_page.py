@@ -72,7 +72,8 @@ def load_lake(conn, conn_id: str, scrub, secrets_of, display_uri) -> LakeView:
                 record["failureMessage"] = scrub(str(record["failureMessage"]), secrets)
     tables.sort(key=lambda h: (not h.failed, h.table, h.uri))
     params = {h.uri: table_param(settings.root, h.uri) for h in tables}
-    return LakeView(conn_id, display_uri(settings.root) if settings.root else None, bool(settings.catalog), tables, params, errors)
+    shown_root = scrub(display_uri(settings.root), secrets) if settings.root else None
+    return LakeView(conn_id, shown_root, bool(settings.catalog), tables, params, errors)
 
 
 def human_bytes(value: int | None) -> str:

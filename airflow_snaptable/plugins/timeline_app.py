@@ -290,10 +290,10 @@ def _shown_root(conn_id: str) -> str:
     if conn is None:
         return "unknown"
     try:
-        root = ConnectionSettings.from_connection(conn, conn.extra_dejson).root
+        settings = ConnectionSettings.from_connection(conn, conn.extra_dejson)
     except Exception:  # noqa: BLE001 - the timeline or lake page names the problem
         return "unreadable (see the connection's extras)"
-    return display_uri(root) if root else "not set"
+    return scrub(display_uri(settings.root), _secret_strings(conn, settings)) if settings.root else "not set"
 
 
 @app.get("/timeline.svg")
