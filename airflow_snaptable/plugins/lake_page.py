@@ -1,6 +1,7 @@
 """The plugin's lake page: every table of a ``snaptable`` connection with its health (core/lake/health.py).
 
-``/snaptable/lake?conn_id=...`` lists the tables under the connection's ``root`` and, when the
+``/snaptable/tables?conn_id=...`` lists a connection's tables by name (discovery only: cheap), each
+linking to its timeline. ``/snaptable/lake?conn_id=...`` lists the tables under the connection's ``root`` and, when the
 connection has a ``catalog``, every table of that Iceberg catalog: snapshots, data files, bytes,
 the age of the oldest snapshot, and each maintenance job's last status, time and when it is next
 due. Tables with a failed job (or that cannot be read) come first; each name links to its timeline.
@@ -46,6 +47,61 @@ def table_param(root: str | None, uri: str) -> str:
     return uri
 
 
+def _locations(settings, conn_id: str) -> list[tuple[str, dict | None, dict | None]]:
+    """(location, storage options, catalog properties): the root, and the whole catalog when there is one."""
+    locations = []
+    if settings.root:
+        locations.append((settings.root, settings.storage_options_for(settings.root), None))
+    if settings.catalog:
+        locations.append((ICEBERG_SCHEME, None, settings.catalog_for(ICEBERG_SCHEME, conn_id)))
+    return locations
+
+
+def load_table_list(conn, conn_id: str, scrub, secrets_of, display_uri) -> LakeView:
+    """The connection's tables by name and format only: discovery reads no table's history (core/lake/discovery.py)."""
+    from airflow_snaptable.core.lake import list_tables
+    from airflow_snaptable.core.lake.health import TableHealth
+    from airflow_snaptable.hooks.snaptable import ConnectionSettings
+
+    settings = ConnectionSettings.from_connection(conn, conn.extra_dejson)
+    secrets = secrets_of(conn, settings)
+    tables, errors = [], []
+    for location, storage_options, catalog in _locations(settings, conn_id):
+        try:
+            tables += [TableHealth(t.name, t.format, t.uri) for t in list_tables(location, storage_options=storage_options, catalog=catalog)]
+        except Exception as exc:  # noqa: BLE001 - shown, scrubbed; the other location still is
+            errors.append(scrub(f"{display_uri(location)}: {type(exc).__name__}: {exc}", secrets))
+    shown_root = scrub(display_uri(settings.root), secrets) if settings.root else None
+    params = {t.uri: table_param(settings.root, t.uri) for t in tables}
+    return LakeView(conn_id, shown_root, bool(settings.catalog), tables, params, errors)
+
+
+def render_table_list(view: LakeView, esc, prefix: str) -> str:
+    """The connection's tables, each linking to its timeline, and a link to their health."""
+    items = "".join(
+        f'<li class="listed-table" data-table="{esc(t.table)}"><a class="timeline-link" '
+        f'href="{esc("timeline?" + urlencode({"conn_id": view.conn_id, "table": view.table_params[t.uri]}))}">{esc(t.table)}</a> '
+        f'<span class="small">{esc(t.format)}</span></li>'
+        for t in view.tables
+    ) or "<li>no tables</li>"
+    errors = "".join(f'<p class="error location-error">{esc(e)}</p>' for e in view.errors)
+    self_link = f"{prefix}/tables?" + urlencode({"conn_id": view.conn_id})
+    lake_link = "lake?" + urlencode({"conn_id": view.conn_id})
+    return (
+        f'<nav><a href="./">all connections</a> · <a class="lake-link" href="{esc(lake_link)}">health and maintenance '
+        f'of these tables</a> · <a class="permalink" href="{esc(self_link)}" target="_top">link to this page</a></nav>'
+        f"<h1>Tables: {esc(view.conn_id)}</h1><p>{_where(view, esc)}. A name opens the table's timeline.</p>"
+        f'<style>{LAKE_STYLE}</style>{errors}<ul class="tables">{items}</ul>'
+    )
+
+
+def _where(view: LakeView, esc) -> str:
+    where = [f'root <span class="root">{esc(view.root)}</span>'] if view.root else []
+    if view.has_catalog:
+        where.append("the connection's Iceberg catalog")
+    return "Every table of " + (" and ".join(where) or "nothing (the connection has no root and no catalog)")
+
+
 def load_lake(conn, conn_id: str, scrub, secrets_of, display_uri) -> LakeView:
     """Every table of the connection with its health. ``scrub(text, secrets)`` cleans error text."""
     from airflow_snaptable.core.lake.health import lake_health
@@ -54,12 +110,7 @@ def load_lake(conn, conn_id: str, scrub, secrets_of, display_uri) -> LakeView:
     settings = ConnectionSettings.from_connection(conn, conn.extra_dejson)
     secrets = secrets_of(conn, settings)
     tables, errors = [], []
-    locations = []
-    if settings.root:
-        locations.append((settings.root, settings.storage_options_for(settings.root), None))
-    if settings.catalog:
-        locations.append((ICEBERG_SCHEME, None, settings.catalog_for(ICEBERG_SCHEME, conn_id)))
-    for location, storage_options, catalog in locations:
+    for location, storage_options, catalog in _locations(settings, conn_id):
         try:
             tables += lake_health(location, storage_options=storage_options, catalog=catalog)
         except Exception as exc:  # noqa: BLE001 - shown, scrubbed; the other location still is
@@ -136,15 +187,11 @@ def render_lake(view: LakeView, esc, prefix: str) -> str:
     if not rows:
         rows.append(f'<tr><td colspan="{6 + len(jobs)}">no tables</td></tr>')
     errors = "".join(f'<p class="error location-error">{esc(e)}</p>' for e in view.errors)
-    where = [f'root <span class="root">{esc(view.root)}</span>'] if view.root else []
-    if view.has_catalog:
-        where.append("the connection's Iceberg catalog")
     self_link = f"{prefix}/lake?" + urlencode({"conn_id": view.conn_id})
     return (
         f'<nav><a href="./">all connections</a> \u00b7 <a class="permalink" href="{esc(self_link)}" target="_top">link to this page</a></nav>'
         f"<h1>Lake health: {esc(view.conn_id)}</h1>"
-        f"<p>Every table of {' and '.join(where) or 'nothing (the connection has no root and no catalog)'}; "
-        "tables with a failed job first. A name opens the table's timeline.</p>"
+        f"<p>{_where(view, esc)}; tables with a failed job first. A name opens the table's timeline.</p>"
         f"<style>{LAKE_STYLE}</style>{errors}"
         '<table class="lake"><tr><th>table</th><th>format</th><th>snapshots</th><th>data files</th><th>bytes</th>'
         f"<th>oldest snapshot</th>{head}</tr>{''.join(rows)}</table>"

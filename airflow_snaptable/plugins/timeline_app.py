@@ -4,6 +4,7 @@ A FastAPI app the Airflow API server mounts at ``/snaptable`` (plugins/snaptable
 
 - ``/snaptable/``: the ``snaptable`` connections the user may read, each with its root, a link to
   its tables (the lake page) and a form for a table (a name under the root, or a full URI);
+- ``/snaptable/tables?conn_id=...``: the connection's tables by name, each linking to its timeline;
 - ``/snaptable/lake?conn_id=...``: every table of the connection with its health and maintenance
   status (plugins/lake_page.py), failed first, each linking to its timeline;
 - ``/snaptable/timeline?conn_id=...&table=...``: the HTML timeline (core/timeline/render.py);
@@ -209,7 +210,8 @@ async def index(request: Request) -> Response:
     roots = await run_in_threadpool(lambda: {c: _shown_root(c) for c in conn_ids})
     rows = "".join(
         f'<tr class="connection" data-conn-id="{esc(c)}"><td>{esc(c)}</td><td class="root">{esc(roots[c])}</td>'
-        f'<td><a class="lake-link" href="lake?{esc(urlencode({"conn_id": c}))}">tables and health</a></td>'
+        f'<td><a class="tables-link" href="tables?{esc(urlencode({"conn_id": c}))}">tables</a> \u00b7 '
+        f'<a class="lake-link" href="lake?{esc(urlencode({"conn_id": c}))}">health</a></td>'
         f'<td><form method="get" action="timeline">'
         f'<input type="hidden" name="conn_id" value="{esc(c)}">'
         f'<input name="table" size="40" placeholder="table name under the root, or a full URI" required> '
@@ -251,7 +253,8 @@ async def timeline_page(request: Request, conn_id: str = "", table: str = "") ->
     if isinstance(found, Response):
         return found
     query = urlencode({"conn_id": conn_id, "table": table})
-    links = [("all connections", "./"), (f"tables of {conn_id}", "lake?" + urlencode({"conn_id": conn_id})),
+    links = [("all connections", "./"), (f"tables of {conn_id}", "tables?" + urlencode({"conn_id": conn_id})),
+             ("their health", "lake?" + urlencode({"conn_id": conn_id})),
              ("picture alone (SVG)", "timeline.svg?" + query), ("link to this page", f"{URL_PREFIX}/timeline?{query}")]
     root = await run_in_threadpool(_shown_root, conn_id)
     text = render_html(found, links=links, title=f"Timeline ({conn_id})")
@@ -266,20 +269,32 @@ async def timeline_page(request: Request, conn_id: str = "", table: str = "") ->
 async def lake_page(request: Request, conn_id: str = "") -> Response:
     from airflow_snaptable.plugins.lake_page import load_lake, render_lake
 
+    return await _connection_page(request, conn_id, "snaptable lake", load_lake, render_lake)
+
+
+@app.get("/tables", response_class=HTMLResponse)
+async def tables_page(request: Request, conn_id: str = "") -> Response:
+    from airflow_snaptable.plugins.lake_page import load_table_list, render_table_list
+
+    return await _connection_page(request, conn_id, "snaptable tables", load_table_list, render_table_list)
+
+
+async def _connection_page(request: Request, conn_id: str, title: str, load, render) -> Response:
+    """A page about one connection's tables: the user must be logged in and may read the connection."""
     user = await _user(request)
     if user is None:
         return _login_redirect(request)
     if not conn_id:
-        return _page("snaptable lake", '<p class="error">conn_id is required</p>', 400)
+        return _page(title, '<p class="error">conn_id is required</p>', 400)
     conn = await run_in_threadpool(_connection, conn_id) if _may_read(user, conn_id) else None
     if conn is None:
-        return _page("snaptable lake", f'<p class="error">no snaptable connection {esc(conn_id)}</p>', 404)
+        return _page(title, f'<p class="error">no snaptable connection {esc(conn_id)}</p>', 404)
     try:
-        view = await run_in_threadpool(load_lake, conn, conn_id, scrub, _secret_strings, display_uri)
+        view = await run_in_threadpool(load, conn, conn_id, scrub, _secret_strings, display_uri)
     except Exception as exc:  # noqa: BLE001 - the connection's extras cannot be read: say so, scrubbed
         body = f'<p><a href="./">all connections</a></p><p class="error">{esc(scrub(f"{type(exc).__name__}: {exc}", _fallback_secrets(conn)))}</p>'
-        return _page("snaptable lake", body, 400)
-    return _page(f"snaptable lake: {conn_id}", render_lake(view, esc, URL_PREFIX))
+        return _page(title, body, 400)
+    return _page(f"{title}: {conn_id}", render(view, esc, URL_PREFIX))
 
 
 def _shown_root(conn_id: str) -> str:

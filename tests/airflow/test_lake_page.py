@@ -61,3 +61,27 @@ def test_a_catalog_connection_lists_its_iceberg_tables_and_a_paimon_root_its_tab
     paimon = test_client.get("/snaptable/lake?conn_id=snap_paimon")
     assert paimon.status_code == 200
     assert all(f'data-table="{name}"' in paimon.text for name in ("app", "pk", "lsm"))
+
+
+def test_the_tables_page_lists_a_connection_s_tables_by_name(client, monkeypatch):  # noqa: F811
+    import airflow_snaptable.core.table as table_module
+
+    client.cookies.set("_token", "good-token")
+    assert client.get("/snaptable/tables?conn_id=snap_hidden").status_code == 404
+
+    def no_opening(*args, **kwargs):
+        raise AssertionError("the list opens no table")
+
+    opening = table_module.Table.__dict__["open"]
+    monkeypatch.setattr(table_module.Table, "open", no_opening)  # names come from discovery alone
+    page = client.get("/snaptable/tables?conn_id=snap_ok")
+    assert page.status_code == 200
+    link = "timeline?" + urlencode({"conn_id": "snap_ok", "table": HOSTILE_DIR})
+    assert f'class="timeline-link" href="{link.replace("&", "&amp;")}"' in page.text
+    assert 'class="lake-link" href="lake?conn_id=snap_ok"' in page.text
+    assert 'class="permalink" href="/snaptable/tables?conn_id=snap_ok" target="_top"' in page.text
+    assert "<b>" not in page.text and SECRET not in page.text and OPTION_SECRET not in page.text
+    # The timeline page links back to the connection's tables.
+    monkeypatch.setattr(table_module.Table, "open", opening)
+    timeline = client.get("/snaptable/" + link)
+    assert 'href="tables?conn_id=snap_ok"' in timeline.text and 'class="connection-root"' in timeline.text
