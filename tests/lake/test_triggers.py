@@ -197,3 +197,17 @@ def test_an_iceberg_table_is_due_after_pyiceberg_commits(iceberg_lake):
     assert third["dueBecause"] == "2 new snapshot(s) >= 2" and third["snapshotsExpired"] == 2
     reloaded = iceberg_lake.catalog().load_table(("sales", "orders"))
     assert len(reloaded.metadata.snapshots) == 2 and reloaded.scan().to_arrow().num_rows > 0
+
+
+def test_snaptable_status_says_not_due_and_when(tmp_path, capsys):
+    from airflow_snaptable.cli import main
+
+    lake = str(tmp_path / "lake")
+    write_native(native_dir(lake, "t"), 3)
+    policy = Policy.from_mapping({"defaults": {"snapshot-expiry": {**EXPIRY, "trigger": {"snapshots": 4}}}})
+    maintain(lake, policy)
+    maintain(lake, policy)
+    capsys.readouterr()
+    assert main(["status", lake]) == 0
+    out = capsys.readouterr().out
+    assert "Not due: 0 of 4 new snapshot(s) since the last run (due after 4 more snapshot(s))" in out
