@@ -211,3 +211,18 @@ def test_snaptable_status_says_not_due_and_when(tmp_path, capsys):
     assert main(["status", lake]) == 0
     out = capsys.readouterr().out
     assert "Not due: 0 of 4 new snapshot(s) since the last run (due after 4 more snapshot(s))" in out
+
+
+def test_a_compaction_earlier_in_the_run_moves_the_mark_of_the_jobs_after_it(tmp_path):
+    lake = str(tmp_path / "lake")
+    _append(write_native(native_dir(lake, "t"), 1), 3)  # small files in one partition: the compaction commits
+    # tag-expiry (triggered) reads the latest snapshot first; the untriggered compaction then commits one;
+    # the expiry after it must mark the compaction's snapshot, or its own next run counts it as new.
+    policy = Policy.from_mapping({"defaults": {
+        "tag-expiry": {"trigger": {"snapshots": 1}}, "data-compaction": {"min-file-num": 2},
+        "snapshot-expiry": {"min-snapshots-to-keep": 10, "trigger": {"snapshots": 1}}}})
+    report = maintain(lake, policy)
+    committed = _job(report, "t", "data-compaction")["snapshotCommitted"]
+    assert isinstance(committed, int) and _job(report, "t", "tag-expiry")["lastSnapshot"] == {"id": committed - 1}
+    assert _job(report, "t")["lastSnapshot"] == {"id": committed}
+    assert _job(maintain(lake, policy), "t")["skipped"] == "Not due: 0 of 1 new snapshot(s) since the last run"

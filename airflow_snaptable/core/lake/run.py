@@ -244,6 +244,8 @@ class _Run:
         for job in JOBS:
             previous = doc["jobs"].get(job) if isinstance(doc["jobs"].get(job), dict) else None
             record, ran = self._job(table, resolved[job], opened, open_error, lease, previous, progress)
+            if ran and progress is not None and isinstance(record.get("snapshotCommitted"), int):
+                progress.committed(record["snapshotCommitted"])  # the later jobs' triggers count from it
             report.jobs[job] = record
             entry.jobs[job] = record["status"]
             if self.dry_run:
@@ -299,8 +301,7 @@ class _Run:
                 **record, "durationMs": _elapsed(started), **summarize(job.job, to_jsonable(result))}
         if mark is not None:
             if isinstance(done.get("snapshotCommitted"), int):
-                progress.committed(done["snapshotCommitted"])
-                mark = progress.mark()
+                mark = {"id": done["snapshotCommitted"]}  # its own commit does not count toward its next run
             done.update(lastSnapshot=mark, nextDue=_next_due(job.trigger))
         if self.dry_run:
             done["dryRun"] = True
