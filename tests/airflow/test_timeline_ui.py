@@ -236,7 +236,7 @@ def test_the_timeline_page_in_headless_chromium(api_server, warehouse, chromium,
     assert [a["data-to-snapshot-id"] for a in dom.groups("rollback")] == ["5"]
 
     # The complete legend, the connection's root, a link back to its tables and one to share.
-    assert {a["data-legend"] for a in dom.groups("legend-item")} == {"rollback", "consumer"}
+    assert {a["data-legend"] for a in dom.groups("legend-item")} == {"rollback", "consumer", "gap"}
     assert f"connection {CONN_ID}, root {warehouse}" in dom_text
     (permalink,) = [a for tag, a in dom.elements if tag == "a" and a.get("class") == "permalink"]
     assert permalink["target"] == "_top" and permalink["href"] == "/snaptable/timeline?" + urlencode({"conn_id": CONN_ID, "table": HOSTILE_DIR})

@@ -34,7 +34,7 @@ AXIS_Y = CHART_TOP + CHART_HEIGHT
 ROW = 20
 MAX_LABEL = 16
 ID_LABEL = 11  # characters of a snapshot id over its mark (Iceberg's have 19; the tooltip has it whole)
-LEGEND_WIDTH = LEFT + 4 * 96 + 170 + 110 + 200 + 130 + 140
+LEGEND_WIDTH = LEFT + 4 * 96 + 170 + 110 + 200
 FONT = "'DejaVu Sans', 'Liberation Sans', Arial, Helvetica, sans-serif"
 KIND_COLORS = {"APPEND": "#2e7d32", "OVERWRITE": "#ef6c00", "DELETE": "#c62828", "COMPACT": "#1565c0"}
 KIND_LABELS = {"APPEND": "append", "OVERWRITE": "overwrite", "DELETE": "delete", "COMPACT": "compact"}
@@ -341,6 +341,7 @@ def _consumers(timeline: Timeline, layout: _Layout, top: int) -> tuple[int, list
 
 
 def _legend(top: int) -> tuple[int, list[str]]:
+    """Two rows: the snapshot marks, expiry and tags; then the rollback arc, the consumer marker and a gap."""
     out = ['<g class="legend">']
     x = LEFT
 
@@ -360,10 +361,14 @@ def _legend(top: int) -> tuple[int, list[str]]:
                    f'<text x="{x + 12}" y="{top}">{source} tag</text>')
         x += 100
     # The marks drawn elsewhere in the picture, in the same strokes and fills as there.
+    top, x = top + ROW, LEFT
     out.append(item("rollback", f'<path d="M{x - 9},{top - 1} Q{x},{top - 16} {x + 9},{top - 1}" fill="none" stroke="#6a1b9a" '
-                                f'stroke-width="1.5" stroke-dasharray="5 3"/>', "rollback (arc)"))
-    x += 130
-    out.append(item("consumer", f'<path d="M{x - 6},{top - 10} l8,6 l-8,6 Z" fill="#6a1b9a"/>', "consumer reads next"))
+                                f'stroke-width="1.5" stroke-dasharray="5 3"/>', "rollback that kept history (arc to its target)"))
+    x += 300
+    out.append(item("consumer", f'<path d="M{x - 6},{top - 10} l8,6 l-8,6 Z" fill="#6a1b9a"/>', "consumer, at the snapshot it reads next"))
+    x += 270
+    out.append(item("gap", f'<path d="M{x - 5},{top + 2} L{x - 1},{top - 10} M{x + 1},{top + 2} L{x + 5},{top - 10}" fill="none" '
+                           f'stroke="#90a4ae" stroke-width="1.5"/>', "gap in the ids (expired or missing)"))
     out.append("</g>")
     return top, out
 
