@@ -12,6 +12,9 @@ from airflow_snaptable import __version__
 INTEGRATION = "Snapshot tables (snaptable)"
 
 
+S3_SECTION = "S3 (only for s3:// tables)"
+
+
 def get_provider_info() -> dict:
     # package-name must be the canonical distribution name (dashes), or every
     # airflow command fails while loading providers.
@@ -45,6 +48,10 @@ def get_provider_info() -> dict:
                 "connection-type": "snaptable",
                 "hook-class-name": "airflow_snaptable.hooks.snaptable.SnapTableHook",
                 "hook-name": "Snapshot table (snaptable)",
+                # The form: Airflow draws its standard fields first, so they are all hidden here and every
+                # setting is an extra field, in this order: the table root and the catalog, then the S3
+                # fields in their own section (the schema's "section"). Connections made with the CLI or a
+                # variable may still use host / port / login / password (hooks/snaptable.py reads them).
                 "conn-fields": {
                     "root": {
                         "label": "Table root / warehouse URI",
@@ -62,25 +69,33 @@ def get_provider_info() -> dict:
                         "description": 'fsspec storage options, e.g. {"client_kwargs": {"verify": false}}',
                         "schema": {"type": ["string", "null"]},
                     },
+                    "endpoint_url": {
+                        "label": "S3 endpoint",
+                        "description": "An S3-compatible endpoint, e.g. http://minio:9000 (empty: AWS)",
+                        "schema": {"type": ["string", "null"], "section": S3_SECTION},
+                    },
                     "region_name": {
-                        "label": "S3: region",
-                        "schema": {"type": ["string", "null"]},
+                        "label": "S3 region",
+                        "schema": {"type": ["string", "null"], "section": S3_SECTION},
+                    },
+                    "aws_access_key_id": {
+                        "label": "S3 access key id",
+                        "schema": {"type": ["string", "null"], "section": S3_SECTION},
+                    },
+                    "aws_secret_access_key": {
+                        "label": "S3 secret access key",
+                        "schema": {"type": ["string", "null"], "format": "password", "section": S3_SECTION},
                     },
                 },
                 "ui-field-behaviour": {
-                    "hidden-fields": ["schema"],
-                    "relabeling": {
-                        "host": "S3: endpoint (optional)",
-                        "port": "S3: endpoint port (optional)",
-                        "login": "S3: access key id (optional)",
-                        "password": "S3: secret access key (optional)",
-                    },
+                    "hidden-fields": ["schema", "host", "port", "login", "password"],
+                    "relabeling": {},
                     "placeholders": {
-                        "host": "http://127.0.0.1:9000 (empty: AWS)",
-                        "login": "AKIA...",
                         "root": "s3://bucket/warehouse",
                         "storage_options": "{}",
                         "catalog": '{"type": "sql", "uri": "sqlite:////data/catalog.db", "warehouse": "file:///data/wh"}',
+                        "endpoint_url": "http://127.0.0.1:9000",
+                        "aws_access_key_id": "AKIA...",
                     },
                 },
             }

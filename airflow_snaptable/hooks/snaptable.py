@@ -5,10 +5,14 @@ Connection type ``snaptable`` (all fields optional; a table given as a full URI 
 - extra ``root``: the table root / warehouse URI (``s3://bucket/warehouse``, ``/data/tables``);
   a table given by name (``orders``, ``sales/orders``) lives at ``<root>/<name>``.
 - extra ``storage_options``: fsspec storage options as a JSON object (or a nested object).
-- login / password: S3 access key id / secret access key (s3fs ``key`` / ``secret``).
-- host (+ port): an S3-compatible endpoint (``http://minio:9000``), the one place for it in the form
-  (an extra ``endpoint_url`` that older connections set is still read).
+- extras ``aws_access_key_id`` / ``aws_secret_access_key`` (or login / password): the S3 access key
+  id / secret access key (s3fs ``key`` / ``secret``); login and password win when both are set.
+- extra ``endpoint_url`` (or host + port): an S3-compatible endpoint (``http://minio:9000``).
 - extra ``region_name``: the S3 region.
+
+The UI's form shows only extra fields (get_provider_info.py): the root and the catalog first, the
+S3 fields in their own section; host / port / login / password are for connections made with the
+CLI or a variable.
 - extra ``catalog``: for ``iceberg://<namespace>.<table>`` tables, the catalog's properties as
   pyiceberg's ``load_catalog`` takes them (a JSON object: ``{"type": "sql", "uri": ...,
   "warehouse": ...}``, ``{"type": "rest", "uri": ..., "credential": ...}``, Glue, Hive).
@@ -108,8 +112,8 @@ class ConnectionSettings:
                 _extra_value(extra, "storage_options"), f"connection {conn.conn_id!r}: extra 'storage_options'"
             )
             or {},
-            key=conn.login or None,
-            secret=conn.password or None,
+            key=conn.login or _extra_value(extra, "aws_access_key_id") or None,
+            secret=conn.password or _extra_value(extra, "aws_secret_access_key") or None,
             endpoint_url=endpoint or None,
             region_name=_extra_value(extra, "region_name"),
             catalog=parse_storage_options(_extra_value(extra, "catalog"), f"connection {conn.conn_id!r}: extra 'catalog'"),

@@ -60,8 +60,8 @@ def test_providers_manager_sees_the_hook_form_fields_and_triggers():
     assert hook.connection_id_attribute_name == "snaptable_conn_id"
     widgets = manager.connection_form_widgets
     assert {"extra__snaptable__root", "extra__snaptable__storage_options", "extra__snaptable__catalog"} <= set(widgets)
-    assert "extra__snaptable__endpoint_url" not in widgets  # the S3 endpoint has one place: Host
-    assert manager.field_behaviours["snaptable"]["hidden_fields"] == ["schema"]
+    # Every setting is an extra field (Airflow draws its standard fields first): all of those are hidden.
+    assert manager.field_behaviours["snaptable"]["hidden_fields"] == ["schema", "host", "port", "login", "password"]
     assert any(t.package_name == "airflow-snaptable" for t in manager.trigger)
 
 

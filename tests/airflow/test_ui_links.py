@@ -54,12 +54,38 @@ def test_the_provider_registers_the_links_and_the_form_puts_root_and_catalog_fir
         module, _, name = dotted.rpartition(".")
         assert getattr(importlib.import_module(module), name) in (TableTimelineLink, LakeHealthLink)
     (conn,) = info["connection-types"]
-    assert list(conn["conn-fields"])[:2] == ["root", "catalog"]
-    # The S3 fields read as one group: each label starts with "S3: ".
-    s3 = [conn["conn-fields"]["region_name"]["label"], *conn["ui-field-behaviour"]["relabeling"].values()]
-    assert len(s3) == 5 and all(label.startswith("S3: ") for label in s3)
+    fields = conn["conn-fields"]
+    assert list(fields) == ["root", "catalog", "storage_options", "endpoint_url", "region_name", "aws_access_key_id",
+                            "aws_secret_access_key"]
+    # Airflow's form draws its standard fields before every extra field: all hidden, so root and catalog come first.
+    assert set(conn["ui-field-behaviour"]["hidden-fields"]) == {"schema", "host", "port", "login", "password"}
+    # The S3 fields are one section of the form, the secret a password field (masked, never shown again).
+    sections = {name: field["schema"].get("section") for name, field in fields.items()}
+    assert {name for name, section in sections.items() if section} == {"endpoint_url", "region_name", "aws_access_key_id",
+                                                                      "aws_secret_access_key"}
+    assert len({s for s in sections.values() if s}) == 1 and all(fields[n]["label"].startswith("S3 ") for n in sections if sections[n])
+    assert fields["aws_secret_access_key"]["schema"]["format"] == "password"
 
     from airflow.providers_manager import ProvidersManager
 
-    widgets = [name for name in ProvidersManager().connection_form_widgets if name.startswith("extra__snaptable__")]
+    manager = ProvidersManager()
+    widgets = [name for name in manager.connection_form_widgets if name.startswith("extra__snaptable__")]
     assert widgets[:2] == ["extra__snaptable__root", "extra__snaptable__catalog"]
+    assert manager.connection_form_widgets["extra__snaptable__aws_secret_access_key"].is_sensitive
+
+
+def test_the_s3_fields_of_the_form_reach_the_storage_options(monkeypatch):
+    from airflow_snaptable.hooks.snaptable import SnapTableHook
+    from tests.airflow.conftest import snaptable_conn
+
+    extra = {"endpoint_url": "http://minio:9000", "region_name": "eu-west-1", "aws_access_key_id": "AKIAFORM",
+             "aws_secret_access_key": "form-secret"}
+    monkeypatch.setenv("AIRFLOW_CONN_FORM", snaptable_conn("s3://bucket/wh", extra=extra))
+    options = SnapTableHook("form").storage_options("s3://bucket/wh/t")
+    assert (options["key"], options["secret"], options["endpoint_url"]) == ("AKIAFORM", "form-secret", "http://minio:9000")
+    assert options["client_kwargs"] == {"region_name": "eu-west-1"}
+    # A connection made with the CLI's login and password keeps them: they win over the extras.
+    monkeypatch.setenv("AIRFLOW_CONN_CLI", snaptable_conn("s3://bucket/wh", login="AKIACLI", password="cli-secret", extra=extra))
+    options = SnapTableHook("cli").storage_options("s3://bucket/wh/t")
+    assert (options["key"], options["secret"]) == ("AKIACLI", "cli-secret")
+    assert "key" not in SnapTableHook("form").storage_options("/local/t")  # S3 fields only for S3 tables
