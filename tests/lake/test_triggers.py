@@ -149,16 +149,17 @@ def test_the_dag_lists_only_due_tables(tmp_path):
 
 def test_a_failed_run_is_due_again_without_new_snapshots(tmp_path):
     lake = str(tmp_path / "lake")
-    write_native(native_dir(lake, "t"), 3)
-    policy = Policy.from_mapping({"defaults": {"snapshot-expiry": {**EXPIRY, "trigger": {"snapshots": 10}}}})
-    maintain(lake, policy)
-    snapshot_file = os.path.join(native_dir(lake, "t"), "snapshot", "snapshot-3")
-    saved = open(snapshot_file, "rb").read()
-    # A failed run keeps no mark: the next one runs however few snapshots came.
-    from airflow_snaptable.core.lake.triggers import TableProgress
-
-    assert TableProgress(Table.open(native_dir(lake, "t"))).due({"snapshots": 10}, {"status": "Failed", "lastSnapshot": {"id": 3}}).due
-    assert open(snapshot_file, "rb").read() == saved
+    table = write_native(native_dir(lake, "t"), 3)
+    policy = Policy.from_mapping({"defaults": {"snapshot-expiry": {**EXPIRY, "trigger": {"snapshots": 3}}}})
+    maintain(lake, policy)  # keeps snapshots 2 and 3
+    _append(table, 3)
+    with open(os.path.join(native_dir(lake, "t"), "snapshot", "snapshot-2"), "w") as f:
+        f.write("{")  # the table breaks: the due run fails
+    failed = _job(maintain(lake, policy), "t")
+    assert failed["status"] == "Failed" and failed["dueBecause"] == "3 new snapshot(s) >= 3" and "lastSnapshot" not in failed
+    # No new snapshot since, yet the next run retries (and says why) rather than waiting for 3 more.
+    retried = _job(maintain(lake, policy), "t")
+    assert retried["status"] == "Failed" and retried["dueBecause"] == "the last run failed" and "skipped" not in retried
 
 
 def test_a_paimon_table_is_due_after_pypaimon_commits(mixed_lake):

@@ -91,11 +91,11 @@ class TableProgress:
 
     def due(self, trigger: Mapping[str, int], previous: Mapping[str, Any] | None) -> Due:
         """Is a job with ``trigger`` due, given its stored status record ``previous``?"""
+        if (previous or {}).get("status") == "Failed":
+            return Due(True, "the last run failed")
         seen = (previous or {}).get("lastSnapshot")
         if not isinstance(seen, dict) or not isinstance(seen.get("id"), int):
             return Due(True, "no run with a trigger recorded yet")
-        if (previous or {}).get("status") == "Failed":
-            return Due(True, "the last run failed")
         wanted_snapshots, wanted_files = trigger.get(SNAPSHOTS), trigger.get(SMALL_FILES)
         snapshots, files, rolled_back = self._since(seen, wanted_files)
         if rolled_back:
