@@ -6,7 +6,8 @@ connections given as ``AIRFLOW_CONN_*`` variables: a snaptable connection carryi
 with ``simple_auth_manager_all_admins`` (every request is an admin's). Chromium comes from
 scripts/chromium (Debian's package, installed when missing); if that fails, the test fails with
 the reason. Two Chromium runs (one page load each) load the lake page and the timeline page, each
-writing a screenshot and dumping the DOM; the screenshots are kept in the test's temporary directory.
+writing a screenshot and dumping the DOM; the screenshots stay in the test's temporary directory, and
+are copied to ``$SNAPTABLE_SCREENSHOT_DIR`` when it is set.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import html.parser
 import json
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -157,6 +159,9 @@ def _chromium_page(chromium: str, url: str, shot: Path, profile: Path) -> str:
         capture_output=True, text=True, timeout=180,
     )
     print(f"chromium {url}: {time.monotonic() - started:.1f} s, screenshot {shot}")
+    if os.environ.get("SNAPTABLE_SCREENSHOT_DIR"):  # CI keeps the pictures as artifacts
+        os.makedirs(os.environ["SNAPTABLE_SCREENSHOT_DIR"], exist_ok=True)
+        shutil.copy(shot, os.environ["SNAPTABLE_SCREENSHOT_DIR"])
     assert proc.returncode == 0, proc.stderr[-4000:]
     # The screenshot: the whole window, and not blank (many distinct byte values in its pixels).
     width, height, pixels = _png_pixels(shot)

@@ -207,6 +207,9 @@ def test_snaptable_status_says_not_due_and_when(tmp_path, capsys):
     write_native(native_dir(lake, "t"), 3)
     policy = Policy.from_mapping({"defaults": {"snapshot-expiry": {**EXPIRY, "trigger": {"snapshots": 4}}}})
     maintain(lake, policy)
+    capsys.readouterr()
+    assert main(["status", lake]) == 0
+    assert "next due after 4 new snapshot(s)" in capsys.readouterr().out
     maintain(lake, policy)
     capsys.readouterr()
     assert main(["status", lake]) == 0

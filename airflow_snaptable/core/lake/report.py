@@ -103,4 +103,6 @@ def describe(record: dict[str, Any]) -> str | None:
         parts.append(record["reason"])
     if record.get("skipped"):  # a triggered job that was not due (core/lake/triggers.py)
         parts = [f"{record['skipped']} (due {record.get('nextDue')})"]
+    elif record.get("nextDue"):
+        parts.append(f"next due {record['nextDue']}")
     return ", ".join(parts) or None
