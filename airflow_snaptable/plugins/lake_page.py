@@ -18,6 +18,8 @@ from airflow_snaptable.core.formats.foreign import ICEBERG_SCHEME
 
 JOB_LABELS = {"Successful": "ok", "Failed": "FAILED", "Not_Yet_Run": "not yet run", "Disabled": "disabled"}
 STATUS_CLASSES = {"Successful": "ok", "Failed": "failed", "Not_Yet_Run": "never"}
+#: Characters of a failure message a cell shows.
+MESSAGE_SHOWN = 120
 LAKE_STYLE = (
     "tr.failed td{background:#ffebee}td.failed{color:#b71c1c;font-weight:bold}td.ok{color:#2e7d32}"
     "td.never{color:#607d8b}td.job{max-width:200px;overflow-wrap:anywhere}.num{text-align:right}.small{font-size:12px;color:#607d8b}"
@@ -165,14 +167,16 @@ def render_lake(view: LakeView, esc, prefix: str) -> str:
                 continue
             status = str(record.get("status"))
             detail = [str(record.get("lastRunTimestamp") or "never")]
-            if record.get("failureMessage"):
-                detail.append(str(record["failureMessage"]))
+            message = str(record.get("failureMessage") or "")
+            if message:  # shortened in the cell; the whole text is the cell's tooltip
+                detail.append(message if len(message) <= MESSAGE_SHOWN else message[: MESSAGE_SHOWN - 1] + "\u2026")
             if record.get("skipped"):
                 detail.append(str(record["skipped"]))
             if record.get("nextDue"):
                 detail.append("next due " + str(record["nextDue"]))
             cells.append(
-                f'<td class="job {STATUS_CLASSES.get(status, "")}" data-job="{esc(job)}" data-status="{esc(status)}">'
+                f'<td class="job {STATUS_CLASSES.get(status, "")}" data-job="{esc(job)}" data-status="{esc(status)}" '
+                f'title="{esc(message)}">'
                 f'{esc(JOB_LABELS.get(status, status))}<div class="small">{"<br>".join(esc(d) for d in detail)}</div></td>'
             )
         error = f'<div class="error">{esc(health.error)}</div>' if health.error else ""
@@ -189,7 +193,8 @@ def render_lake(view: LakeView, esc, prefix: str) -> str:
     errors = "".join(f'<p class="error location-error">{esc(e)}</p>' for e in view.errors)
     self_link = f"{prefix}/lake?" + urlencode({"conn_id": view.conn_id})
     return (
-        f'<nav><a href="./">all connections</a> \u00b7 <a class="permalink" href="{esc(self_link)}" target="_top">link to this page</a></nav>'
+        f'<nav><a href="./">all connections</a> \u00b7 <a href="{esc("tables?" + urlencode({"conn_id": view.conn_id}))}">'
+        f'table names only</a> \u00b7 <a class="permalink" href="{esc(self_link)}" target="_top">link to this page</a></nav>'
         f"<h1>Lake health: {esc(view.conn_id)}</h1>"
         f"<p>{_where(view, esc)}; tables with a failed job first. A name opens the table's timeline.</p>"
         f"<style>{LAKE_STYLE}</style>{errors}"
