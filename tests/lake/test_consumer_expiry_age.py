@@ -2,7 +2,7 @@
 
 A policy may say how long a consumer may stay idle; a table that explicitly keeps its consumers
 longer (``consumer.expiration-time``) keeps them (docs/maintenance.md, "The table's own settings").
-The argument is the action's (``expire-consumers --expiration-time``), so the CLI, the operator
+The argument is the action's (``expire-consumers``: ``expiration_time``), so ``run-action``, the operator
 and the three formats take it too.
 """
 
