@@ -360,24 +360,25 @@ def _manifests(writer, head, plan: _Plan, added: list, uri: str):
     if head.snapshot_id != plan.base_id:
         check_no_delete_files(manifests, file_io, uri)
     rewritten = set(plan.data_files)
-    found: set[str] = set()
-    removed = []
+    removed: dict[str, Any] = {}
+    deleted_entries: dict[int, list] = {}
     kept = []
     for manifest in manifests:
         entries = live_entries(manifest, file_io) if _may_hold(manifest, plan) else []
         if not any(e.data_file.file_path in rewritten for e in entries):
             kept.append(manifest)
             continue
-        with writer.manifest_writer(manifest.partition_spec_id) as out:
-            for entry in entries:
-                if entry.data_file.file_path in rewritten:
-                    found.add(entry.data_file.file_path)
-                    removed.append(entry.data_file)
-                    out.delete(entry)
-                else:
+        staying = [e for e in entries if e.data_file.file_path not in rewritten]
+        for entry in entries:
+            if entry.data_file.file_path in rewritten:
+                removed[entry.data_file.file_path] = entry.data_file
+                deleted_entries.setdefault(manifest.partition_spec_id, []).append(entry)
+        if staying:  # a manifest left with no live file is dropped; its files' deletion is recorded below
+            with writer.manifest_writer(manifest.partition_spec_id) as out:
+                for entry in staying:
                     out.existing(entry)
-        kept.append(out.to_manifest_file())
-    gone = rewritten - found
+            kept.append(out.to_manifest_file())
+    gone = rewritten - set(removed)
     if gone:
         raise ReplaceConflict(f"{len(gone)} file(s) it rewrote were deleted by a concurrent commit, e.g. {sorted(gone)[0]}")
     new = []
@@ -387,6 +388,12 @@ def _manifests(writer, head, plan: _Plan, added: list, uri: str):
                 if data_file.spec_id == spec_id:
                     out.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=writer.snapshot_id, data_file=data_file))
         new.append(out.to_manifest_file())
+    for spec_id, entries in sorted(deleted_entries.items()):
+        with writer.manifest_writer(spec_id) as out:
+            for entry in entries:
+                out.delete(entry)
+        new.append(out.to_manifest_file())
+    removed = list(removed.values())
     summary = replace_summary(writer.metadata, head, added, removed, {})
     return new + kept, summary
 
