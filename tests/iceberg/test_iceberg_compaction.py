@@ -291,3 +291,25 @@ def test_v3_tables_and_bad_input_fail_closed_and_change_nothing(iceberg_env):
         assert files_on_disk(iceberg_env.location()) == on_disk
         if error is UnsupportedMetadataError:
             assert "row lineage" in str(raised.value)
+
+
+def test_the_lake_policy_compacts_rewrites_manifests_then_expires_iceberg_tables(iceberg_env):
+    from airflow_snaptable.core.lake import SUCCESSFUL, Policy, maintain
+
+    table = _small_appends(iceberg_env, per_partition=6)
+    before = _rows(table)
+    policy = Policy.from_mapping({"defaults": {
+        "data-compaction": {"min-input-files": 6}, "manifest-rewrite": {},
+        "snapshot-expiry": {"min-snapshots-to-keep": 1, "max-snapshot-age-hours": 0},
+    }})
+    report = maintain("iceberg://db", policy, catalog=iceberg_env.properties)
+    assert not report.failed
+    jobs = report.to_dict()["tables"][0]["jobs"]
+    assert jobs["data-compaction"]["status"] == jobs["manifest-rewrite"]["status"] == SUCCESSFUL
+    assert jobs["data-compaction"]["arguments"] == {"min_input_files": 6}
+    table = table.refresh()
+    assert jobs["manifest-rewrite"]["snapshotCommitted"] == table.metadata.current_snapshot_id
+    assert jobs["snapshot-expiry"]["snapshotsExpired"] == 13  # the 12 appends and the compaction (the spec change makes no snapshot)
+    assert _rows(table) == before
+    assert len(_live_files(table)) == 3 and len(table.metadata.current_snapshot().manifests(table.io)) == 2
+    assert_exactly_reachable_left(iceberg_env.table(), iceberg_env.location())
