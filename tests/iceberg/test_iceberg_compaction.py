@@ -313,3 +313,24 @@ def test_the_lake_policy_compacts_rewrites_manifests_then_expires_iceberg_tables
     assert _rows(table) == before
     assert len(_live_files(table)) == 3 and len(table.metadata.current_snapshot().manifests(table.io)) == 2
     assert_exactly_reachable_left(iceberg_env.table(), iceberg_env.location())
+
+
+def test_the_cli_compacts_and_rewrites_manifests(iceberg_env, capsys):
+    from airflow_snaptable.cli import main
+
+    table = _small_appends(iceberg_env, per_partition=5, spec_change=False)
+    before = _rows(table)
+    catalog = iceberg_env.catalog_json
+    assert main(["compact", URI, "--catalog", catalog, "--dry-run", "--min-input-files", "5", "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)["result"]
+    assert planned["dry_run"] and planned["snapshot_id"] is None and planned["rewritten_files"] == 10
+    assert len(_live_files(table)) == 10
+    assert main(["compact", URI, "--catalog", catalog, "--partitions", '[{"p": "a"}]', "--target-file-size", "1 mb", "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)["result"]
+    assert done["snapshot_id"] == table.refresh().metadata.current_snapshot_id and done["target_file_size"] == 1024**2
+    assert sorted(tuple(f.partition) for f in _live_files(table)) == [("a",)] + [("b",)] * 5
+    assert main(["rewrite-manifests", URI, "--catalog", catalog, "--json"]) == 0
+    rewritten = json.loads(capsys.readouterr().out)["result"]
+    assert rewritten["manifests_after"] == len(table.refresh().metadata.current_snapshot().manifests(table.io)) == 1
+    assert _rows(table) == before
+    assert main(["compact", URI, "--catalog", catalog, "--min-input-files", "0"]) == 2  # a typed error, nothing changed
