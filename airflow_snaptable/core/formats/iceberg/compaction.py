@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from airflow_snaptable.core.arguments.checks import check_int
 from airflow_snaptable.core.arguments.table_options import parse_size
@@ -269,13 +270,28 @@ class _GroupRewriter:
         return self.write(group, rows)
 
     def read(self, group: FileGroup) -> pa.Table:
+        """The group's rows in the current schema. A file written with it (the same field ids, names and
+        types) is read as it is; any other goes through pyiceberg's projection (renamed, added or
+        promoted columns, files without field ids)."""
         from pyiceberg.expressions import AlwaysTrue
-        from pyiceberg.io.pyarrow import ArrowScan
+        from pyiceberg.io.pyarrow import ArrowScan, schema_to_pyarrow
         from pyiceberg.table import FileScanTask
 
+        from airflow_snaptable.core.io.pool import map_io
+
         schema = self.metadata.schema()
-        tasks = [FileScanTask(self.data_files[path]) for path in group.files]
-        rows = ArrowScan(self.metadata, self.file_io, schema, AlwaysTrue()).to_table(tasks)
+        wanted = schema_to_pyarrow(schema)
+
+        def read_one(path: str) -> pa.Table:
+            with self.file_io.new_input(path).open() as stream:
+                content = pq.ParquetFile(stream).read()
+            if _same_columns(content.schema, wanted):
+                return content.cast(wanted)  # the same types: only the field-id metadata is set
+            task = FileScanTask(self.data_files[path])
+            return ArrowScan(self.metadata, self.file_io, schema, AlwaysTrue()).to_table([task])
+
+        parts = map_io(read_one, group.files) if self.file_io.storage.is_remote else [read_one(path) for path in group.files]
+        rows = pa.concat_tables(parts) if parts else wanted.empty_table()
         if rows.num_rows != group.input_rows:
             raise CorruptMetadataError(f"read {rows.num_rows} rows from files whose manifests say {group.input_rows}: {group.files[0]}, ...")
         return rows
@@ -307,7 +323,7 @@ class _GroupRewriter:
                 _to_requested_schema(
                     requested_schema=file_schema, file_schema=schema, batch=batch, include_field_ids=True, format_model=format_model,
                 )
-                for batch in chunk.to_batches()
+                for batch in chunk.combine_chunks().to_batches()
             ]
             path = locations.new_data_location(f"00000-{index}-{write_id}.parquet", partition_key=key)
             output = self.file_io.new_output(path)
@@ -323,6 +339,23 @@ class _GroupRewriter:
             data_file.spec_id = group.spec_id
             written.append(data_file)
         return written
+
+
+def _same_columns(found: pa.Schema, wanted: pa.Schema) -> bool:
+    if len(found) != len(wanted):
+        return False
+    if any(pa.types.is_nested(f.type) for f in wanted):
+        return False  # nested fields carry their ids on the children: pyiceberg's projection checks them
+    for have, want in zip(found, wanted):
+        have_id = (have.metadata or {}).get(b"PARQUET:field_id")
+        if have.name != want.name or _plain(have.type) != _plain(want.type) or have_id != (want.metadata or {}).get(b"PARQUET:field_id"):
+            return False
+    return True
+
+
+def _plain(arrow_type: pa.DataType) -> pa.DataType:
+    """Arrow's large and small string and binary are one Iceberg type each."""
+    return {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}.get(arrow_type, arrow_type)
 
 
 def sort_rows(metadata, rows: pa.Table) -> pa.Table:

@@ -72,7 +72,13 @@ class CountedInputFile(InputFile):
         return self._io.storage.exists(self._io.relative(self.location))
 
     def open(self, seekable: bool = True) -> InputStream:
-        return self._io.storage.open_read(self._io.relative(self.location))
+        """The whole file, read in one counted operation (the files read here are manifests and the small
+        files a compaction merges, read whole anyway)."""
+        import pyarrow as pa
+
+        data = self._io.storage.read_bytes(self._io.relative(self.location))
+        self._length = len(data)
+        return pa.BufferReader(data)
 
 
 class CountedFileIO(FileIO):
@@ -84,6 +90,8 @@ class CountedFileIO(FileIO):
         self._locator = Locator(location)
         #: Every file written, in order: what a failed commit removes again.
         self.written: list[str] = []
+        #: Live entries of the manifests read, by path (replace_commit.live_entries).
+        self.entries: dict[str, list] = {}
 
     def relative(self, location: str) -> str:
         return self._locator.inside(location, "file")

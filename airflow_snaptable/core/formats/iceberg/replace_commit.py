@@ -47,7 +47,15 @@ def check_format_version(metadata, uri: str, doing: str) -> None:
 
 
 def live_entries(manifest: ManifestFile, file_io) -> list[ManifestEntry]:
-    return manifest.fetch_manifest_entry(file_io, discard_deleted=True)
+    """The manifest's live entries; read once per FileIO (a manifest is never rewritten in place, so its
+    path names the same entries when the commit reads it again after the plan)."""
+    cache = getattr(file_io, "entries", None)
+    if cache is not None and manifest.manifest_path in cache:
+        return cache[manifest.manifest_path]
+    entries = manifest.fetch_manifest_entry(file_io, discard_deleted=True)
+    if cache is not None:
+        cache[manifest.manifest_path] = entries
+    return entries
 
 
 def check_no_delete_files(manifests: list[ManifestFile], file_io, uri: str) -> None:
