@@ -334,3 +334,56 @@ def test_the_cli_compacts_and_rewrites_manifests(iceberg_env, capsys):
     assert rewritten["manifests_after"] == len(table.refresh().metadata.current_snapshot().manifests(table.io)) == 1
     assert _rows(table) == before
     assert main(["compact", URI, "--catalog", catalog, "--min-input-files", "0"]) == 2  # a typed error, nothing changed
+
+
+def _with_position_deletes(env: IcebergEnv, table, deleted_id: int):
+    """A snapshot with a position delete file, as a merge-on-read writer (Spark) leaves it: pyiceberg
+    reads such tables but writes none, so the delete file and its manifest are written here."""
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat, ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestWriterV2
+    from pyiceberg.table.snapshots import Operation, Summary
+
+    from airflow_snaptable.core.formats.iceberg.counted_io import CountedFileIO
+    from airflow_snaptable.core.formats.iceberg.files import storage_for
+    from airflow_snaptable.core.formats.iceberg.replace_commit import commit_replace
+
+    class DeleteManifestWriter(ManifestWriterV2):
+        def content(self):
+            return ManifestContent.DELETES
+
+    target = next(t.file for t in table.scan(row_filter=f"id == {deleted_id}").plan_files())
+    position = pq.read_table(target.file_path[len("file://"):]).column("id").to_pylist().index(deleted_id)
+    delete_path = f"{table.location()}/data/deletes-{deleted_id}.parquet"
+    pq.write_table(pa.table({"file_path": [target.file_path], "pos": pa.array([position], pa.int64())}), delete_path[len("file://"):])
+    delete_file = DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES, file_path=delete_path, file_format=FileFormat.PARQUET, partition=target.partition,
+        record_count=1, file_size_in_bytes=os.path.getsize(delete_path[len("file://"):]),
+    )
+    delete_file.spec_id = target.spec_id
+    file_io = CountedFileIO(storage_for(table), table.location(), table.io.properties)
+
+    def build(writer, head):
+        writer_path = table.location_provider().new_metadata_location("deletes-m0.avro")
+        with DeleteManifestWriter(table.metadata.specs()[target.spec_id], table.schema(), file_io.new_output(writer_path), writer.snapshot_id, "deflate") as out:
+            out.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=writer.snapshot_id, data_file=delete_file))
+        return [out.to_manifest_file()] + head.manifests(file_io), Summary(Operation.DELETE)
+
+    metadata = table.refresh().metadata
+    commit_replace(env.table, file_io, metadata.new_snapshot_id(), metadata.current_schema_id, build, URI)
+    return table.refresh()
+
+
+def test_delete_files_fail_compaction_closed_and_manifest_rewriting_keeps_them(iceberg_env):
+    table = _small_appends(iceberg_env, per_partition=5, spec_change=False)
+    table = _with_position_deletes(iceberg_env, table, deleted_id=2)
+    rows = _rows(table)
+    assert ("a", 2) not in rows and len(rows) == 14  # pyiceberg applies the delete file
+    location = table.metadata_location
+    on_disk = files_on_disk(iceberg_env.location())
+    with pytest.raises(UnsupportedMetadataError, match="delete files .* position and equality deletes applied"):
+        Table.open(URI, catalog=iceberg_env.properties).compact()
+    assert table.refresh().metadata_location == location and files_on_disk(iceberg_env.location()) == on_disk
+    Table.open(URI, catalog=iceberg_env.properties).rewrite_manifests()
+    table = table.refresh()
+    assert _rows(table) == rows
+    contents = sorted(m.content.name for m in table.metadata.current_snapshot().manifests(table.io))
+    assert contents == ["DATA", "DELETES"]

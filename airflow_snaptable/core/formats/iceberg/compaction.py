@@ -205,6 +205,8 @@ def _matches(values: dict[str, Any], wanted: list[dict] | None) -> bool:
 
 
 def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_group_bytes: int) -> _Plan | None:
+    from pyiceberg.manifest import DataFileContent
+
     metadata = iceberg.metadata
     check_format_version(metadata, uri, "compaction")
     head = metadata.current_snapshot()
@@ -218,6 +220,8 @@ def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_g
     for manifest in manifests:
         for entry in live_entries(manifest, file_io):
             data_file = entry.data_file
+            if data_file.content != DataFileContent.DATA:  # a delete file in a data manifest: fail closed alike
+                check_no_delete_files([manifest], file_io, uri, found=data_file.file_path)
             if data_file.file_size_in_bytes >= small_size:
                 continue
             values = partition_dict(specs[data_file.spec_id], data_file.partition)

@@ -58,12 +58,13 @@ def live_entries(manifest: ManifestFile, file_io) -> list[ManifestEntry]:
     return entries
 
 
-def check_no_delete_files(manifests: list[ManifestFile], file_io, uri: str) -> None:
-    """Delete files fail a compaction closed: rewriting rows they delete would bring the rows back."""
+def check_no_delete_files(manifests: list[ManifestFile], file_io, uri: str, found: str | None = None) -> None:
+    """Delete files fail a compaction closed: rewriting rows they delete would bring the rows back.
+    ``found``: a delete file already seen (in a manifest that says it holds data)."""
     for manifest in manifests:
-        if manifest.content == ManifestContent.DELETES and live_entries(manifest, file_io):
+        if found is not None or (manifest.content == ManifestContent.DELETES and live_entries(manifest, file_io)):
             raise UnsupportedMetadataError(
-                f"{uri}: the current snapshot has delete files ({manifest.manifest_path}); compacting it needs the "
+                f"{uri}: the current snapshot has delete files ({found or manifest.manifest_path}); compacting it needs the "
                 "position and equality deletes applied to the rows rewritten, the applied delete files removed, and the "
                 "new files given the old data sequence number so that newer equality deletes still apply; not supported yet"
             )
