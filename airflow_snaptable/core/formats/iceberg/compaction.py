@@ -93,6 +93,13 @@ class _Plan:
     data_files: dict[str, Any]
 
 
+class _Properties:
+    """A pickled rewriter's FileIO before :meth:`_GroupRewriter.on` opens one: its properties only."""
+
+    def __init__(self, properties: dict):
+        self.properties = properties
+
+
 class _PartitionPath:
     """What pyiceberg's location provider asks of a partition key: its path."""
 
@@ -259,7 +266,8 @@ def _bins(files: list, max_bytes: int) -> list[list]:
 class _GroupRewriter:
     """Reads a group's files (pyiceberg's projection onto the current schema) and writes them sorted into new files.
 
-    Picklable state only (metadata, FileIO, sizes): a Spark executor runs it on its group.
+    :meth:`on` makes the same rewriter on another storage: a Spark executor's, opened from the
+    table location (spark/maintenance.py runs one task per group).
     """
 
     def __init__(self, metadata, file_io: CountedFileIO, target: int, data_files: dict[str, Any]):
@@ -267,6 +275,20 @@ class _GroupRewriter:
         self.file_io = file_io
         self.target = target
         self.data_files = data_files
+
+    def on(self, storage) -> "_GroupRewriter":
+        file_io = CountedFileIO(storage, self.metadata.location, self.file_io.properties)
+        return _GroupRewriter(self.metadata, file_io, self.target, self.data_files)
+
+    def __getstate__(self) -> dict:
+        # The storage stays on the driver (locks, counters): an executor gets its own through on().
+        return {"metadata": self.metadata, "file_io": None, "target": self.target, "data_files": self.data_files,
+                "properties": dict(self.file_io.properties) if self.file_io is not None else {}}
+
+    def __setstate__(self, state: dict) -> None:
+        properties = state.pop("properties")
+        self.__dict__.update(state)
+        self.file_io = _Properties(properties)
 
     def __call__(self, group: FileGroup) -> list:
         rows = self.read(group)
@@ -379,9 +401,11 @@ def sort_rows(metadata, rows: pa.Table) -> pa.Table:
         if not sort_field.transform.__class__.__name__.startswith("Identity"):
             column = sort_field.transform.pyarrow_transform(schema.find_type(sort_field.source_id))(column)
         keys[f"k{i}"] = column
-        sort_keys.append((f"k{i}", "ascending" if sort_field.direction.value == "asc" else "descending"))
-    null_placement = "at_start" if order.fields[0].null_order.value == "nulls-first" else "at_end"
-    indices = pc.sort_indices(pa.table(keys), sort_keys=sort_keys, null_placement=null_placement)
+        sort_keys.append((
+            f"k{i}", "ascending" if sort_field.direction.value == "asc" else "descending",
+            "at_start" if sort_field.null_order.value == "nulls-first" else "at_end",
+        ))
+    indices = pc.sort_indices(pa.table(keys), sort_keys=sort_keys)
     return rows.take(indices)
 
 

@@ -62,6 +62,9 @@ class IcebergTable:
         self.clock = clock
         self.catalog, self.iceberg = catalogs.load_table(uri, catalog_properties)
         self.storage = storage_for(self.iceberg)
+        #: Runs a compaction's file groups, ``(groups, rewrite_one) -> [added files per group]``: None runs them
+        #: in turn here; the Spark maintenance job sets one that runs a task per group on the executors.
+        self.group_runner = None
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -124,6 +127,7 @@ class IcebergTable:
 
         if min_file_num is not None and min_input_files is not None and min_file_num != min_input_files:
             raise InvalidArgumentError("min_file_num is this package's name for min_input_files: give one")
+        kwargs.setdefault("rewrite_groups", self.group_runner)
         return compact_iceberg(
             self, partitions, target_file_size, min_input_files if min_input_files is not None else min_file_num, dry_run, **kwargs,
         )
