@@ -37,6 +37,7 @@ from airflow_snaptable.core.arguments.table_options import parse_size
 from airflow_snaptable.core.errors import CommitConflictError, CorruptMetadataError, InvalidArgumentError, InvalidOptionError
 from airflow_snaptable.core.formats.iceberg.counted_io import CountedFileIO
 from airflow_snaptable.core.formats.iceberg.replace_commit import (
+    CommitOutcomeUnknownError,
     ReplaceConflict,
     check_format_version,
     check_no_delete_files,
@@ -134,20 +135,25 @@ def compact_iceberg(
             _count(result, plan, [])
             return result
         rewrite = _GroupRewriter(iceberg.metadata, file_io, target, plan.data_files)
-        written = (rewrite_groups or _in_turn)(plan.groups, rewrite)
-        added = [data_file for files in written for data_file in files]
-        file_io.written.extend(data_file.file_path for data_file in added)
         try:
+            written = (rewrite_groups or _in_turn)(plan.groups, rewrite)
+            added = [data_file for files in written for data_file in files]
+            file_io.written.extend(data_file.file_path for data_file in added)
             result.snapshot_id = commit_replace(
                 table.refresh, file_io, iceberg.metadata.new_snapshot_id(), plan.schema_id,
                 lambda writer, head: _manifests(writer, head, plan, added, table.uri), table.uri,
             )
+        except CommitOutcomeUnknownError:
+            raise  # it may have landed: what it wrote may be in use
         except ReplaceConflict as exc:
             file_io.delete_written()
             if plan_number == PLANS - 1:
                 raise CommitConflictError(f"{table.uri}: compaction conflicts with a concurrent commit: {exc}") from exc
             iceberg = table.refresh()
             continue
+        except Exception:
+            file_io.delete_written()  # certainly not committed: the files written are nobody's (a crash leaves them to orphan removal)
+            raise
         _count(result, plan, added)
         return result
     raise AssertionError("unreachable")

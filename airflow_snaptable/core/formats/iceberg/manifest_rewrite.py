@@ -21,6 +21,7 @@ from airflow_snaptable.core.arguments.table_options import parse_size
 from airflow_snaptable.core.errors import CommitConflictError, InvalidArgumentError, InvalidOptionError
 from airflow_snaptable.core.formats.iceberg.counted_io import CountedFileIO
 from airflow_snaptable.core.formats.iceberg.replace_commit import (
+    CommitOutcomeUnknownError,
     ReplaceConflict,
     check_format_version,
     commit_replace,
@@ -145,6 +146,12 @@ def rewrite_manifests(table, target_manifest_size=None, dry_run: bool = False) -
         result.snapshot_id = commit_replace(
             table.refresh, file_io, iceberg.metadata.new_snapshot_id(), iceberg.metadata.current_schema_id, build, table.uri,
         )
+    except CommitOutcomeUnknownError:
+        raise  # it may have landed: what it wrote may be in use
     except ReplaceConflict as exc:
+        file_io.delete_written()
         raise CommitConflictError(f"{table.uri}: manifest rewriting conflicts with a concurrent commit: {exc}") from exc
+    except Exception:
+        file_io.delete_written()  # certainly not committed
+        raise
     return result

@@ -33,6 +33,11 @@ from airflow_snaptable.core.formats.iceberg.counted_io import CountedFileIO
 COMMIT_ATTEMPTS = 5
 
 
+class CommitOutcomeUnknownError(CommitFailedError):
+    """The catalog did not say whether the commit landed: nothing it wrote may be removed (orphan removal
+    judges later, by what the metadata references)."""
+
+
 class ReplaceConflict(Exception):
     """A commit since the plan changed what the replace depends on: the plan must be made again."""
 
@@ -174,7 +179,7 @@ def commit_replace(
             table.catalog.commit_table(table, requirements, updates)
             return snapshot_id
         except CommitStateUnknownException as exc:  # it may have landed: nothing it wrote may go
-            raise CommitFailedError(f"{uri}: the catalog did not say whether the replace snapshot {snapshot_id} landed: {exc}") from exc
+            raise CommitOutcomeUnknownError(f"{uri}: the catalog did not say whether the replace snapshot {snapshot_id} landed: {exc}") from exc
         except CommitFailedException as exc:
             # This attempt's manifest list and manifests are nobody's: remove them, keep the new data files and added manifests.
             attempt_files, file_io.written = file_io.written[attempt_start:], file_io.written[:attempt_start]
