@@ -387,3 +387,31 @@ def test_delete_files_fail_compaction_closed_and_manifest_rewriting_keeps_them(i
     assert _rows(table) == rows
     contents = sorted(m.content.name for m in table.metadata.current_snapshot().manifests(table.io))
     assert contents == ["DATA", "DELETES"]
+
+
+def test_partitions_are_named_by_their_values_as_iceberg_writes_them(iceberg_env):
+    import datetime
+
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.sorting import SortField, SortOrder
+    from pyiceberg.transforms import IdentityTransform, TruncateTransform
+    from pyiceberg.types import DateType, LongType, NestedField
+
+    catalog = iceberg_env.catalog()
+    catalog.create_namespace("db")
+    table = catalog.create_table(
+        "db.orders", schema=Schema(NestedField(1, "d", DateType(), required=False), NestedField(2, "id", LongType(), required=False)),
+        partition_spec=PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "d")),
+        sort_order=SortOrder(SortField(2, TruncateTransform(10))),
+    )
+    for i in range(5):
+        table.append(pa.table({"d": [datetime.date(2026, 1, 1), datetime.date(2026, 1, 2)], "id": [30 - i, 60 - i]}))
+    before = _rows(table)
+    result = Table.open(URI, catalog=iceberg_env.properties).compact(partitions=[{"d": "2026-01-02"}])
+    assert [g.partition for g in result.groups] == [{"d": "2026-01-02"}] and result.added_files == 1
+    assert _rows(table) == before
+    compacted = [f for f in _live_files(table) if f.record_count == 5]
+    assert len(compacted) == 1 and len(_live_files(table)) == 6
+    ids = pq.read_table(compacted[0].file_path[len("file://"):]).column("id").to_pylist()
+    assert ids == sorted(ids)  # truncate keeps the order: the rows are sorted by id

@@ -34,7 +34,13 @@ import pyarrow.parquet as pq
 
 from airflow_snaptable.core.arguments.checks import check_int
 from airflow_snaptable.core.arguments.table_options import parse_size
-from airflow_snaptable.core.errors import CommitConflictError, CorruptMetadataError, InvalidArgumentError, InvalidOptionError
+from airflow_snaptable.core.errors import (
+    CommitConflictError,
+    CorruptMetadataError,
+    InvalidArgumentError,
+    InvalidOptionError,
+    UnsupportedMetadataError,
+)
 from airflow_snaptable.core.formats.iceberg.counted_io import CountedFileIO
 from airflow_snaptable.core.formats.iceberg.replace_commit import (
     CommitOutcomeUnknownError,
@@ -211,10 +217,24 @@ def partition_dict(spec, partition) -> dict[str, Any]:
     return {f.name: partition[i] for i, f in enumerate(spec.fields)}
 
 
-def _matches(values: dict[str, Any], wanted: list[dict] | None) -> bool:
+def _human_values(spec, schema, partition) -> dict[str, str]:
+    """Partition values as Iceberg writes them in paths (``2026-01-01`` for a day, not its day number)."""
+    values = {}
+    for i, field in enumerate(spec.fields):
+        try:
+            values[field.name] = field.transform.to_human_string(schema.find_type(field.source_id), partition[i])
+        except Exception:  # noqa: BLE001 - a value no human form is known for matches by itself only
+            values[field.name] = str(partition[i])
+    return values
+
+
+def _matches(values: dict[str, Any], human: dict[str, str], wanted: list[dict] | None) -> bool:
+    """A partition matches a wanted one when every field given equals its value, as stored or in human form."""
     if wanted is None:
         return True
-    return any(all(k in values and (values[k] == v or str(values[k]) == str(v)) for k, v in w.items()) for w in wanted)
+    return any(
+        all(k in values and (values[k] == v or str(v) in (str(values[k]), human[k])) for k, v in w.items()) for w in wanted
+    )
 
 
 def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_group_bytes: int) -> _Plan | None:
@@ -227,6 +247,7 @@ def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_g
         return None
     manifests = head.manifests(file_io)
     check_no_delete_files(manifests, file_io, uri)
+    _check_sort_order(metadata)
     small_size = target * MIN_FILE_SIZE_RATIO
     by_partition: dict[tuple, list] = {}
     specs = metadata.specs()
@@ -238,8 +259,9 @@ def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_g
             if data_file.file_size_in_bytes >= small_size:
                 continue
             values = partition_dict(specs[data_file.spec_id], data_file.partition)
-            if _matches(values, wanted):
-                by_partition.setdefault((data_file.spec_id, tuple(values.items())), []).append(data_file)
+            human = _human_values(specs[data_file.spec_id], metadata.schema(), data_file.partition)
+            if _matches(values, human, wanted):
+                by_partition.setdefault((data_file.spec_id, tuple(human.items())), []).append(data_file)
     groups: list[FileGroup] = []
     data_files: dict[str, Any] = {}
     for (spec_id, values), files in sorted(by_partition.items(), key=lambda item: (item[0][0], repr(item[0][1]))):
@@ -390,6 +412,36 @@ def _plain(arrow_type: pa.DataType) -> pa.DataType:
     return {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}.get(arrow_type, arrow_type)
 
 
+def _order_preserving() -> tuple[type, ...]:
+    from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform, TruncateTransform, YearTransform
+
+    return (IdentityTransform, YearTransform, MonthTransform, DayTransform, HourTransform, TruncateTransform)
+
+
+#: Transforms that keep the source's order: sorting by the source column sorts by them (ties broken by the source value).
+_ORDER_PRESERVING = _order_preserving()
+
+
+def _transformed(sort_field, schema, column):
+    """A sort key through a transform that does not keep the order (bucket): pyiceberg computes it, with pyiceberg-core."""
+    try:
+        return sort_field.transform.pyarrow_transform(schema.find_type(sort_field.source_id))(column)
+    except Exception as exc:  # noqa: BLE001 - pyiceberg's NotInstalledError and unsupported types alike
+        raise UnsupportedMetadataError(
+            f"the sort order's {sort_field.transform} cannot be computed here ({exc}); compacting would lose the table's order"
+        ) from None
+
+
+def _check_sort_order(metadata) -> None:
+    """Fail before any file is written when a sort key cannot be computed here."""
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    schema = metadata.schema()
+    for sort_field in metadata.sort_order().fields:
+        if not isinstance(sort_field.transform, _ORDER_PRESERVING):
+            _transformed(sort_field, schema, pa.array([], schema_to_pyarrow(schema.find_type(sort_field.source_id))))
+
+
 def sort_rows(metadata, rows: pa.Table) -> pa.Table:
     """``rows`` in the table's default sort order (its transforms, directions and null order); as they are without one."""
     order = metadata.sort_order()
@@ -404,8 +456,8 @@ def sort_rows(metadata, rows: pa.Table) -> pa.Table:
     for i, sort_field in enumerate(order.fields):
         name = schema.find_column_name(sort_field.source_id)
         column = flat.column(name)
-        if not sort_field.transform.__class__.__name__.startswith("Identity"):
-            column = sort_field.transform.pyarrow_transform(schema.find_type(sort_field.source_id))(column)
+        if not isinstance(sort_field.transform, _ORDER_PRESERVING):
+            column = _transformed(sort_field, schema, column)
         keys[f"k{i}"] = column
         sort_keys.append((
             f"k{i}", "ascending" if sort_field.direction.value == "asc" else "descending",
