@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from airflow_snaptable.core.actions import Compact
 from airflow_snaptable.spark.maintenance import run_action_distributed
-from tests.iceberg.conftest import assert_exactly_reachable_left, iceberg_env  # noqa: F401 - a fixture
+from tests.iceberg.conftest import iceberg_env  # noqa: F401 - a fixture
 from tests.iceberg.test_iceberg_compaction import URI, _live_files, _rows, _small_appends
 
 

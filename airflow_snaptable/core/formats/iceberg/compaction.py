@@ -23,10 +23,11 @@ them takes).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -67,8 +68,11 @@ class FileGroup:
     """Small files of one partition rewritten together: one task (on a Spark executor, one task each)."""
 
     spec_id: int
+    #: The partition's values as Iceberg writes them in paths (``{"day": "2026-01-01"}``).
     partition: dict[str, Any]
+    #: The files rewritten: listed by a dry run; a compaction's result keeps the count only (a small XCom).
     files: list[str]
+    file_count: int
     input_bytes: int
     input_rows: int
     #: Files the rows are written into: the group's bytes over the target, rounded (at least one).
@@ -161,6 +165,7 @@ def compact_iceberg(
             file_io.delete_written()  # certainly not committed: the files written are nobody's (a crash leaves them to orphan removal)
             raise
         _count(result, plan, added)
+        result.groups = [dataclasses.replace(group, files=[]) for group in plan.groups]
         return result
     raise AssertionError("unreachable")
 
@@ -171,7 +176,7 @@ def _in_turn(groups: list[FileGroup], rewrite: Callable[[FileGroup], list]) -> l
 
 def _count(result: CompactionResult, plan: _Plan | None, added: list) -> None:
     groups = plan.groups if plan else []
-    result.rewritten_files = sum(len(g.files) for g in groups)
+    result.rewritten_files = sum(g.file_count for g in groups)
     result.rewritten_bytes = sum(g.input_bytes for g in groups)
     result.added_files = len(added) if not result.dry_run else sum(g.output_files for g in groups)
     result.added_bytes = sum(f.file_size_in_bytes for f in added)
@@ -220,11 +225,13 @@ def partition_dict(spec, partition) -> dict[str, Any]:
 def _human_values(spec, schema, partition) -> dict[str, str]:
     """Partition values as Iceberg writes them in paths (``2026-01-01`` for a day, not its day number)."""
     values = {}
-    for i, field in enumerate(spec.fields):
+    for i, partition_field in enumerate(spec.fields):
         try:
-            values[field.name] = field.transform.to_human_string(schema.find_type(field.source_id), partition[i])
+            values[partition_field.name] = partition_field.transform.to_human_string(
+                schema.find_type(partition_field.source_id), partition[i],
+            )
         except Exception:  # noqa: BLE001 - a value no human form is known for matches by itself only
-            values[field.name] = str(partition[i])
+            values[partition_field.name] = str(partition[i])
     return values
 
 
@@ -272,7 +279,7 @@ def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_g
             data_files.update((f.file_path, f) for f in chunk)
             size = sum(f.file_size_in_bytes for f in chunk)
             groups.append(FileGroup(
-                spec_id, dict(values), [f.file_path for f in chunk], size, sum(f.record_count for f in chunk),
+                spec_id, dict(values), [f.file_path for f in chunk], len(chunk), size, sum(f.record_count for f in chunk),
                 max(1, round(size / target)),
             ))
     if not groups:
