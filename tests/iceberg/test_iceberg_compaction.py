@@ -415,3 +415,20 @@ def test_partitions_are_named_by_their_values_as_iceberg_writes_them(iceberg_env
     assert len(compacted) == 1 and len(_live_files(table)) == 6
     ids = pq.read_table(compacted[0].file_path[len("file://"):]).column("id").to_pylist()
     assert ids == sorted(ids)  # truncate keeps the order: the rows are sorted by id
+
+
+def test_format_v1_tables_compact_and_rewrite_manifests(iceberg_env):
+    table = iceberg_env.create(properties={"format-version": "1"})
+    for i in range(6):
+        table.append(pa.table({"p": ["a"], "id": [i]}, schema=SCHEMA))
+    before = _rows(table)
+    ours = Table.open(URI, catalog=iceberg_env.properties)
+    assert ours.compact().added_files == 1
+    for i in range(3):
+        table.refresh().append(pa.table({"p": ["b"], "id": [10 + i]}, schema=SCHEMA))
+    assert ours.rewrite_manifests().manifests_after == 1
+    table = table.refresh()
+    assert table.metadata.format_version == 1 and len(_live_files(table)) == 4
+    assert _rows(table) == sorted(before + [("b", 10 + i) for i in range(3)], key=repr)
+    assert ours.expire_snapshots(retain_min=1, older_than=FAR).deleted_data_files == 6
+    assert_exactly_reachable_left(iceberg_env.table(), iceberg_env.location())

@@ -393,7 +393,7 @@ class _GroupRewriter:
                 writer.write(pa.Table.from_batches(batches))
             statistics = writer.result()
             data_file = DataFile.from_args(
-                _table_format_version=metadata.format_version, content=DataFileContent.DATA, file_path=path,
+                content=DataFileContent.DATA, file_path=path,
                 file_format=FileFormat.PARQUET, partition=partition, file_size_in_bytes=len(output), sort_order_id=sort_order_id,
                 equality_ids=None, key_metadata=None, **statistics.to_serialized_dict(),
             )
