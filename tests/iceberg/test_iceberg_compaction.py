@@ -432,3 +432,22 @@ def test_format_v1_tables_compact_and_rewrite_manifests(iceberg_env):
     assert _rows(table) == sorted(before + [("b", 10 + i) for i in range(3)], key=repr)
     assert ours.expire_snapshots(retain_min=1, older_than=FAR).deleted_data_files == 6
     assert_exactly_reachable_left(iceberg_env.table(), iceberg_env.location())
+
+
+def test_files_of_an_older_schema_are_projected_onto_the_current_one(iceberg_env):
+    from pyiceberg.types import StringType
+
+    table = iceberg_env.create()
+    for i in range(3):
+        table.append(pa.table({"p": ["a"], "id": [i]}, schema=SCHEMA))
+    with table.update_schema() as update:
+        update.rename_column("id", "key")
+        update.add_column("note", StringType())
+    table = table.refresh()
+    for i in range(3):
+        table.append(pa.table({"p": ["a"], "key": [10 + i], "note": [f"n{i}"]}, schema=table.schema().as_arrow()))
+    before = _rows(table)
+    assert Table.open(URI, catalog=iceberg_env.properties).compact(min_input_files=2).added_files == 1
+    table = table.refresh()
+    assert _rows(table) == before and len(_live_files(table)) == 1
+    assert sorted(table.scan().to_arrow().column("note").to_pylist(), key=repr) == sorted([None] * 3 + ["n0", "n1", "n2"], key=repr)

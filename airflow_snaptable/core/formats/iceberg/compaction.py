@@ -349,7 +349,7 @@ class _GroupRewriter:
             if _same_columns(content.schema, wanted):
                 return content.cast(wanted)  # the same types: only the field-id metadata is set
             task = FileScanTask(self.data_files[path])
-            return ArrowScan(self.metadata, self.file_io, schema, AlwaysTrue()).to_table([task])
+            return ArrowScan(self.metadata, self.file_io, schema, AlwaysTrue()).to_table([task]).cast(wanted)
 
         parts = map_io(read_one, group.files) if self.file_io.storage.is_remote else [read_one(path) for path in group.files]
         rows = pa.concat_tables(parts) if parts else wanted.empty_table()
