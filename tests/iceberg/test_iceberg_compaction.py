@@ -451,3 +451,29 @@ def test_files_of_an_older_schema_are_projected_onto_the_current_one(iceberg_env
     table = table.refresh()
     assert _rows(table) == before and len(_live_files(table)) == 1
     assert sorted(table.scan().to_arrow().column("note").to_pylist(), key=repr) == sorted([None] * 3 + ["n0", "n1", "n2"], key=repr)
+
+
+def test_a_commit_whose_outcome_is_unknown_keeps_every_file_it_wrote(iceberg_env, monkeypatch):
+    """The catalog swapped, then the answer was lost: the compaction landed, so the files it wrote are in use."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.exceptions import CommitStateUnknownException
+
+    from airflow_snaptable.core.errors import CommitFailedError
+
+    table = _small_appends(iceberg_env, per_partition=5, spec_change=False)
+    before = _rows(table)
+    swap = SqlCatalog.commit_table
+
+    def landed_but_unanswered(self, *args, **kwargs):
+        swap(self, *args, **kwargs)
+        raise CommitStateUnknownException("the connection dropped after the swap")
+
+    monkeypatch.setattr(SqlCatalog, "commit_table", landed_but_unanswered)
+    with pytest.raises(CommitFailedError, match="did not say whether"):
+        Table.open(URI, catalog=iceberg_env.properties).compact()
+    monkeypatch.setattr(SqlCatalog, "commit_table", swap)
+    table = table.refresh()
+    assert table.metadata.current_snapshot().summary.operation.value == "replace"
+    assert _rows(table) == before and len(_live_files(table)) == 2  # every file it references is there
+    Table.open(URI, catalog=iceberg_env.properties).expire_snapshots(retain_min=1, older_than=FAR)
+    assert_exactly_reachable_left(iceberg_env.table(), iceberg_env.location())
