@@ -236,6 +236,11 @@ def cmd_run_action(args) -> Any:
     return _run_action(actions.action_from_json(args.action_json), args)
 
 
+def add_file_rewrite_commands(commands) -> None:
+    """Commands that rewrite files without changing rows, besides ``compact``: Iceberg's manifest rewriting."""
+    add_action_command(commands, "rewrite-manifests", actions.RewriteManifests)
+
+
 def add_action_command(commands, word: str, action_cls: type[actions.Action]) -> argparse.ArgumentParser:
     """The command ``word`` that runs ``action_cls``, its arguments made from the action's fields.
 
@@ -337,6 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_action_command(commands, "rollback", actions.Rollback)
     add_action_command(commands, "clean-orphans", actions.RemoveOrphanFiles)
     add_action_command(commands, "compact", actions.Compact)
+    add_file_rewrite_commands(commands)
     add_action_command(commands, "clean", actions.Clean)
 
     savepoint = commands.add_parser("savepoint", help="create, delete or restore savepoints (Hudi)")

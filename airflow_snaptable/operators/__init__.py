@@ -29,6 +29,7 @@ from airflow_snaptable.operators.snaptable import (
     SnapTablePeriodicTagOperator,
     SnapTableRemoveOrphanFilesOperator,
     SnapTableRenameTagOperator,
+    SnapTableRewriteManifestsOperator,
     SnapTableRollbackOperator,
     SnapshotExpireOperator,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "SnapTablePeriodicTagOperator",
     "SnapTableRemoveOrphanFilesOperator",
     "SnapTableRenameTagOperator",
+    "SnapTableRewriteManifestsOperator",
     "SnapTableRollbackOperator",
     "SnapshotExpireOperator",
 ]

@@ -20,6 +20,7 @@ LIFECYCLE_CHANGE = {
     "expire-snapshots": "ALTER",
     "remove-orphan-files": "ALTER",
     "compact": "ALTER",
+    "rewrite-manifests": "ALTER",
     "rollback": "OVERWRITE",
 }
 

@@ -276,6 +276,12 @@ class SnapTableCompactOperator(SnapTableBaseOperator):
     action = core_actions.Compact
 
 
+class SnapTableRewriteManifestsOperator(SnapTableBaseOperator):
+    """Iceberg tables: after many small commits, so that planning a partition reads few manifests."""
+
+    action = core_actions.RewriteManifests
+
+
 class SnapTableAdvanceConsumerOperator(SnapTableBaseOperator):
     """Run it after downstream work succeeded. With
     :class:`~airflow_snaptable.sensors.snaptable.SnapTableNewSnapshotSensor`, pass

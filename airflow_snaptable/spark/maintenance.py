@@ -235,6 +235,43 @@ class DistributedStorage(Storage):
         self.deleted_by_deleter += len(rels)
 
 
+class ExecutorCompaction:
+    """The per-partition function of a compaction: rewrites its file groups on an executor, on the table's storage there."""
+
+    def __init__(self, rewrite, opener: Callable[[], Storage]):
+        self.rewrite = rewrite
+        self.opener = opener
+
+    def __call__(self, indexed_groups):
+        rewrite = None
+        for index, group in indexed_groups:
+            rewrite = rewrite or self.rewrite.on(self.opener())
+            yield index, rewrite(group)
+
+
+class SparkGroupRunner(_ExecutorJobs):
+    """Runs a compaction's file groups in one Spark job, one task per group; the commit stays on the driver.
+
+    A failed task fails the job before anything is committed: the files the other tasks wrote are
+    unreferenced, and orphan removal deletes them.
+    """
+
+    def __call__(self, groups: list, rewrite) -> list[list]:
+        if not groups:
+            return []
+        self.sc.setJobDescription(f"snaptable: compact {len(groups)} file groups of {self.uri}")
+        try:
+            self.jobs += 1
+            pairs = self.sc.parallelize(list(enumerate(groups)), len(groups)).mapPartitions(
+                ExecutorCompaction(rewrite, self.opener)
+            ).collect()
+        except Exception as exc:  # noqa: BLE001 - Py4J/Spark errors become core's typed storage error
+            raise StorageError(f"compacting {len(groups)} file groups of {self.uri} on Spark executors failed: {_first_line(exc)}") from exc
+        finally:
+            self.sc.setJobDescription(None)
+        return [files for _index, files in sorted(pairs, key=lambda pair: pair[0])]
+
+
 @dataclass
 class DistributedRun:
     #: core's result dict, ``{"action", "table", "result"}``
@@ -276,10 +313,12 @@ def run_action_distributed(
         deleter = SparkDeleter(spark.sparkContext, action.table, None, files_per_task, opener=opener)
         reader = SparkReader(spark.sparkContext, action.table, None, files_per_task, opener=opener)
         storage = table.storage = DistributedStorage(table.storage, deleter, threshold, reader, read_threshold)
+        table.group_runner = SparkGroupRunner(spark.sparkContext, action.table, None, files_per_task, opener=opener)
     else:
         deleter = SparkDeleter(spark.sparkContext, action.table, storage_options, files_per_task)
         reader = SparkReader(spark.sparkContext, action.table, storage_options, files_per_task)
         storage = DistributedStorage(Storage.from_uri(action.table, storage_options), deleter, threshold, reader, read_threshold)
         table = Table.open(action.table, storage=storage)
     result = run_action(action, storage_options, table=table)
-    return DistributedRun(result, deleter.deleted, deleter.jobs + reader.jobs, storage.snapshot_counts(), reader.read)
+    group_jobs = getattr(getattr(table, "group_runner", None), "jobs", 0)
+    return DistributedRun(result, deleter.deleted, deleter.jobs + reader.jobs + group_jobs, storage.snapshot_counts(), reader.read)

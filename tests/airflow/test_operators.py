@@ -63,6 +63,7 @@ ALL_OPERATORS = [
     ops.SnapTableCreateSavepointOperator,
     ops.SnapTableDeleteSavepointOperator,
     ops.SnapTableRestoreSavepointOperator,
+    ops.SnapTableRewriteManifestsOperator,
 ]
 
 
@@ -283,6 +284,27 @@ def test_compact(root):
         table.append(make_rows(range(i * 3, i * 3 + 3), partitions=1))
     result = run(ops.CompactOperator(task_id="c", table="small", partitions=[{"p": 0}], min_file_num="2"))
     assert result["action"] == "compact" and table.latest_snapshot().commit_kind.value == "COMPACT"
+
+
+def test_compact_and_rewrite_manifests_of_an_iceberg_table(tmp_path, monkeypatch):
+    import pyarrow as pa
+
+    from tests.iceberg.conftest import IcebergEnv, SCHEMA as ICEBERG_SCHEMA
+
+    (tmp_path / "iceberg").mkdir()
+    env = IcebergEnv({"type": "sql", "uri": f"sqlite:///{tmp_path}/catalog.db", "warehouse": f"file://{tmp_path}/iceberg"},
+                     str(tmp_path / "iceberg"))
+    table = env.create()
+    for i in range(5):
+        table.append(pa.table({"p": ["a"], "id": [i]}, schema=ICEBERG_SCHEMA))
+    monkeypatch.setenv("AIRFLOW_CONN_SNAPTABLE_DEFAULT", snaptable_conn(extra={"catalog": env.properties}))
+    planned = run(ops.CompactOperator(task_id="c", table="iceberg://db.orders", dry_run="{{ params.dry }}"), params={"dry": "True"})
+    assert planned["result"]["dry_run"] and planned["result"]["snapshot_id"] is None
+    done = run(ops.CompactOperator(task_id="c", table="iceberg://db.orders", min_input_files=5))
+    assert done["result"]["snapshot_id"] == table.refresh().metadata.current_snapshot_id
+    rewritten = run(ops.SnapTableRewriteManifestsOperator(task_id="m", table="iceberg://db.orders"))
+    assert rewritten["action"] == "rewrite-manifests" and rewritten["result"]["manifests_after"] == 1
+    assert sorted(table.refresh().scan().to_arrow().column("id").to_pylist()) == list(range(5))
 
 
 def test_advance_consumer_from_the_sensors_xcom(orders):

@@ -33,6 +33,7 @@ from airflow_snaptable.core.actions.hudi_clean import Clean, CreateSavepoint, De
 from airflow_snaptable.core.actions.maintenance import (
     ACTIONS,
     Compact,
+    RewriteManifests,
     CreatePeriodicTags,
     CreateTag,
     DeleteTag,
@@ -57,6 +58,7 @@ __all__ = [
     "Choice",
     "Clean",
     "Compact",
+    "RewriteManifests",
     "CreatePeriodicTags",
     "CreateSavepoint",
     "CreateTag",

@@ -35,6 +35,7 @@ from airflow_snaptable.core.formats.iceberg.orphans import DEFAULT_WINDOW as ICE
 from airflow_snaptable.core.lifecycle.orphans import DEFAULT_ORPHAN_WINDOW
 from airflow_snaptable.core.lifecycle.periodic_tags import FORMATTERS, PERIODS, TIME_SOURCES
 from airflow_snaptable.core.actions.hudi_clean import Clean, CreateSavepoint, DeleteSavepoint, RestoreSavepoint
+from airflow_snaptable.core.actions.table_files import RewriteManifests
 from airflow_snaptable.core.table import Table
 from airflow_snaptable.core.native.tags import IF_EXISTS
 
@@ -271,9 +272,16 @@ class Compact(Action):
         None, minimum=2,
         help="A partition is compacted when it has at least this many small files (default: option compaction.min.file-num).",
     )
+    min_input_files: int | None = arg(
+        None, minimum=1,
+        help="Iceberg's name for min_file_num (Iceberg tables: default 5, Iceberg's min-input-files); give one of the two.",
+    )
+    dry_run: bool = arg(False, help="Iceberg tables: list the file groups that would be rewritten, change nothing.")
 
     def run(self, table: Table) -> dict[str, Any]:
-        return self.result_document(table.compact(**self.arguments()))
+        from airflow_snaptable.core.actions.table_files import compact_arguments
+
+        return self.result_document(table.compact(**compact_arguments(table, self.arguments())))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -324,6 +332,7 @@ ACTIONS: dict[str, type[Action]] = {
         Rollback,
         RemoveOrphanFiles,
         Compact,
+        RewriteManifests,
         ExpireConsumers,
         UpdateConsumer,
         Clean,

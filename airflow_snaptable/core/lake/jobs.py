@@ -28,7 +28,7 @@ from airflow_snaptable.core.arguments.table_options import OPTION_SPECS, parse_d
 
 ICEBERG = "iceberg"
 #: Jobs whose action can plan without changing the table (``dry_run=True``).
-DRY_RUNNABLE = frozenset({"snapshot-expiry", "orphan-file-removal", "clean"})
+DRY_RUNNABLE = frozenset({"snapshot-expiry", "orphan-file-removal", "clean", "manifest-rewrite"})
 
 
 @dataclass
@@ -170,7 +170,19 @@ def _clean(settings: dict, table, dry_run: bool) -> JobPlan:
 
 def _data_compaction(settings: dict, table, dry_run: bool) -> JobPlan:
     arguments = {"target_file_size": settings.get("target-file-size"), "min_file_num": settings.get("min-file-num")}
-    return _plan(actions.Compact, table, arguments, [])
+    return _plan(actions.Compact, table, {**arguments, **_iceberg_compaction(settings, table, dry_run)}, [])
+
+
+def _iceberg_compaction(settings: dict, table, dry_run: bool) -> dict:
+    """Iceberg's compaction takes ``min-input-files`` (its name) and plans without committing on a dry run."""
+    if getattr(table, "format", None) != "iceberg":
+        return {}
+    return {"min_input_files": settings.get("min-input-files"), "dry_run": dry_run or None}
+
+
+def _manifest_rewrite(settings: dict, table, dry_run: bool) -> JobPlan:
+    arguments = {"target_manifest_size": settings.get("target-manifest-size"), "dry_run": dry_run or None}
+    return _plan(actions.RewriteManifests, table, arguments, [])
 
 
 def _consumer_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
@@ -207,6 +219,7 @@ _PLANNERS: dict[str, Callable[[dict, Any, bool], JobPlan]] = {
     "tag-expiry": _no_settings(actions.ExpireTags),
     "periodic-tags": _periodic_tags,
     "data-compaction": _data_compaction,
+    "manifest-rewrite": _manifest_rewrite,
     "snapshot-expiry": _snapshot_expiry,
     "clean": _clean,
     "orphan-file-removal": _orphan_file_removal,

@@ -109,6 +109,16 @@ class JobSpec:
     help: str = ""
 
 
+def file_rewrite_jobs() -> tuple["JobSpec", ...]:
+    """Jobs that rewrite files without changing rows, after compaction (which adds manifests) and before expiry."""
+    return (
+        JobSpec(
+            "manifest-rewrite", {"target-manifest-size": size}, frozenset({"iceberg"}),
+            help="cluster the current snapshot's manifests by partition into manifests near the target size",
+        ),
+    )
+
+
 #: Every job, in the order a run carries them out on a table: consumers first (an expired consumer
 #: no longer holds snapshots back), tags before snapshot expiry (a period's tag is made while its
 #: state is still retained), compaction before expiry, orphan removal last.
@@ -124,9 +134,11 @@ JOBS: dict[str, JobSpec] = {
             help="tag the state at the end of each period (Paimon's automatic tags)",
         ),
         JobSpec(
-            "data-compaction", {"target-file-size": size, "min-file-num": integer(2)}, frozenset({NATIVE_FORMAT}),
-            help="rewrite each partition's small files into fewer files",
+            "data-compaction", {"target-file-size": size, "min-file-num": integer(2), "min-input-files": integer(1)},
+            frozenset({NATIVE_FORMAT, "iceberg"}),
+            help="rewrite each partition's small files into fewer files (Iceberg: bin-pack, one replace snapshot)",
         ),
+        *file_rewrite_jobs(),
         JobSpec(
             "snapshot-expiry",
             {"min-snapshots-to-keep": integer(1), "max-snapshot-age-hours": number(0), "max-snapshots": integer(1)},

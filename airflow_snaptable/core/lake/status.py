@@ -173,8 +173,17 @@ def summarize(job: str, result: Any) -> dict[str, Any]:
     if job == "consumer-expiry":
         return {"consumersExpired": list(result or [])}
     if job == "data-compaction":
-        return {"snapshotCommitted": result.get("id") if isinstance(result, dict) else None}
+        return {"snapshotCommitted": _committed(result)}
+    if job == "manifest-rewrite":
+        return {"snapshotCommitted": _committed(result), "manifests": result.get("manifests_after") if isinstance(result, dict) else None}
     return {}
+
+
+def _committed(result) -> Any:
+    """The snapshot a rewrite committed: a snapshot's ``id`` (this package's tables), ``snapshot_id`` (Iceberg's result)."""
+    if not isinstance(result, dict):
+        return None
+    return result.get("id", result.get("snapshot_id"))
 
 
 @dataclass

@@ -62,6 +62,9 @@ class IcebergTable:
         self.clock = clock
         self.catalog, self.iceberg = catalogs.load_table(uri, catalog_properties)
         self.storage = storage_for(self.iceberg)
+        #: Runs a compaction's file groups, ``(groups, rewrite_one) -> [added files per group]``: None runs them
+        #: in turn here; the Spark maintenance job sets one that runs a task per group on the executors.
+        self.group_runner = None
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -117,8 +120,23 @@ class IcebergTable:
     def scan(self, *args, **kwargs):
         raise UnsupportedOperationError(f"{self._uri}: read Iceberg tables with pyiceberg or Spark; this package runs their lifecycle")
 
-    def compact(self, *args, **kwargs):
-        raise UnsupportedOperationError(f"{self._uri}: compaction of Iceberg tables is not supported (rewrite data files with Spark)")
+    def compact(self, partitions=None, target_file_size=None, min_file_num=None, *, min_input_files=None, dry_run: bool = False, **kwargs):
+        """Bin-pack compaction into one ``replace`` snapshot (core/formats/iceberg/compaction.py).
+        ``min_file_num`` is this package's name for Iceberg's ``min_input_files``."""
+        from airflow_snaptable.core.formats.iceberg.compaction import compact_iceberg
+
+        if min_file_num is not None and min_input_files is not None and min_file_num != min_input_files:
+            raise InvalidArgumentError("min_file_num is this package's name for min_input_files: give one")
+        kwargs.setdefault("rewrite_groups", self.group_runner)
+        return compact_iceberg(
+            self, partitions, target_file_size, min_input_files if min_input_files is not None else min_file_num, dry_run, **kwargs,
+        )
+
+    def rewrite_manifests(self, *, target_manifest_size=None, dry_run: bool = False):
+        """Cluster the current snapshot's data manifests by partition (core/formats/iceberg/manifest_rewrite.py)."""
+        from airflow_snaptable.core.formats.iceberg.manifest_rewrite import rewrite_manifests
+
+        return rewrite_manifests(self, target_manifest_size, dry_run)
 
     # -- tags -----------------------------------------------------------------------------------
 

@@ -1,0 +1,197 @@
+"""One Iceberg ``replace`` snapshot on ``main``: what compaction and manifest rewriting commit.
+
+A replace snapshot changes files or manifests, never rows. It is committed the way Iceberg's
+``RewriteFiles`` / ``RewriteManifests`` commit (``SnapshotProducer``):
+
+- the new manifest list is built on ``main``'s head *at commit time*, so a concurrent append
+  survives: after a lost race the list is built again on the new head, with the same new files;
+- before each attempt the caller validates the commits in between (``validate(head)``): what
+  they changed may make the replace wrong (a rewritten file deleted meanwhile), which is a
+  :class:`ReplaceConflict`, never an overwrite of their change;
+- the catalog swap asserts the table, ``main``'s head and the schema the files were written
+  with; a lost swap removes that attempt's manifest list and manifests, a commit whose outcome
+  is unknown removes nothing.
+
+Format v3 tables fail closed: their snapshots assign row ids (``first-row-id``, row lineage), which a
+replace must carry over for every row it moves, and pyiceberg writes no v3 manifests yet.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
+from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestFile, write_manifest, write_manifest_list
+
+from airflow_snaptable.core.errors import CommitFailedError, UnsupportedMetadataError
+from airflow_snaptable.core.formats.iceberg.counted_io import CountedFileIO
+
+#: Catalog swaps a replace tries against commits that do not conflict with it (appends), as Iceberg's ``commit.retry.num-retries``.
+COMMIT_ATTEMPTS = 5
+
+
+class CommitOutcomeUnknownError(CommitFailedError):
+    """The catalog did not say whether the commit landed: nothing it wrote may be removed (orphan removal
+    judges later, by what the metadata references)."""
+
+
+class ReplaceConflict(Exception):
+    """A commit since the plan changed what the replace depends on: the plan must be made again."""
+
+
+def check_format_version(metadata, uri: str, doing: str) -> None:
+    if metadata.format_version >= 3:
+        raise UnsupportedMetadataError(
+            f"{uri}: {doing} of format v3 tables is not supported: v3 snapshots carry row lineage (first-row-id), "
+            "so a rewrite must keep each moved row's _row_id and _last_updated_sequence_number (written as columns of "
+            "the new files) and manifests must keep first_row_id; pyiceberg writes no v3 manifests yet"
+        )
+
+
+def live_entries(manifest: ManifestFile, file_io) -> list[ManifestEntry]:
+    """The manifest's live entries; read once per FileIO (a manifest is never rewritten in place, so its
+    path names the same entries when the commit reads it again after the plan)."""
+    cache = getattr(file_io, "entries", None)
+    if cache is not None and manifest.manifest_path in cache:
+        return cache[manifest.manifest_path]
+    entries = manifest.fetch_manifest_entry(file_io, discard_deleted=True)
+    if cache is not None:
+        cache[manifest.manifest_path] = entries
+    return entries
+
+
+def check_no_delete_files(manifests: list[ManifestFile], file_io, uri: str, found: str | None = None) -> None:
+    """Delete files fail a compaction closed: rewriting rows they delete would bring the rows back.
+    ``found``: a delete file already seen (in a manifest that says it holds data)."""
+    for manifest in manifests:
+        if found is not None or (manifest.content == ManifestContent.DELETES and live_entries(manifest, file_io)):
+            raise UnsupportedMetadataError(
+                f"{uri}: the current snapshot has delete files ({found or manifest.manifest_path}); compacting it needs the "
+                "position and equality deletes applied to the rows rewritten, the applied delete files removed, and the "
+                "new files given the old data sequence number so that newer equality deletes still apply; not supported yet"
+            )
+
+
+@dataclass
+class ReplaceWriter:
+    """Writes the manifests and manifest list of one replace snapshot through a counted FileIO."""
+
+    table: object  # the pyiceberg Table the commit is made on
+    file_io: CountedFileIO
+    snapshot_id: int
+
+    def __post_init__(self):
+        self._uuid = uuid.uuid4()
+        self._count = 0
+
+    @property
+    def metadata(self):
+        return self.table.metadata
+
+    def _compression(self):
+        from pyiceberg.table import TableProperties
+
+        return self.metadata.properties.get(TableProperties.WRITE_AVRO_COMPRESSION, TableProperties.WRITE_AVRO_COMPRESSION_DEFAULT)
+
+    def manifest_writer(self, spec_id: int):
+        self._count += 1
+        path = self.table.location_provider().new_metadata_location(f"{self._uuid}-m{self._count}.avro")
+        return write_manifest(
+            format_version=self.metadata.format_version, spec=self.metadata.specs()[spec_id], schema=self.metadata.schema(),
+            output_file=self.file_io.new_output(path), snapshot_id=self.snapshot_id, avro_compression=self._compression(),
+        )
+
+    def manifest_list(self, manifests: list[ManifestFile], parent_id: int | None, attempt: int) -> str:
+        path = self.table.location_provider().new_metadata_location(f"snap-{self.snapshot_id}-{attempt}-{self._uuid}.avro")
+        with write_manifest_list(
+            format_version=self.metadata.format_version, output_file=self.file_io.new_output(path), snapshot_id=self.snapshot_id,
+            parent_snapshot_id=parent_id, sequence_number=self.metadata.next_sequence_number(), avro_compression=self._compression(),
+        ) as writer:
+            writer.add_manifests(manifests)
+        return path
+
+
+def replace_summary(metadata, parent, added: list, removed: list, extra: dict[str, str]):
+    """A ``replace`` summary with Iceberg's totals: pyiceberg's collector, its totals, the operation replace."""
+    from pyiceberg.table.snapshots import Operation, SnapshotSummaryCollector, Summary, update_snapshot_summaries
+
+    collector = SnapshotSummaryCollector()
+    schema, specs = metadata.schema(), metadata.specs()
+    for data_file in added:
+        collector.add_file(data_file, schema, specs[data_file.spec_id])
+    for data_file in removed:
+        collector.remove_file(data_file, schema, specs[data_file.spec_id])
+    totals = update_snapshot_summaries(
+        Summary(Operation.OVERWRITE, **collector.build()), parent.summary if parent is not None else None,
+    )
+    properties = {key: value for key, value in totals.additional_properties.items()}
+    return Summary(Operation.REPLACE, **properties, **extra)
+
+
+def commit_replace(
+    refresh: Callable[[], object],
+    file_io: CountedFileIO,
+    snapshot_id: int,
+    schema_id: int,
+    build: Callable[[ReplaceWriter, object], tuple[list[ManifestFile], object]],
+    uri: str,
+) -> int:
+    """Commit the replace snapshot ``snapshot_id`` on ``main``; its manifests and summary come from
+    ``build(writer, head_snapshot)``, called on every attempt with ``main``'s head then (it raises
+    ReplaceConflict when the head's changes conflict with the replace). Returns the snapshot id."""
+    from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
+    from pyiceberg.table.snapshots import Snapshot
+    from pyiceberg.table.update import (
+        AddSnapshotUpdate,
+        AssertCurrentSchemaId,
+        AssertRefSnapshotId,
+        AssertTableUUID,
+        SetSnapshotRefUpdate,
+    )
+
+    for attempt in range(COMMIT_ATTEMPTS):
+        table = refresh()
+        metadata = table.metadata
+        if metadata.current_schema_id != schema_id:
+            raise ReplaceConflict(f"the schema changed from {schema_id} to {metadata.current_schema_id}")
+        head = metadata.snapshot_by_name(MAIN_BRANCH)
+        writer = ReplaceWriter(table, file_io, snapshot_id)
+        attempt_start = len(file_io.written)
+        manifests, summary = build(writer, head)
+        manifest_list = writer.manifest_list(manifests, head.snapshot_id if head else None, attempt)
+        snapshot = Snapshot(
+            snapshot_id=snapshot_id, parent_snapshot_id=head.snapshot_id if head else None, manifest_list=manifest_list,
+            sequence_number=metadata.next_sequence_number(), summary=summary, schema_id=schema_id,
+        )
+        updates = (
+            AddSnapshotUpdate(snapshot=snapshot),
+            SetSnapshotRefUpdate(snapshot_id=snapshot_id, parent_snapshot_id=snapshot.parent_snapshot_id, ref_name=MAIN_BRANCH, type=SnapshotRefType.BRANCH),
+        )
+        requirements = (
+            AssertTableUUID(uuid=metadata.table_uuid),
+            AssertRefSnapshotId(ref=MAIN_BRANCH, snapshot_id=head.snapshot_id if head else None),
+            AssertCurrentSchemaId(current_schema_id=schema_id),
+        )
+        try:
+            table.catalog.commit_table(table, requirements, updates)
+            return snapshot_id
+        except CommitStateUnknownException as exc:  # it may have landed: nothing it wrote may go
+            raise CommitOutcomeUnknownError(f"{uri}: the catalog did not say whether the replace snapshot {snapshot_id} landed: {exc}") from exc
+        except CommitFailedException as exc:
+            # This attempt's manifest list and manifests are nobody's: remove them, keep the new data files and added manifests.
+            attempt_files, file_io.written = file_io.written[attempt_start:], file_io.written[:attempt_start]
+            _remove_quietly(file_io, attempt_files)
+            if attempt == COMMIT_ATTEMPTS - 1:
+                raise CommitFailedError(f"{uri}: concurrent commits kept moving main; the replace did not land: {exc}") from exc
+            time.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+def _remove_quietly(file_io: CountedFileIO, paths: list[str]) -> None:
+    try:
+        file_io.storage.delete_files([file_io.relative(path) for path in paths])
+    except OSError:
+        pass  # left to orphan removal
