@@ -30,6 +30,7 @@ from airflow_snaptable.core.lake import LakeTable, Policy, list_tables, maintain
 from airflow_snaptable.core.lake.discovery import DEFAULT_MAX_DEPTH
 from airflow_snaptable.core.lake.report import describe
 from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, SnapTableHook
+from airflow_snaptable.operators.task_errors import errors_naming_task
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -85,6 +86,10 @@ class SnapTableListLakeTablesOperator(BaseOperator):
         self.max_depth = max_depth
 
     def execute(self, context: Context) -> list[dict[str, str]]:
+        with errors_naming_task(self.task_id):
+            return self._execute(context)
+
+    def _execute(self, context: Context) -> list[dict[str, str]]:
         where = _LakeLocation(SnapTableHook(snaptable_conn_id=self.snaptable_conn_id), self.location)
         tables = list_tables(where.uri, storage_options=where.storage_options, catalog=where.catalog, max_depth=self.max_depth)
         self.log.info("%d table(s) in %s", len(tables), where.uri)
@@ -124,7 +129,8 @@ class SnapTableMaintainTableOperator(BaseOperator):
         kwargs.setdefault("outlets", [AssetAlias(LAKE_ASSET_ALIAS)])
         super().__init__(**kwargs)
         if isinstance(policy, dict):
-            Policy.from_mapping(policy)  # a bad policy fails the DAG's parsing, not a run
+            with errors_naming_task(self.task_id):
+                Policy.from_mapping(policy)  # a bad policy fails the DAG's parsing, not a run
         elif not isinstance(policy, str) or not policy.strip():
             raise InvalidArgumentError(f"{self.task_id}: policy must be a mapping or the path of a policy file, got {policy!r}")
         if not isinstance(dry_run, bool) or not isinstance(fail_on_job_failure, bool):
@@ -142,6 +148,10 @@ class SnapTableMaintainTableOperator(BaseOperator):
         return Policy.from_mapping(self.policy) if isinstance(self.policy, dict) else Policy.load(self.policy)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        with errors_naming_task(self.task_id):
+            return self._execute(context)
+
+    def _execute(self, context: Context) -> dict[str, Any]:
         table = LakeTable.from_dict(self.table)
         where = _LakeLocation(SnapTableHook(snaptable_conn_id=self.snaptable_conn_id), self.location)
         storage_options, catalog = where.for_table(table)

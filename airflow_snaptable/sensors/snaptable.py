@@ -18,6 +18,7 @@ from airflow_snaptable.core.incremental import (
     normalize_commit_kinds,
 )
 from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, SnapTableHook
+from airflow_snaptable.operators.task_errors import errors_naming_task
 from airflow_snaptable.triggers.snaptable import SnapTableNewSnapshotTrigger
 
 if TYPE_CHECKING:
@@ -76,17 +77,19 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
         if (after_snapshot_id is None) == (consumer_id is None):
             raise InvalidArgumentError(f"{self.task_id}: give exactly one of after_snapshot_id and consumer_id")
         if after_snapshot_id is not None and not isinstance(after_snapshot_id, str):  # text may be a template: read at run time
-            _as_snapshot_id(after_snapshot_id)
+            with errors_naming_task(self.task_id):
+                _as_snapshot_id(after_snapshot_id)
         self.table = table
         self.after_snapshot_id = after_snapshot_id
         self.consumer_id = consumer_id
         if ref is not None and (not isinstance(ref, str) or not ref.strip()):
             raise InvalidArgumentError(f"{self.task_id}: ref must be a non-empty string (a branch or tag), got {ref!r}")
         self.ref = ref
-        self.commit_kinds = normalize_commit_kinds(commit_kinds)
+        with errors_naming_task(self.task_id):
+            self.commit_kinds = normalize_commit_kinds(commit_kinds)
+            self.wait_for_table = check_bool(wait_for_table, "wait_for_table")
         self.snaptable_conn_id = snaptable_conn_id
         self.deferrable = deferrable
-        self.wait_for_table = check_bool(wait_for_table, "wait_for_table")
         self._baseline: int | None = None
         self._checked_through: int | None = None
 
@@ -139,6 +142,10 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
         return PokeReturnValue(is_done=True, xcom_value=found)
 
     def execute(self, context: Context) -> Any:
+        with errors_naming_task(self.task_id):
+            return self._execute(context)
+
+    def _execute(self, context: Context) -> Any:
         self._baseline = None
         self._checked_through = None
         if not self.deferrable:

@@ -28,6 +28,7 @@ import dataclasses
 import datetime as dt
 import inspect
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Collection, Mapping
 
@@ -156,8 +157,8 @@ class Action(abc.ABC):
 
     @classmethod
     def summary(cls) -> str:
-        """The docstring's first line (the CLI command's help)."""
-        return inspect.getdoc(cls).split("\n", 1)[0]
+        """The docstring's first line as plain text (the CLI command's help)."""
+        return plain_text(inspect.getdoc(cls).split("\n", 1)[0])
 
     @classmethod
     def check_choices(cls, values: Mapping[str, Any]) -> None:
@@ -208,6 +209,16 @@ class Action(abc.ABC):
         for name, value in known.items():
             fields[name].check(value, cls.name)
         cls.check_choices({**values, **known})
+
+
+_RST_ROLE = re.compile(r":[a-z]+:`~?(?:[\w.]+\.)?([^`]+)`")
+_RST_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def plain_text(text: str) -> str:
+    """Docstring text without reStructuredText markup, for a terminal: ``x`` is x and
+    :class:`~a.b.C` is C (a command's help is read in a shell, not rendered by Sphinx)."""
+    return _RST_LITERAL.sub(r"\1", _RST_ROLE.sub(r"\1", text))
 
 
 def json_value(value: Any) -> Any:

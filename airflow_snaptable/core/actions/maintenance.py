@@ -237,7 +237,13 @@ class RemoveOrphanFiles(Action):
         f"{_days(DEFAULT_ORPHAN_WINDOW)} on this package's and Paimon tables, {_days(ICEBERG_ORPHAN_WINDOW)} on "
         "Iceberg tables, as Iceberg's DeleteOrphanFiles).",
     )
-    dry_run: bool = arg(True, help="List the orphan files only, delete nothing.")
+    # One default for the CLI, the operators and JSON: a dry run. A deletion cannot be undone, and a
+    # wrong location or window (a path typo, a clock off by a day) would delete live files.
+    dry_run: bool = arg(
+        True,
+        help="List the orphan files only, delete nothing (the default everywhere: deleting cannot be undone; "
+        "review the list, then run with dry_run=False, or --no-dry-run).",
+    )
     list_files: bool = arg(
         False,
         help="Return every deleted path too (a dry run always lists them); by default a deleting run returns "
