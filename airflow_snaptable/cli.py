@@ -153,7 +153,7 @@ def cmd_delete_consumer(args) -> Any:
 
 
 def cmd_new_snapshots(args) -> Any:
-    """The same answer NewSnapshotSensor gets (core.incremental.find_new_snapshots)."""
+    """The same answer SnapTableNewSnapshotSensor gets (core.incremental.find_new_snapshots)."""
     from airflow_snaptable.core.incremental import find_new_snapshots
 
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] if args.kinds else None

@@ -288,15 +288,3 @@ class SnapTableAdvanceConsumerOperator(SnapTableBaseOperator):
 
     action = core_actions.UpdateConsumer
 
-
-# The names before the integration prefix, kept so that existing DAGs keep working.
-SnapshotExpireOperator = SnapTableExpireSnapshotsOperator
-CreateTagOperator = SnapTableCreateTagOperator
-DeleteTagOperator = SnapTableDeleteTagOperator
-PeriodicTagOperator = SnapTablePeriodicTagOperator
-ExpireTagsOperator = SnapTableExpireTagsOperator
-ExpireConsumersOperator = SnapTableExpireConsumersOperator
-RollbackOperator = SnapTableRollbackOperator
-RemoveOrphanFilesOperator = SnapTableRemoveOrphanFilesOperator
-CompactOperator = SnapTableCompactOperator
-AdvanceConsumerOperator = SnapTableAdvanceConsumerOperator

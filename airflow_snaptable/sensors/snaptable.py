@@ -36,7 +36,7 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
     snapshot after the baseline has a kind in ``commit_kinds``; it returns (to XCom) the range
     ``{table, from_snapshot_id, to_snapshot_id, snapshot_ids, commit_kinds,
     matching_snapshot_ids, added_records, deleted_records}``: ``table.changes(from, to)`` reads
-    exactly those changes, and ``AdvanceConsumerOperator(next_snapshot=to_snapshot_id + 1)``
+    exactly those changes, and ``SnapTableAdvanceConsumerOperator(next_snapshot=to_snapshot_id + 1)``
     commits them once downstream work succeeded.
 
     The table logic is core's (:func:`airflow_snaptable.core.incremental.find_new_snapshots`).
@@ -50,7 +50,7 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
     :param ref: An Iceberg table's branch or tag to follow instead of ``main``; positions are then
         that ref's data sequence numbers (docs/iceberg.md). Other tables have none. (templated)
     :param snaptable_conn_id: The snaptable connection. (templated)
-    :param deferrable: Wait in the triggerer (``NewSnapshotTrigger``) instead of a worker slot.
+    :param deferrable: Wait in the triggerer (``SnapTableNewSnapshotTrigger``) instead of a worker slot.
     :param wait_for_table: A table that does not exist yet is waited for like one without new
         snapshots (a pipeline that creates it later); False: it fails the task at once.
     """
@@ -183,6 +183,3 @@ def _as_snapshot_id(value: Any) -> int:
         value = value_from_text(value, ("int",), "after_snapshot_id")
     return check_int(value, "after_snapshot_id", minimum=0)
 
-
-#: The name before the integration prefix, kept so that existing DAGs keep working.
-NewSnapshotSensor = SnapTableNewSnapshotSensor
