@@ -43,8 +43,13 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
     A poke when nothing is new costs O(1) storage operations (the LATEST hint, checked).
 
     :param table: A full URI, or a name under the connection's root. (templated)
-    :param after_snapshot_id: Snapshots after this id are new (0: any snapshot). (templated)
-    :param consumer_id: Or: snapshots the consumer has not read yet are new. (templated)
+    :param after_snapshot_id: Snapshots after this id are new (0: any snapshot). A fixed id suits a
+        one-off wait only: in a DAG that runs again it finds the same snapshots every run, and once
+        expiry removes that snapshot (the DAG's own expiry, or the table's history being long) the
+        sensor fails with ``SnapshotNotFoundError``. A recurring DAG waits on ``consumer_id``. (templated)
+    :param consumer_id: Or: snapshots the consumer has not read yet are new; the DAG moves the consumer
+        on after its work (``SnapTableAdvanceConsumerOperator``), and expiry keeps what it has not read.
+        (templated)
     :param commit_kinds: Kinds that count (default APPEND, OVERWRITE, DELETE: compactions
         change no rows and are ignored); ``None`` counts every kind.
     :param ref: An Iceberg table's branch or tag to follow instead of ``main``; positions are then
