@@ -18,6 +18,7 @@ from airflow_snaptable.core import SnapTableError, Table
 from airflow_snaptable.core import actions
 from airflow_snaptable.core.lifecycle import progress
 from airflow_snaptable.core.actions.contract import ActionField, plain_text
+from airflow_snaptable.core.arguments.times import with_iso_times
 from airflow_snaptable.core.lake import Policy, lake_status, maintain
 from airflow_snaptable.core.io.storage_options import parse_storage_options
 
@@ -435,7 +436,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130  # as a shell reports an interrupted command; no traceback
-    print(json.dumps(result, indent=2, default=str) if args.json else result)
+    print(json.dumps(with_iso_times(result), indent=2, default=str) if args.json else result)
     sys.stdout.flush()  # a reader gone shows here, inside main, not in the interpreter's exit
     return args.exit_code
 

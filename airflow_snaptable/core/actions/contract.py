@@ -38,7 +38,7 @@ from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.arguments.table_options import parse_duration, parse_size
 from airflow_snaptable.core.io.storage import check_location
 from airflow_snaptable.core.table import Table
-from airflow_snaptable.core.arguments.times import is_epoch_millis_text
+from airflow_snaptable.core.arguments.times import is_epoch_millis_text, with_iso_times
 
 Check = Callable[[Any, str], Any]
 
@@ -129,8 +129,9 @@ class Action(abc.ABC):
         """Run on ``table`` (the table at ``self.table``); the result document (:meth:`result_document`)."""
 
     def result_document(self, result: Any, **extra: Any) -> dict[str, Any]:
-        """What every front end returns: ``{"action", "table", "result"}`` with the result as JSON."""
-        return {"action": self.name, "table": self.table, "result": to_jsonable(result), **extra}
+        """What every front end returns: ``{"action", "table", "result"}`` with the result as JSON (every
+        time in epoch millis with its ISO-8601 text beside it: ``older_than_millis``, ``older_than_iso``)."""
+        return {"action": self.name, "table": self.table, "result": with_iso_times(to_jsonable(result)), **extra}
 
     def arguments(self) -> dict[str, Any]:
         """The call's arguments: every field but ``table``."""
