@@ -213,3 +213,64 @@ def test_the_blocks_of_a_document_run_as_written(doc, tmp_path, airflow_home):
         if block.output is not None:
             assert normalized(out) == normalized(block.output), f"{block} printed:\n{out}"
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+# -- the commands of docs/paimon.md and docs/iceberg.md on real tables ----------------------------
+
+
+def _documented(doc: str) -> list[list[str]]:
+    (block,) = [b for b in ALL_BLOCKS if b.doc == doc and b.language == "bash"]
+    return snaptable_commands(block.code)
+
+
+def _run_cli(args: list[str]) -> None:
+    from airflow_snaptable.cli import main
+
+    assert main(args) == 0, f"snaptable {' '.join(args)}"
+
+
+def test_the_paimon_commands_run_on_a_table_pypaimon_wrote(paimon, tmp_path):
+    """docs/paimon.md's commands with its path standing for a copy of a pypaimon table; pypaimon reads it back
+    (``--retain-max 5`` alone was refused: the table's snapshot.num-retained.min is 10)."""
+    warehouse = paimon.copy(tmp_path / "paimon")
+    table_dir = os.path.join(warehouse, "db.db", "app")
+    ran = 0
+    for args in _documented("docs/paimon.md"):
+        if "/data/paimon/db.db/orders" in args:
+            _run_cli([table_dir if a == "/data/paimon/db.db/orders" else a for a in args])
+            ran += 1
+    assert ran == 2
+    read = paimon.read(warehouse, "app")["app"]
+    assert sorted(map(int, read["snapshots"])) == [2, 3, 4, 5, 6] and "2026-11-22" in read["tags"]
+
+
+def test_the_iceberg_commands_run_on_a_table_pyiceberg_wrote(tmp_path):
+    """docs/iceberg.md's commands with a real SQL catalog for its catalog properties (``--no-dry-run`` did not exist)."""
+    import json
+
+    from pyiceberg.catalog import load_catalog
+
+    from tests.iceberg.conftest import SCHEMA as ICEBERG_SCHEMA, read_everything, rows
+
+    warehouse = tmp_path / "warehouse"
+    warehouse.mkdir()
+    properties = {"type": "sql", "uri": f"sqlite:///{tmp_path}/catalog.db", "warehouse": f"file://{warehouse}"}
+    catalog = load_catalog("default", **properties)
+    catalog.create_namespace("db")
+    iceberg = catalog.create_table("db.orders", schema=ICEBERG_SCHEMA)
+    for i in range(3):
+        iceberg.append(rows(i))
+    stray = warehouse / "db" / "orders" / "data" / "stray.parquet"
+    stray.parent.mkdir(parents=True, exist_ok=True)
+    stray.write_bytes(b"x")
+    os.utime(stray, (OLD_FILE, OLD_FILE))
+    commands = _documented("docs/iceberg.md")
+    assert [args[:2] for args in commands] == [["expire", "iceberg://db.orders"], ["tag", "create"], ["clean-orphans", "iceberg://db.orders"]]
+    for args in commands:
+        at = args.index("--catalog")
+        _run_cli(args[:at + 1] + [json.dumps(properties)] + args[at + 2:])
+    assert not stray.exists()  # --no-dry-run deleted the orphan
+    assert "nightly" in iceberg.refresh().metadata.refs and read_everything(iceberg)
+
+
+OLD_FILE = 1_000_000_000  # 2001: older than any window
