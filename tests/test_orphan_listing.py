@@ -51,6 +51,7 @@ def test_the_result_lists_a_few_paths_and_the_file_every_one(make, tmp_path, req
 
     dry = run_action(ACTIONS["remove-orphan-files"].from_values(uri, {"orphan_list": str(listing)}))["result"]
     assert dry["orphan_count"] == ORPHANS and dry["orphan_files_truncated"] is True
+    assert dry["bytes"] == sum(os.path.getsize(os.path.join(uri, rel)) for rel in planted)
     assert len(dry["orphan_files"]) == MAX_RESULT_ORPHANS and set(dry["orphan_files"]) <= planted
     assert set(listing.read_text().splitlines()) == planted and len(listing.read_text().splitlines()) == ORPHANS
     assert dry["orphan_list"] == str(listing)
