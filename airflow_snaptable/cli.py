@@ -379,7 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
     maintain.add_argument("--policy", required=True, help="the policy file: JSON, or YAML (.yaml, .yml) with PyYAML installed")
     maintain.add_argument("--dry-run", action="store_true", help="report what expiry, orphan removal and clean would do; change nothing")
     maintain.add_argument("--parallel", type=int, default=4, help="tables maintained at once (threads; default 4)")
-    maintain.add_argument("--run-id", help="name the run; a rerun with a crashed run's id skips the jobs it completed")
+    maintain.add_argument("--lake-run-id", "--run-id", dest="run_id",  # the operator's lake_run_id; --run-id: the older name
+                          help="name the run; a rerun with a crashed run's id skips the jobs it completed (--run-id: the older name)")
     for sub in (maintain, add("status", cmd_lake, "the maintenance status of every table of a location", LAKE_HELP)):
         sub.add_argument("--max-depth", type=int, default=6, help="levels below a directory location tables may sit at (default 6)")
 

@@ -107,6 +107,23 @@ def test_new_snapshots_takes_the_sensor_names_and_the_old_ones(table, table_uri,
     assert json.loads(capsys.readouterr().out)["from_snapshot_id"] == 0
 
 
+def test_cli_flags_carry_the_operators_parameter_names():
+    """Every flag of an action command is its field's name; the lake's run id is the operator's lake_run_id."""
+    from airflow_snaptable.operators.lake import SnapTableMaintainTableOperator
+    import inspect
+
+    parser = build_parser()
+    assert parser.parse_args(["maintain", "l", "--policy", "p", "--lake-run-id", "r"]).run_id == "r"
+    assert parser.parse_args(["maintain", "l", "--policy", "p", "--run-id", "r"]).run_id == "r"
+    assert "lake_run_id" in inspect.signature(SnapTableMaintainTableOperator.__init__).parameters
+    from airflow_snaptable.sensors import SnapTableNewSnapshotSensor
+
+    sensor = set(inspect.signature(SnapTableNewSnapshotSensor.__init__).parameters)
+    assert {"after_snapshot_id", "consumer_id", "commit_kinds"} <= sensor
+    new = parser.parse_args(["new-snapshots", "u", "--after-snapshot-id", "1", "--commit-kinds", "APPEND"])
+    assert new.after_snapshot_id == 1 and new.kinds == "APPEND"
+
+
 @pytest.mark.parametrize("uri, fixed", [("iceberg:/db.orders", "iceberg://db.orders"), ("s3:/bucket/orders", "s3://bucket/orders"),
                                         ("memory:orders", "memory://orders")])
 def test_a_malformed_uri_is_named_as_such(uri, fixed, capsys):
