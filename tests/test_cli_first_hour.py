@@ -159,3 +159,20 @@ def test_a_file_the_command_cannot_write_is_one_line(table, table_uri, tmp_path,
     assert main(["timeline", table_uri, "--out", str(tmp_path / "no" / "such" / "dir" / "t.svg")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("snaptable: FileNotFoundError") and err.count("\n") == 1
+
+
+def test_a_missing_storage_package_names_the_extra_that_installs_it(monkeypatch, capsys):
+    """s3fs is installed here: a machine without it is fsspec failing to import it, as fsspec does."""
+    import fsspec
+
+    real = fsspec.get_filesystem_class
+
+    def without_s3fs(protocol):
+        if protocol in ("s3", "s3a"):
+            raise ImportError("Install s3fs to access S3")
+        return real(protocol)
+
+    monkeypatch.setattr(fsspec, "get_filesystem_class", without_s3fs)
+    assert main(["snapshots", "s3://bucket/orders"]) == 2
+    err = capsys.readouterr().err
+    assert "UnsupportedStorageError" in err and "pip install 'airflow-snaptable[s3]'" in err and "Traceback" not in err
