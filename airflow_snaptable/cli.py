@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
+from airflow_snaptable import __version__
 from airflow_snaptable.core import SnapTableError, Table
 from airflow_snaptable.core import actions
 from airflow_snaptable.core.lifecycle import progress
-from airflow_snaptable.core.actions.contract import ActionField
+from airflow_snaptable.core.actions.contract import ActionField, plain_text
+from airflow_snaptable.core.arguments.times import with_iso_times
 from airflow_snaptable.core.lake import Policy, lake_status, maintain
 from airflow_snaptable.core.io.storage_options import parse_storage_options
 
@@ -151,7 +154,7 @@ def cmd_delete_consumer(args) -> Any:
 
 
 def cmd_new_snapshots(args) -> Any:
-    """The same answer NewSnapshotSensor gets (core.incremental.find_new_snapshots)."""
+    """The same answer SnapTableNewSnapshotSensor gets (core.incremental.find_new_snapshots)."""
     from airflow_snaptable.core.incremental import find_new_snapshots
 
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] if args.kinds else None
@@ -213,6 +216,11 @@ def cmd_verify(args) -> Any:
     return "\n".join(lines)
 
 
+RUN_ACTION_HELP = (
+    'the action as JSON: {"action": NAME, "table": URI, ...its arguments}, e.g. '
+    '\'{"action": "expire-snapshots", "table": "/data/orders", "retain_max": 5}\'; NAME is one of '
+    + ", ".join(sorted(actions.ACTIONS)) + " (the arguments are the flags of the matching command, with underscores)"
+)
 LAKE_HELP = "a directory or fsspec URL with tables anywhere below it (ours; Paimon's <db>.db/<table>), or iceberg://[<namespace>]"
 
 
@@ -245,14 +253,14 @@ def add_action_command(commands, word: str, action_cls: type[actions.Action]) ->
     """The command ``word`` that runs ``action_cls``, its arguments made from the action's fields.
 
     ``URI``, then the positional fields as words, then every other field as a flag
-    (``retain_min`` -> ``--retain-min``; internal fields are left out). A flag turns a bool
-    field on: without it the command passes False, so a command does what it says unless
-    told ``--dry-run`` (``clean-orphans`` deletes, where the action's default is a dry run).
-    A bool field that is on by default otherwise (``delete_files``) gets ``--no-...``.
+    (``retain_min`` -> ``--retain-min``; internal fields are left out). A bool field is a pair
+    of flags (``--dry-run`` / ``--no-dry-run``); given neither, the command passes nothing and
+    the action's own default applies, so the CLI, the operators and JSON share one default per
+    action (``clean-orphans`` is a dry run unless told ``--no-dry-run``).
     Fields of a required choice (rollback's target) form a required group of exclusive flags.
     """
     fields = [field for field in action_cls.parameters() if not field.param.internal]
-    sub = commands.add_parser(word, help=action_cls.summary())
+    sub = commands.add_parser(word, help=action_cls.summary(), description=action_cls.summary())
     sub.add_argument("uri", help=URI_HELP)
     for field in fields:
         if field.param.positional:
@@ -267,10 +275,7 @@ def add_action_command(commands, word: str, action_cls: type[actions.Action]) ->
     for field in fields:
         if not field.param.positional:
             flag = "--" + field.name.replace("_", "-")
-            kind = _argparse_kind(field)
-            if kind.get("action") == "store_true" and field.default is True and field.name != "dry_run":
-                flag, kind = "--no-" + field.name.replace("_", "-"), {"action": "store_false", "default": None}
-            groups.get(field.name, sub).add_argument(flag, dest=field.name, help=_help(field), **kind)
+            groups.get(field.name, sub).add_argument(flag, dest=field.name, help=_help(field), **_argparse_kind(field))
     # What argparse leaves as text although the field is not a string (a JSON list) is read by its kind.
     text = [field.name for field in fields if field.kinds - {"None"} == {"list"}]
 
@@ -286,14 +291,17 @@ def _argparse_kind(field: ActionField) -> dict[str, Any]:
     """How argparse reads the field's words: a flag for a bool, an int for an integer, else the text."""
     kinds = field.kinds - {"None"}
     if kinds == {"bool"}:
-        return {"action": "store_true"}
+        return {"action": argparse.BooleanOptionalAction, "default": None}
     if kinds == {"int"}:
         return {"type": int}
     return {}
 
 
 def _help(field: ActionField) -> str:
-    return field.param.help.replace("%", "%%")  # argparse formats help text
+    text = plain_text(field.param.help)
+    if field.kinds - {"None"} == {"bool"}:
+        text += f" (default: {'on' if field.default else 'off'})"
+    return text.replace("%", "%%")  # argparse formats help text
 
 
 def render_result(result: Any) -> str:
@@ -311,6 +319,7 @@ def render_result(result: Any) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="snaptable", description="Inspect and maintain snapshot tables.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, handler, help_text: str, uri_help: str = URI_HELP) -> argparse.ArgumentParser:
@@ -355,32 +364,38 @@ def build_parser() -> argparse.ArgumentParser:
     consumer_commands = consumer.add_subparsers(dest="consumer_command", required=True)
     add_action_command(consumer_commands, "update", actions.UpdateConsumer)
     delete = consumer_commands.add_parser("delete", help="delete a consumer (expiry no longer keeps its snapshots)")
-    delete.add_argument("uri")
-    delete.add_argument("consumer_id")
-    delete.add_argument("--storage-options")
+    delete.add_argument("uri", help=URI_HELP)
+    delete.add_argument("consumer_id", help="the consumer")
+    delete.add_argument("--storage-options", help="fsspec storage options as JSON")
     delete.add_argument("--catalog", help=CATALOG_HELP)
-    delete.add_argument("--json", action="store_true")
+    delete.add_argument("--json", action="store_true", help="print JSON instead of a table")
     delete.set_defaults(handler=cmd_delete_consumer)
 
     new = add("new-snapshots", cmd_new_snapshots, "snapshots after a snapshot id or a consumer's position (exit 1 if none)")
     baseline = new.add_mutually_exclusive_group(required=True)
-    baseline.add_argument("--after", type=int, dest="after_snapshot_id", help="the last snapshot already processed")
-    baseline.add_argument("--consumer", dest="consumer_id", help="a consumer whose position is the baseline")
-    new.add_argument("--kinds", help="comma-separated commit kinds that count, e.g. APPEND,OVERWRITE (default: all)")
+    # The sensor's parameter names (after_snapshot_id, consumer_id, commit_kinds); the short forms are the older names.
+    baseline.add_argument("--after-snapshot-id", "--after", type=int, dest="after_snapshot_id",
+                          help="the last snapshot already processed (--after: the older name)")
+    baseline.add_argument("--consumer-id", "--consumer", dest="consumer_id",
+                          help="a consumer whose position is the baseline (--consumer: the older name)")
+    new.add_argument("--commit-kinds", "--kinds", dest="kinds",
+                     help="comma-separated commit kinds that count, e.g. APPEND,OVERWRITE (default: all; --kinds: the older name)")
 
     maintain = add("maintain", cmd_lake, "run a policy's jobs on every table of a location (exit 1 if a job failed)", LAKE_HELP)
     maintain.add_argument("--policy", required=True, help="the policy file: JSON, or YAML (.yaml, .yml) with PyYAML installed")
     maintain.add_argument("--dry-run", action="store_true", help="report what expiry, orphan removal and clean would do; change nothing")
     maintain.add_argument("--parallel", type=int, default=4, help="tables maintained at once (threads; default 4)")
-    maintain.add_argument("--run-id", help="name the run; a rerun with a crashed run's id skips the jobs it completed")
+    maintain.add_argument("--lake-run-id", "--run-id", dest="run_id",  # the operator's lake_run_id; --run-id: the older name
+                          help="name the run; a rerun with a crashed run's id skips the jobs it completed (--run-id: the older name)")
     for sub in (maintain, add("status", cmd_lake, "the maintenance status of every table of a location", LAKE_HELP)):
         sub.add_argument("--max-depth", type=int, default=6, help="levels below a directory location tables may sit at (default 6)")
 
-    run = commands.add_parser("run-action", help="run a maintenance action given as JSON")
-    run.add_argument("action_json")
-    run.add_argument("--storage-options")
+    run = commands.add_parser("run-action", help="run a maintenance action given as JSON",
+                              description="Run one maintenance action given as JSON, as the Spark job and the operators run it.")
+    run.add_argument("action_json", help=RUN_ACTION_HELP)
+    run.add_argument("--storage-options", help="fsspec storage options as JSON")
     run.add_argument("--catalog", help=CATALOG_HELP)
-    run.add_argument("--json", action="store_true")
+    run.add_argument("--json", action="store_true", help="print JSON instead of a table")
     run.set_defaults(handler=cmd_run_action)
     return parser
 
@@ -402,6 +417,16 @@ class TerminalBar:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader left (``snaptable snapshots URI | head``): what it read is what it wanted. Point
+        # stdout at /dev/null so the interpreter's final flush finds no broken pipe either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a command whose reader left
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     args.exit_code = 0
     try:
@@ -413,7 +438,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SnapTableError as exc:
         print(f"snaptable: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(result, indent=2, default=str) if args.json else result)
+    except OSError as exc:  # a local file the command itself writes or reads (timeline --out, --policy)
+        print(f"snaptable: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130  # as a shell reports an interrupted command; no traceback
+    print(json.dumps(with_iso_times(result), indent=2, default=str) if args.json else result)
+    sys.stdout.flush()  # a reader gone shows here, inside main, not in the interpreter's exit
     return args.exit_code
 
 

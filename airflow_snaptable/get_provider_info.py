@@ -10,6 +10,8 @@ from __future__ import annotations
 from airflow_snaptable import __version__
 
 INTEGRATION = "Snapshot tables (snaptable)"
+#: The package's documentation: its README on the package index (pyproject.toml's project.urls).
+DOCUMENTATION_URL = "https://pypi.org/project/airflow-snaptable/"
 
 
 S3_SECTION = "S3 (only for s3:// tables)"
@@ -26,8 +28,8 @@ def get_provider_info() -> dict:
         "integrations": [
             {
                 "integration-name": INTEGRATION,
-                # The model this provider runs: Apache Paimon's snapshots, tags and consumers.
-                "external-doc-url": "https://paimon.apache.org/docs/master/concepts/basic-concepts/",
+                # This package's documentation (pyproject.toml's Documentation URL), not the formats' sites.
+                "external-doc-url": DOCUMENTATION_URL,
                 "tags": ["software"],
             }
         ],

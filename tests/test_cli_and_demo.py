@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from airflow_snaptable.cli import main
+from airflow_snaptable.core.arguments.times import iso_time
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.actions import ACTIONS, UpdateConsumer, action_from_json, run_action
 from airflow_snaptable.core.errors import InvalidArgumentError, TagAlreadyExistsError
@@ -59,7 +60,8 @@ def test_update_consumer_action_is_validated_and_runs_through_run_action_and_the
     assert run_action(action) == {
         "action": "update-consumer",
         "table": table_uri,
-        "result": {"id": "etl", "next_snapshot": 3, "update_time_millis": table.consumer("etl").update_time_millis},
+        "result": {"id": "etl", "next_snapshot": 3, "update_time_millis": table.consumer("etl").update_time_millis,
+                   "update_time_iso": iso_time(table.consumer("etl").update_time_millis)},
     }
     for doc, message in [
         ({"consumer_id": "etl"}, "next_snapshot is required"),

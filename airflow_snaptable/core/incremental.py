@@ -59,7 +59,7 @@ def consumer_baseline(table: Table, consumer_id: str) -> int:
     raise InvalidArgumentError(
         f"consumer {consumer_id!r} does not exist in {table.uri} and snapshots before {earliest} have expired, "
         f"so the whole history cannot be read; create the consumer first where it should start, e.g. "
-        f"AdvanceConsumerOperator(consumer_id={consumer_id!r}, next_snapshot={latest + 1}) to read from now on"
+        f"SnapTableAdvanceConsumerOperator(consumer_id={consumer_id!r}, next_snapshot={latest + 1}) to read from now on"
     )
 
 

@@ -38,6 +38,7 @@ from airflow_snaptable.core import actions as core_actions
 from airflow_snaptable.core.errors import InvalidArgumentError, InvalidNameError
 from airflow_snaptable.core.formats.foreign import is_iceberg_uri
 from airflow_snaptable.core.arguments.names import validate_name
+from airflow_snaptable.core.io.storage import check_malformed_uri
 from airflow_snaptable.core.io.storage_options import parse_storage_options
 from airflow_snaptable.hooks.spark_submit import RunnerSettings, SparkSubmitRunner
 
@@ -63,6 +64,7 @@ def join_table_uri(root: str | None, table: str) -> str:
     if not isinstance(table, str) or not table.strip():
         raise InvalidArgumentError(f"table must be a non-empty string (a URI or a name), got {table!r}")
     table = table.strip()
+    check_malformed_uri(table, "table")
     if is_full_uri(table):
         return table.rstrip("/") or table
     if not root:

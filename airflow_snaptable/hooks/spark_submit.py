@@ -26,7 +26,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_snaptable.core import actions as core_actions
-from airflow_snaptable.core.errors import InvalidArgumentError
+from airflow_snaptable.core.errors import InvalidArgumentError, UnsupportedOperationError
 from airflow_snaptable.core.io.storage_options import CATALOG_ENV, STORAGE_OPTIONS_ENV
 
 RUNNERS = ("local", "spark")
@@ -123,6 +123,7 @@ class SparkSubmitRunner:
                     "action file and write the result file); use client mode"
                 )
             env = spark_environment(storage_options, env_vars, str(connection.get("master", "")), connection.get("spark_binary"))
+            require_spark_binary(connection.get("spark_binary") or "spark-submit", env.get("PATH"))
             if catalog:
                 env[CATALOG_ENV] = json.dumps(dict(catalog))
             self._submit = submit
@@ -172,6 +173,17 @@ def spark_environment(storage_options: Mapping[str, Any], env_vars: Mapping[str,
     if master.startswith("local"):
         env.setdefault("PYSPARK_PYTHON", sys.executable)
     return env
+
+
+def require_spark_binary(binary: str, path: str | None) -> None:
+    """The spark-submit the Spark connection names, on this worker: without it SparkSubmitHook dies with a
+    bare ``FileNotFoundError: 'spark-submit'``."""
+    if shutil.which(binary, path=path) is None:
+        raise UnsupportedOperationError(
+            f"runner='spark' needs {binary!r} on this worker's PATH, and it is not there: install Spark with "
+            "pip install 'airflow-snaptable[spark]' (pyspark brings spark-submit), or put a Spark distribution's "
+            "bin/ on the PATH; runner='local' needs no Spark"
+        )
 
 
 def _require_connection(conn_id: str) -> None:

@@ -1,27 +1,17 @@
 """Airflow operators for snapshot table maintenance (each one runs one core action).
 
-Names carry the integration prefix (``SnapTableExpireSnapshotsOperator``); the names without
-it (``SnapshotExpireOperator``) are the same classes, kept for existing DAGs.
+Every name carries the integration prefix (``SnapTableExpireSnapshotsOperator``), as Airflow's
+providers name theirs. The 0.1 names without it were dropped before 1.0: one name per class.
 """
 
 from airflow_snaptable.operators.snaptable import (
-    AdvanceConsumerOperator,
-    CompactOperator,
-    CreateTagOperator,
-    DeleteTagOperator,
-    ExpireConsumersOperator,
-    ExpireTagsOperator,
-    PeriodicTagOperator,
-    RemoveOrphanFilesOperator,
-    RollbackOperator,
     SnapTableAdvanceConsumerOperator,
     SnapTableBaseOperator,
-    SnapTableRestoreSavepointOperator,
-    SnapTableDeleteSavepointOperator,
-    SnapTableCreateSavepointOperator,
     SnapTableCleanOperator,
     SnapTableCompactOperator,
+    SnapTableCreateSavepointOperator,
     SnapTableCreateTagOperator,
+    SnapTableDeleteSavepointOperator,
     SnapTableDeleteTagOperator,
     SnapTableExpireConsumersOperator,
     SnapTableExpireSnapshotsOperator,
@@ -30,28 +20,18 @@ from airflow_snaptable.operators.snaptable import (
     SnapTableRemoveOrphanFilesOperator,
     SnapTableRenameTagOperator,
     SnapTableRewriteManifestsOperator,
+    SnapTableRestoreSavepointOperator,
     SnapTableRollbackOperator,
-    SnapshotExpireOperator,
 )
 
 __all__ = [
-    "AdvanceConsumerOperator",
-    "CompactOperator",
-    "CreateTagOperator",
-    "DeleteTagOperator",
-    "ExpireConsumersOperator",
-    "ExpireTagsOperator",
-    "PeriodicTagOperator",
-    "RemoveOrphanFilesOperator",
-    "RollbackOperator",
     "SnapTableAdvanceConsumerOperator",
     "SnapTableBaseOperator",
-    "SnapTableRestoreSavepointOperator",
-    "SnapTableDeleteSavepointOperator",
-    "SnapTableCreateSavepointOperator",
     "SnapTableCleanOperator",
     "SnapTableCompactOperator",
+    "SnapTableCreateSavepointOperator",
     "SnapTableCreateTagOperator",
+    "SnapTableDeleteSavepointOperator",
     "SnapTableDeleteTagOperator",
     "SnapTableExpireConsumersOperator",
     "SnapTableExpireSnapshotsOperator",
@@ -60,6 +40,6 @@ __all__ = [
     "SnapTableRemoveOrphanFilesOperator",
     "SnapTableRenameTagOperator",
     "SnapTableRewriteManifestsOperator",
+    "SnapTableRestoreSavepointOperator",
     "SnapTableRollbackOperator",
-    "SnapshotExpireOperator",
 ]

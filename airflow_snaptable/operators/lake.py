@@ -31,6 +31,7 @@ from airflow_snaptable.core.lake.discovery import DEFAULT_MAX_DEPTH
 from airflow_snaptable.core.lake.report import describe
 from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, SnapTableHook
 from airflow_snaptable.operators.links import LakeHealthLink, TableTimelineLink
+from airflow_snaptable.operators.task_errors import errors_naming_task
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -95,6 +96,10 @@ class SnapTableListLakeTablesOperator(BaseOperator):
         self.policy = policy
 
     def execute(self, context: Context) -> list[dict[str, str]]:
+        with errors_naming_task(self.task_id):
+            return self._execute(context)
+
+    def _execute(self, context: Context) -> list[dict[str, str]]:
         from airflow_snaptable.core.lake.due import table_due
 
         where = _LakeLocation(SnapTableHook(snaptable_conn_id=self.snaptable_conn_id), self.location)
@@ -149,7 +154,8 @@ class SnapTableMaintainTableOperator(BaseOperator):
         kwargs.setdefault("outlets", [AssetAlias(LAKE_ASSET_ALIAS)])
         super().__init__(**kwargs)
         if isinstance(policy, dict):
-            Policy.from_mapping(policy)  # a bad policy fails the DAG's parsing, not a run
+            with errors_naming_task(self.task_id):
+                Policy.from_mapping(policy)  # a bad policy fails the DAG's parsing, not a run
         elif not isinstance(policy, str) or not policy.strip():
             raise InvalidArgumentError(f"{self.task_id}: policy must be a mapping or the path of a policy file, got {policy!r}")
         if not isinstance(dry_run, bool) or not isinstance(fail_on_job_failure, bool):
@@ -167,6 +173,10 @@ class SnapTableMaintainTableOperator(BaseOperator):
         return Policy.from_mapping(self.policy) if isinstance(self.policy, dict) else Policy.load(self.policy)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        with errors_naming_task(self.task_id):
+            return self._execute(context)
+
+    def _execute(self, context: Context) -> dict[str, Any]:
         table = LakeTable.from_dict(self.table)
         where = _LakeLocation(SnapTableHook(snaptable_conn_id=self.snaptable_conn_id), self.location)
         storage_options, catalog = where.for_table(table)

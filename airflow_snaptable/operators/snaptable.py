@@ -27,6 +27,7 @@ from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, SnapTableHook
 from airflow_snaptable.hooks.spark_submit import RunnerSettings
 from airflow_snaptable.operators.links import TableTimelineLink
+from airflow_snaptable.operators.task_errors import errors_naming_task
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -81,7 +82,8 @@ class SnapTableBaseOperator(BaseOperator):
         super().__init__(**kwargs)
         if not isinstance(table, str) or not table.strip():
             raise InvalidArgumentError(f"{self.task_id}: table must be a non-empty string (a URI or a name), got {table!r}")
-        RunnerSettings(runner, spark_conn_id, spark_conf, spark_submit_kwargs)  # checked when the DAG is parsed
+        with errors_naming_task(self.task_id):
+            RunnerSettings(runner, spark_conn_id, spark_conf, spark_submit_kwargs)  # checked when the DAG is parsed
         self.table = table
         self.snaptable_conn_id = snaptable_conn_id
         self.runner = runner
@@ -108,7 +110,8 @@ class SnapTableBaseOperator(BaseOperator):
         """Check the action's values as far as they are known (templates render later), and keep them."""
         templated = [field.name for field in self.action_fields()]
         pending = [name for name, value in values.items() if _renders_later(value)]
-        self.action.check_known(values, text=templated, pending=pending)
+        with errors_naming_task(self.task_id):
+            self.action.check_known(values, text=templated, pending=pending)
         for name, value in values.items():
             setattr(self, name, value)
 
@@ -119,6 +122,10 @@ class SnapTableBaseOperator(BaseOperator):
         return self.action.from_python(self.hook.table_uri(self.table), values, text=templated)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        with errors_naming_task(self.task_id):
+            return self._execute(context)
+
+    def _execute(self, context: Context) -> dict[str, Any]:
         action = self.build_action()
         spark_conf = self.spark_conf
         if self.runner == "spark" and self.openlineage_inject_parent_job_info:
@@ -289,15 +296,3 @@ class SnapTableAdvanceConsumerOperator(SnapTableBaseOperator):
 
     action = core_actions.UpdateConsumer
 
-
-# The names before the integration prefix, kept so that existing DAGs keep working.
-SnapshotExpireOperator = SnapTableExpireSnapshotsOperator
-CreateTagOperator = SnapTableCreateTagOperator
-DeleteTagOperator = SnapTableDeleteTagOperator
-PeriodicTagOperator = SnapTablePeriodicTagOperator
-ExpireTagsOperator = SnapTableExpireTagsOperator
-ExpireConsumersOperator = SnapTableExpireConsumersOperator
-RollbackOperator = SnapTableRollbackOperator
-RemoveOrphanFilesOperator = SnapTableRemoveOrphanFilesOperator
-CompactOperator = SnapTableCompactOperator
-AdvanceConsumerOperator = SnapTableAdvanceConsumerOperator

@@ -1,5 +1,5 @@
 """Airflow sensors for snapshot tables."""
 
-from airflow_snaptable.sensors.snaptable import NewSnapshotSensor, SnapTableNewSnapshotSensor
+from airflow_snaptable.sensors.snaptable import SnapTableNewSnapshotSensor
 
-__all__ = ["NewSnapshotSensor", "SnapTableNewSnapshotSensor"]
+__all__ = ["SnapTableNewSnapshotSensor"]

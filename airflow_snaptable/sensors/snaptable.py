@@ -19,6 +19,7 @@ from airflow_snaptable.core.incremental import (
 )
 from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, SnapTableHook
 from airflow_snaptable.operators.links import TableTimelineLink
+from airflow_snaptable.operators.task_errors import errors_naming_task
 from airflow_snaptable.triggers.snaptable import SnapTableNewSnapshotTrigger
 
 if TYPE_CHECKING:
@@ -36,21 +37,26 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
     snapshot after the baseline has a kind in ``commit_kinds``; it returns (to XCom) the range
     ``{table, from_snapshot_id, to_snapshot_id, snapshot_ids, commit_kinds,
     matching_snapshot_ids, added_records, deleted_records}``: ``table.changes(from, to)`` reads
-    exactly those changes, and ``AdvanceConsumerOperator(next_snapshot=to_snapshot_id + 1)``
+    exactly those changes, and ``SnapTableAdvanceConsumerOperator(next_snapshot=to_snapshot_id + 1)``
     commits them once downstream work succeeded.
 
     The table logic is core's (:func:`airflow_snaptable.core.incremental.find_new_snapshots`).
     A poke when nothing is new costs O(1) storage operations (the LATEST hint, checked).
 
     :param table: A full URI, or a name under the connection's root. (templated)
-    :param after_snapshot_id: Snapshots after this id are new (0: any snapshot). (templated)
-    :param consumer_id: Or: snapshots the consumer has not read yet are new. (templated)
+    :param after_snapshot_id: Snapshots after this id are new (0: any snapshot). A fixed id suits a
+        one-off wait only: in a DAG that runs again it finds the same snapshots every run, and once
+        expiry removes that snapshot (the DAG's own expiry, or the table's history being long) the
+        sensor fails with ``SnapshotNotFoundError``. A recurring DAG waits on ``consumer_id``. (templated)
+    :param consumer_id: Or: snapshots the consumer has not read yet are new; the DAG moves the consumer
+        on after its work (``SnapTableAdvanceConsumerOperator``), and expiry keeps what it has not read.
+        (templated)
     :param commit_kinds: Kinds that count (default APPEND, OVERWRITE, DELETE: compactions
         change no rows and are ignored); ``None`` counts every kind.
     :param ref: An Iceberg table's branch or tag to follow instead of ``main``; positions are then
         that ref's data sequence numbers (docs/iceberg.md). Other tables have none. (templated)
     :param snaptable_conn_id: The snaptable connection. (templated)
-    :param deferrable: Wait in the triggerer (``NewSnapshotTrigger``) instead of a worker slot.
+    :param deferrable: Wait in the triggerer (``SnapTableNewSnapshotTrigger``) instead of a worker slot.
     :param wait_for_table: A table that does not exist yet is waited for like one without new
         snapshots (a pipeline that creates it later); False: it fails the task at once.
     """
@@ -78,17 +84,19 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
         if (after_snapshot_id is None) == (consumer_id is None):
             raise InvalidArgumentError(f"{self.task_id}: give exactly one of after_snapshot_id and consumer_id")
         if after_snapshot_id is not None and not isinstance(after_snapshot_id, str):  # text may be a template: read at run time
-            _as_snapshot_id(after_snapshot_id)
+            with errors_naming_task(self.task_id):
+                _as_snapshot_id(after_snapshot_id)
         self.table = table
         self.after_snapshot_id = after_snapshot_id
         self.consumer_id = consumer_id
         if ref is not None and (not isinstance(ref, str) or not ref.strip()):
             raise InvalidArgumentError(f"{self.task_id}: ref must be a non-empty string (a branch or tag), got {ref!r}")
         self.ref = ref
-        self.commit_kinds = normalize_commit_kinds(commit_kinds)
+        with errors_naming_task(self.task_id):
+            self.commit_kinds = normalize_commit_kinds(commit_kinds)
+            self.wait_for_table = check_bool(wait_for_table, "wait_for_table")
         self.snaptable_conn_id = snaptable_conn_id
         self.deferrable = deferrable
-        self.wait_for_table = check_bool(wait_for_table, "wait_for_table")
         self._baseline: int | None = None
         self._checked_through: int | None = None
 
@@ -141,6 +149,10 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
         return PokeReturnValue(is_done=True, xcom_value=found)
 
     def execute(self, context: Context) -> Any:
+        with errors_naming_task(self.task_id):
+            return self._execute(context)
+
+    def _execute(self, context: Context) -> Any:
         self._baseline = None
         self._checked_through = None
         if not self.deferrable:
@@ -178,6 +190,3 @@ def _as_snapshot_id(value: Any) -> int:
         value = value_from_text(value, ("int",), "after_snapshot_id")
     return check_int(value, "after_snapshot_id", minimum=0)
 
-
-#: The name before the integration prefix, kept so that existing DAGs keep working.
-NewSnapshotSensor = SnapTableNewSnapshotSensor

@@ -1,8 +1,8 @@
 """Triggers for snapshot tables: wait for new snapshots, off the event loop.
 
-- :class:`NewSnapshotTrigger`: one-shot; fires once the table has (matching) snapshots
-  newer than a baseline. Used by the deferrable ``NewSnapshotSensor``.
-- :class:`SnapshotEventTrigger`: an event trigger for ``AssetWatcher``; emits one event per
+- :class:`SnapTableNewSnapshotTrigger`: one-shot; fires once the table has (matching) snapshots
+  newer than a baseline. Used by the deferrable ``SnapTableNewSnapshotSensor``.
+- :class:`SnapTableSnapshotEventTrigger`: an event trigger for ``AssetWatcher``; emits one event per
   new snapshot range and keeps its position in the asset's state store, so a triggerer
   restart neither loses nor (outside a short window) repeats events.
 
@@ -260,7 +260,7 @@ class SnapTableSnapshotEventTrigger(BaseEventTrigger):
                 state = await accessor.aget(POSITION_KEY)
             except ValueError as exc:  # the accessors of several assets do not pick one themselves
                 raise InvalidArgumentError(
-                    f"this watcher of {self.table} serves several assets: give SnapshotEventTrigger "
+                    f"this watcher of {self.table} serves several assets: give SnapTableSnapshotEventTrigger "
                     f"position_asset=<the name of the asset that keeps its position> ({exc})"
                 ) from None
         if isinstance(state, dict) and state.get("table") == uri and state.get("last_snapshot_id") is not None:
@@ -342,7 +342,3 @@ class SnapTableSnapshotEventTrigger(BaseEventTrigger):
                 found["expired_after_snapshot_id"] = position
             return found, new.latest_snapshot_id
 
-
-# The names before the integration prefix: serialized triggers and existing DAGs still import them.
-NewSnapshotTrigger = SnapTableNewSnapshotTrigger
-SnapshotEventTrigger = SnapTableSnapshotEventTrigger

@@ -36,7 +36,7 @@ def test_a_rendered_false_does_not_force_a_rollback(orders):  # noqa: F811 - the
     orders.create_tag("good", snapshot_id=4)
     orders.update_consumer("reader", 7)
     before = tree(orders.uri)
-    operator = ops.RollbackOperator(task_id="r", table="orders", tag="good", force="{{ params.force }}")
+    operator = ops.SnapTableRollbackOperator(task_id="r", table="orders", tag="good", force="{{ params.force }}")
     with pytest.raises(InvalidArgumentError, match="consumers have read past"):
         run(operator, params={"force": False})
     assert tree(orders.uri) == before and orders.consumer("reader").next_snapshot == 7

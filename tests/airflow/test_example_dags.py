@@ -106,6 +106,8 @@ def test_the_system_test_style_lifecycle_dag_sets_up_runs_every_operator_and_tea
 def test_a_dag_maintains_a_paimon_table_that_pypaimon_reads_back(paimon, tmp_path):
     """The Paimon example DAG on a table pypaimon wrote: the operators and the sensor take its directory;
     pypaimon then reads the retained snapshots, the day's tag and the older tags with the rows from before."""
+    from tests.paimon.conftest import run_client
+
     warehouse = paimon.copy(tmp_path / "paimon")
     table_dir = os.path.join(warehouse, "db.db", "app")
     dags_test(
@@ -139,6 +141,18 @@ def test_a_dag_maintains_a_paimon_table_that_pypaimon_reads_back(paimon, tmp_pat
     finally:
         del os.environ["AIRFLOW_CONN_PAIMON_WAREHOUSE"]
     assert paimon.read(warehouse, "app")["app"]["tags"]["via-hook"]["rows"] == before["snapshots"]["6"]["rows"]
+    # The next day: the DAG waits on its consumer, not a fixed snapshot id. Its expiry (and the CLI's) removed
+    # every snapshot before 6 and pypaimon committed 7: the run sees exactly (6, 7] (a fixed after_snapshot_id=0
+    # failed here: snapshot 0 of a table whose earliest is 6 has expired).
+    assert Table.open(table_dir).consumer("snaptable-maintenance").next_snapshot == 7
+    run_client(paimon.python, warehouse, [{"write": "db.app", "rows": [["b", 10, "t"]]}])  # snapshot 7
+    dags_test("snaptable_paimon_maintenance", dag_env(tmp_path, SNAPTABLE_PAIMON_TABLE=table_dir), "2026-01-14",
+              "-c", json.dumps({"retain_max": 1, "time_retained": "0 s"}))
+    table = Table.open(table_dir)
+    # 6 stays: it is the consumer's baseline while the run works (its changes are read from 6).
+    assert [s.id for s in table.snapshots()] == [6, 7]
+    assert table.consumer("snaptable-maintenance").next_snapshot == 8
+    assert sorted(map(int, paimon.read(warehouse, "app")["app"]["snapshots"])) == [6, 7]
 
 
 def test_a_dag_maintains_an_iceberg_table_that_pyiceberg_reads_back(tmp_path):

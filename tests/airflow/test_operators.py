@@ -48,16 +48,16 @@ def run(op, **context):
 
 
 ALL_OPERATORS = [
-    ops.SnapshotExpireOperator,
-    ops.CreateTagOperator,
-    ops.DeleteTagOperator,
-    ops.PeriodicTagOperator,
-    ops.ExpireTagsOperator,
-    ops.ExpireConsumersOperator,
-    ops.RollbackOperator,
-    ops.RemoveOrphanFilesOperator,
-    ops.CompactOperator,
-    ops.AdvanceConsumerOperator,
+    ops.SnapTableExpireSnapshotsOperator,
+    ops.SnapTableCreateTagOperator,
+    ops.SnapTableDeleteTagOperator,
+    ops.SnapTablePeriodicTagOperator,
+    ops.SnapTableExpireTagsOperator,
+    ops.SnapTableExpireConsumersOperator,
+    ops.SnapTableRollbackOperator,
+    ops.SnapTableRemoveOrphanFilesOperator,
+    ops.SnapTableCompactOperator,
+    ops.SnapTableAdvanceConsumerOperator,
     ops.SnapTableRenameTagOperator,
     ops.SnapTableCleanOperator,
     ops.SnapTableCreateSavepointOperator,
@@ -86,27 +86,27 @@ def test_class_names_carry_the_integration_prefix_and_the_old_names_stay_importa
 
     for cls in ALL_OPERATORS:
         assert cls.__name__.startswith("SnapTable") and cls.__name__.endswith("Operator")
-    assert ops.SnapshotExpireOperator is ops.SnapTableExpireSnapshotsOperator
-    assert sensors.NewSnapshotSensor is sensors.SnapTableNewSnapshotSensor
-    assert triggers.NewSnapshotTrigger is SnapTableNewSnapshotTrigger
-    assert triggers.SnapshotEventTrigger is triggers.SnapTableSnapshotEventTrigger
+    assert ops.SnapTableExpireSnapshotsOperator is ops.SnapTableExpireSnapshotsOperator
+    assert sensors.SnapTableNewSnapshotSensor is sensors.SnapTableNewSnapshotSensor
+    assert triggers.SnapTableNewSnapshotTrigger is SnapTableNewSnapshotTrigger
+    assert triggers.SnapTableSnapshotEventTrigger is triggers.SnapTableSnapshotEventTrigger
     # A trigger serialized before the rename (old classpath) still deserializes.
     from airflow.sdk.module_loading import import_string
 
-    assert import_string("airflow_snaptable.triggers.snaptable.NewSnapshotTrigger") is SnapTableNewSnapshotTrigger
+    assert import_string("airflow_snaptable.triggers.snaptable.SnapTableNewSnapshotTrigger") is SnapTableNewSnapshotTrigger
 
 
 def test_sensor_docstring_names_every_templated_field():
-    from airflow_snaptable.sensors import NewSnapshotSensor
+    from airflow_snaptable.sensors import SnapTableNewSnapshotSensor
 
-    doc = inspect.getdoc(NewSnapshotSensor)
-    for field in NewSnapshotSensor.template_fields:
+    doc = inspect.getdoc(SnapTableNewSnapshotSensor)
+    for field in SnapTableNewSnapshotSensor.template_fields:
         text = doc.split(f":param {field}:", 1)[1].split(":param", 1)[0]
         assert "(templated)" in text, field
 
 
 def test_expire_with_templated_bounds(orders):
-    op = ops.SnapshotExpireOperator(
+    op = ops.SnapTableExpireSnapshotsOperator(
         task_id="expire", table="orders", retain_min="{{ params.keep }}", retain_max="{{ params.keep + 2 }}", time_retained="0 s"
     )
     result = run(op, params={"keep": 2})
@@ -116,7 +116,7 @@ def test_expire_with_templated_bounds(orders):
 
 
 def test_expire_dry_run_and_older_than(orders):
-    op = ops.SnapshotExpireOperator(task_id="expire", table=orders.uri, retain_min=1, older_than="{{ data_interval_start }}", dry_run=True)
+    op = ops.SnapTableExpireSnapshotsOperator(task_id="expire", table=orders.uri, retain_min=1, older_than="{{ data_interval_start }}", dry_run=True)
     result = run(op, data_interval_start="2026-01-03T00:00:00+00:00")
     # A snapshot expires once its successor is older than the bound: 2 (Jan 2nd noon) is, 3 (Jan 3rd noon) is not.
     assert result["result"]["expired_snapshot_ids"] == [1]
@@ -129,28 +129,28 @@ def test_every_action_argument_is_a_template_field_flags_included(orders, dry):
     """dry_run and catch_up take templates like every other argument: the rendered "True"/"False" is read strictly."""
     for cls in ALL_OPERATORS:
         assert {f.name for f in cls.action_fields()} <= set(cls.template_fields), cls.__name__
-    op = ops.SnapshotExpireOperator(
+    op = ops.SnapTableExpireSnapshotsOperator(
         task_id="expire", table="orders", retain_min=1, time_retained="0 s", dry_run="{{ params.dry }}"
     )
     result = run(op, params={"dry": dry})
     assert result["result"]["dry_run"] is dry
     assert result["result"]["expired_snapshot_ids"] == [1, 2, 3, 4, 5]
     assert [s.id for s in orders.snapshots()] == ([1, 2, 3, 4, 5, 6] if dry else [6])
-    periodic = ops.PeriodicTagOperator(task_id="tags", table="orders", period="daily", catch_up="{{ params.dry }}")
+    periodic = ops.SnapTablePeriodicTagOperator(task_id="tags", table="orders", period="daily", catch_up="{{ params.dry }}")
     created = run(periodic, params={"dry": dry})["result"]["created"]
     assert len(created) > 300 if dry else len(created) == 1  # catch-up tags every day since 2026-01-06
-    orphans = ops.RemoveOrphanFilesOperator(task_id="orphans", table="orders", dry_run="{{ params.dry }}")
+    orphans = ops.SnapTableRemoveOrphanFilesOperator(task_id="orphans", table="orders", dry_run="{{ params.dry }}")
     assert run(orphans, params={"dry": dry})["result"]["dry_run"] is dry
-    bad = ops.SnapshotExpireOperator(task_id="expire", table="orders", dry_run="{{ params.dry }}")
+    bad = ops.SnapTableExpireSnapshotsOperator(task_id="expire", table="orders", dry_run="{{ params.dry }}")
     with pytest.raises(InvalidArgumentError, match="dry_run"):
         run(bad, params={"dry": "maybe"})
 
 
 def test_retain_max_below_the_default_retain_min_says_where_the_minimum_comes_from(orders):
-    op = ops.SnapshotExpireOperator(task_id="expire", table="orders", retain_max=2)
+    op = ops.SnapTableExpireSnapshotsOperator(task_id="expire", table="orders", retain_max=2)
     with pytest.raises(InvalidArgumentError, match=r"retain_min \(10: table option snapshot.num-retained.min, its default\)"):
         run(op)
-    assert run(ops.SnapshotExpireOperator(task_id="expire", table="orders", retain_max=2, retain_min=1))["result"][
+    assert run(ops.SnapTableExpireSnapshotsOperator(task_id="expire", table="orders", retain_max=2, retain_min=1))["result"][
         "expired_snapshot_ids"
     ] == [1, 2, 3, 4, 5]  # beyond the 2 newest regardless of age; 5 as well, being older than the default hour
 
@@ -185,7 +185,7 @@ def test_the_tables_asset_uri_and_the_event_a_maintenance_task_emits(orders):
 
 
 def test_create_tag_as_of_the_period_boundary_and_if_exists(orders):
-    op = ops.CreateTagOperator(
+    op = ops.SnapTableCreateTagOperator(
         task_id="tag", table="orders", tag_name="{{ data_interval_start | ds }}", as_of="{{ data_interval_end }}", time_retained="7 d"
     )
     context = {"data_interval_start": dt.datetime(2026, 1, 3, tzinfo=dt.timezone.utc), "data_interval_end": dt.datetime(2026, 1, 4, tzinfo=dt.timezone.utc)}
@@ -193,7 +193,7 @@ def test_create_tag_as_of_the_period_boundary_and_if_exists(orders):
     # The state at the end of Jan 3rd is snapshot 3 (committed Jan 3rd noon), even though the run is late.
     assert result["result"]["name"] == "2026-01-03" and result["result"]["snapshot_id"] == 3
     assert result["result"]["time_retained_millis"] == 7 * DAY
-    again = ops.CreateTagOperator(task_id="tag", table="orders", tag_name="2026-01-03", snapshot_id=5)
+    again = ops.SnapTableCreateTagOperator(task_id="tag", table="orders", tag_name="2026-01-03", snapshot_id=5)
     with pytest.raises(TagAlreadyExistsError):
         run(again)
     assert [t.snapshot_id for t in orders.tags()] == [3]
@@ -203,7 +203,7 @@ def test_create_tag_if_exists_skip_returns_the_same_tag_and_refuses_a_different_
     boundary = {"data_interval_start": dt.datetime(2026, 1, 3, tzinfo=dt.timezone.utc), "data_interval_end": dt.datetime(2026, 1, 4, tzinfo=dt.timezone.utc)}
 
     def daily_tag(**kwargs):
-        return ops.CreateTagOperator(
+        return ops.SnapTableCreateTagOperator(
             task_id="tag", table="orders", tag_name="{{ data_interval_start | ds }}", as_of="{{ data_interval_end }}", **kwargs
         )
 
@@ -212,12 +212,12 @@ def test_create_tag_if_exists_skip_returns_the_same_tag_and_refuses_a_different_
     # A re-run of the same day: the tag exists at the requested snapshot -> its info, marked skipped.
     again = run(daily_tag(if_exists="skip"), **boundary)
     assert again["skipped"] is True and again["result"] == first["result"]
-    assert run(ops.CreateTagOperator(task_id="t", table="orders", tag_name="2026-01-03", snapshot_id=3, if_exists="skip"))["skipped"]
+    assert run(ops.SnapTableCreateTagOperator(task_id="t", table="orders", tag_name="2026-01-03", snapshot_id=3, if_exists="skip"))["skipped"]
     # Same name, another snapshot: a clear failure, the tag unchanged.
     with pytest.raises(TagAlreadyExistsError, match="points at snapshot 3, not at the requested snapshot 5"):
-        run(ops.CreateTagOperator(task_id="t", table="orders", tag_name="2026-01-03", snapshot_id=5, if_exists="skip"))
+        run(ops.SnapTableCreateTagOperator(task_id="t", table="orders", tag_name="2026-01-03", snapshot_id=5, if_exists="skip"))
     with pytest.raises(TagAlreadyExistsError, match="points at snapshot 3, not at the requested snapshot 6"):
-        run(ops.CreateTagOperator(task_id="t", table="orders", tag_name="2026-01-03", if_exists="skip"))  # the latest
+        run(ops.SnapTableCreateTagOperator(task_id="t", table="orders", tag_name="2026-01-03", if_exists="skip"))  # the latest
     assert [(t.name, t.snapshot_id) for t in orders.tags()] == [("2026-01-03", 3)]
 
     # Atomic: the skip follows core's "exists already" answer to the create, never a check before it.
@@ -227,7 +227,7 @@ def test_create_tag_if_exists_skip_returns_the_same_tag_and_refuses_a_different_
     real_tag = TagManager.tag
     monkeypatch.setattr(TagManager, "tag", lambda self, name: reads.append(name) or real_tag(self, name))
     run(daily_tag(if_exists="skip"), **boundary)
-    run(ops.CreateTagOperator(task_id="t", table="orders", tag_name="fresh", snapshot_id=4, if_exists="skip"))
+    run(ops.SnapTableCreateTagOperator(task_id="t", table="orders", tag_name="fresh", snapshot_id=4, if_exists="skip"))
     assert reads == ["2026-01-03"]  # only after the create of the existing tag failed; none for "fresh"
 
 
@@ -235,13 +235,13 @@ def test_delete_tag_and_expire_tags(orders):
     orders.create_tag("keep", snapshot_id=2)
     orders.clock = lambda: T0
     orders.create_tag("short", snapshot_id=3, time_retained="1 h")
-    assert run(ops.ExpireTagsOperator(task_id="x", table="orders"))["result"] == ["short"]
-    assert run(ops.DeleteTagOperator(task_id="d", table="orders", tag_name="{{ params.t }}"), params={"t": "keep"})["action"] == "delete-tag"
+    assert run(ops.SnapTableExpireTagsOperator(task_id="x", table="orders"))["result"] == ["short"]
+    assert run(ops.SnapTableDeleteTagOperator(task_id="d", table="orders", tag_name="{{ params.t }}"), params={"t": "keep"})["action"] == "delete-tag"
     assert orders.tags() == []
 
 
 def test_periodic_tags(orders):
-    result = run(ops.PeriodicTagOperator(task_id="p", table="orders", period="daily", catch_up=True, num_retained_max="3"))
+    result = run(ops.SnapTablePeriodicTagOperator(task_id="p", table="orders", period="daily", catch_up=True, num_retained_max="3"))
     names = [t.name for t in orders.tags()]
     assert len(names) == 3 and result["action"] == "periodic-tags"
 
@@ -250,8 +250,8 @@ def test_rollback_to_tag_and_consumers(orders):
     orders.create_tag("good", snapshot_id=4)
     orders.update_consumer("reader", 7)
     with pytest.raises(InvalidArgumentError, match="consumers have read past"):
-        run(ops.RollbackOperator(task_id="r", table="orders", tag="good"))
-    result = run(ops.RollbackOperator(task_id="r", table="orders", tag="{{ params.tag }}", force="{{ params.force }}"), params={"tag": "good", "force": True})
+        run(ops.SnapTableRollbackOperator(task_id="r", table="orders", tag="good"))
+    result = run(ops.SnapTableRollbackOperator(task_id="r", table="orders", tag="{{ params.tag }}", force="{{ params.force }}"), params={"tag": "good", "force": True})
     assert result["result"]["discarded_snapshot_ids"] == [5, 6]
     assert orders.latest_snapshot().id == 4
     assert orders.consumer("reader").next_snapshot == 5
@@ -264,9 +264,9 @@ def test_remove_orphan_files_is_a_dry_run_unless_told(orders, root):
         handle.write(b"x")
     old = time.time() - 3 * 86400
     os.utime(stray, (old, old))
-    listed = run(ops.RemoveOrphanFilesOperator(task_id="o", table="orders", older_than="1 d"))
+    listed = run(ops.SnapTableRemoveOrphanFilesOperator(task_id="o", table="orders", older_than="1 d"))
     assert listed["result"]["orphan_files"] == ["data/stray.parquet"] and os.path.exists(stray)
-    deleted = run(ops.RemoveOrphanFilesOperator(task_id="o", table="orders", older_than="1 d", dry_run=False))
+    deleted = run(ops.SnapTableRemoveOrphanFilesOperator(task_id="o", table="orders", older_than="1 d", dry_run=False))
     # XCom stays small: a deleting run returns counts and bytes, the paths only when asked (list_files).
     assert deleted["result"]["orphan_count"] == 1 and deleted["result"]["orphan_files"] == [] and not os.path.exists(stray)
     assert deleted["result"]["bytes"] == 1
@@ -274,7 +274,7 @@ def test_remove_orphan_files_is_a_dry_run_unless_told(orders, root):
         with open(stray, "wb") as handle:
             handle.write(b"x")
         os.utime(stray, (old, old))
-    listed = run(ops.RemoveOrphanFilesOperator(task_id="o", table="orders", older_than="1 d", dry_run=False, list_files=True))
+    listed = run(ops.SnapTableRemoveOrphanFilesOperator(task_id="o", table="orders", older_than="1 d", dry_run=False, list_files=True))
     assert listed["result"]["orphan_files"] == ["data/stray.parquet"] and not os.path.exists(stray)
 
 
@@ -282,7 +282,7 @@ def test_compact(root):
     table = Table.create(f"{root}/small", SCHEMA, partition_by=["p"])
     for i in range(3):
         table.append(make_rows(range(i * 3, i * 3 + 3), partitions=1))
-    result = run(ops.CompactOperator(task_id="c", table="small", partitions=[{"p": 0}], min_file_num="2"))
+    result = run(ops.SnapTableCompactOperator(task_id="c", table="small", partitions=[{"p": 0}], min_file_num="2"))
     assert result["action"] == "compact" and table.latest_snapshot().commit_kind.value == "COMPACT"
 
 
@@ -298,9 +298,9 @@ def test_compact_and_rewrite_manifests_of_an_iceberg_table(tmp_path, monkeypatch
     for i in range(5):
         table.append(pa.table({"p": ["a"], "id": [i]}, schema=ICEBERG_SCHEMA))
     monkeypatch.setenv("AIRFLOW_CONN_SNAPTABLE_DEFAULT", snaptable_conn(extra={"catalog": env.properties}))
-    planned = run(ops.CompactOperator(task_id="c", table="iceberg://db.orders", dry_run="{{ params.dry }}"), params={"dry": "True"})
+    planned = run(ops.SnapTableCompactOperator(task_id="c", table="iceberg://db.orders", dry_run="{{ params.dry }}"), params={"dry": "True"})
     assert planned["result"]["dry_run"] and planned["result"]["snapshot_id"] is None
-    done = run(ops.CompactOperator(task_id="c", table="iceberg://db.orders", min_input_files=5))
+    done = run(ops.SnapTableCompactOperator(task_id="c", table="iceberg://db.orders", min_input_files=5))
     assert done["result"]["snapshot_id"] == table.refresh().metadata.current_snapshot_id
     rewritten = run(ops.SnapTableRewriteManifestsOperator(task_id="m", table="iceberg://db.orders"))
     assert rewritten["action"] == "rewrite-manifests" and rewritten["result"]["manifests_after"] == 1
@@ -308,7 +308,7 @@ def test_compact_and_rewrite_manifests_of_an_iceberg_table(tmp_path, monkeypatch
 
 
 def test_advance_consumer_from_the_sensors_xcom(orders):
-    op = ops.AdvanceConsumerOperator(
+    op = ops.SnapTableAdvanceConsumerOperator(
         task_id="a", table="orders", consumer_id="{{ params.consumer }}", next_snapshot="{{ params.new['to_snapshot_id'] + 1 }}"
     )
     result = run(op, params={"consumer": "reader", "new": {"to_snapshot_id": 6}})
@@ -316,7 +316,7 @@ def test_advance_consumer_from_the_sensors_xcom(orders):
     assert orders.consumer("reader").next_snapshot == 7
     # Out of [earliest, latest + 1]: core's typed error, the consumer unchanged.
     with pytest.raises(InvalidArgumentError):
-        run(ops.AdvanceConsumerOperator(task_id="a", table="orders", consumer_id="reader", next_snapshot=9))
+        run(ops.SnapTableAdvanceConsumerOperator(task_id="a", table="orders", consumer_id="reader", next_snapshot=9))
     assert orders.consumer("reader").next_snapshot == 7
 
 
@@ -331,7 +331,7 @@ def test_advance_consumer_runs_through_the_spark_job(orders, monkeypatch):
         return run_action(action_from_json(action.to_json()))  # what the job does with the action file
 
     monkeypatch.setattr("airflow_snaptable.hooks.snaptable.SnapTableHook._run_spark", fake_run_spark)
-    op = ops.AdvanceConsumerOperator(task_id="a", table="orders", consumer_id="reader", next_snapshot="{{ params.n }}", runner="spark")
+    op = ops.SnapTableAdvanceConsumerOperator(task_id="a", table="orders", consumer_id="reader", next_snapshot="{{ params.n }}", runner="spark")
     result = run(op, params={"n": 4})
     assert calls and '"action": "update-consumer"' in calls[0]
     assert result["result"]["next_snapshot"] == 4 and orders.consumer("reader").next_snapshot == 4
@@ -343,25 +343,25 @@ def test_advance_consumer_runs_through_the_spark_job(orders, monkeypatch):
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", retain_min=0), "retain_min must be an integer >= 1"),
-        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", retain_max="many"), "retain_max must be an integer"),
-        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", older_than="2026-01-01", time_retained="1 d"), "only one of"),
-        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", dry_run="yes"), "dry_run must be true or false"),
-        (lambda: ops.SnapshotExpireOperator(task_id="t", table=""), "table must be a non-empty string"),
-        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", runner="emr"), "runner must be one of"),
-        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", runner="spark", spark_submit_kwargs={"conf": {}}), "may not set"),
-        (lambda: ops.SnapshotExpireOperator(task_id="t", table="x", spark_submit_kwargs={"deploy_mode": "cluster"}), "cluster"),
-        (lambda: ops.CreateTagOperator(task_id="t", table="x", tag_name=""), "tag_name"),
-        (lambda: ops.CreateTagOperator(task_id="t", table="x", tag_name="a", snapshot_id=3, as_of="2026-01-01"), "only one of"),
-        (lambda: ops.CreateTagOperator(task_id="t", table="x", tag_name="a", if_exists="replace"), "if_exists"),
-        (lambda: ops.RollbackOperator(task_id="t", table="x"), "give one of snapshot_id, tag, as_of"),
-        (lambda: ops.RollbackOperator(task_id="t", table="x", snapshot_id=1, tag="a"), "only one of"),
-        (lambda: ops.CompactOperator(task_id="t", table="x", partitions=["p=1"]), "list of dicts"),
-        (lambda: ops.CompactOperator(task_id="t", table="x", min_file_num=1), "min_file_num must be an integer >= 2"),
-        (lambda: ops.AdvanceConsumerOperator(task_id="t", table="x", consumer_id="c", next_snapshot=None), "next_snapshot is required"),
-        (lambda: ops.AdvanceConsumerOperator(task_id="t", table="x", consumer_id="", next_snapshot=1), "consumer_id must be a non-empty"),
-        (lambda: ops.AdvanceConsumerOperator(task_id="t", table="x", consumer_id="c", next_snapshot=0), "next_snapshot must be an integer >= 1"),
-        (lambda: ops.PeriodicTagOperator(task_id="t", table="x", num_retained_max=0), "num_retained_max must be an integer >= 1"),
+        (lambda: ops.SnapTableExpireSnapshotsOperator(task_id="t", table="x", retain_min=0), "retain_min must be an integer >= 1"),
+        (lambda: ops.SnapTableExpireSnapshotsOperator(task_id="t", table="x", retain_max="many"), "retain_max must be an integer"),
+        (lambda: ops.SnapTableExpireSnapshotsOperator(task_id="t", table="x", older_than="2026-01-01", time_retained="1 d"), "only one of"),
+        (lambda: ops.SnapTableExpireSnapshotsOperator(task_id="t", table="x", dry_run="yes"), "dry_run must be true or false"),
+        (lambda: ops.SnapTableExpireSnapshotsOperator(task_id="t", table=""), "table must be a non-empty string"),
+        (lambda: ops.SnapTableExpireSnapshotsOperator(task_id="t", table="x", runner="emr"), "runner must be one of"),
+        (lambda: ops.SnapTableExpireSnapshotsOperator(task_id="t", table="x", runner="spark", spark_submit_kwargs={"conf": {}}), "may not set"),
+        (lambda: ops.SnapTableExpireSnapshotsOperator(task_id="t", table="x", spark_submit_kwargs={"deploy_mode": "cluster"}), "cluster"),
+        (lambda: ops.SnapTableCreateTagOperator(task_id="t", table="x", tag_name=""), "tag_name"),
+        (lambda: ops.SnapTableCreateTagOperator(task_id="t", table="x", tag_name="a", snapshot_id=3, as_of="2026-01-01"), "only one of"),
+        (lambda: ops.SnapTableCreateTagOperator(task_id="t", table="x", tag_name="a", if_exists="replace"), "if_exists"),
+        (lambda: ops.SnapTableRollbackOperator(task_id="t", table="x"), "give one of snapshot_id, tag, as_of"),
+        (lambda: ops.SnapTableRollbackOperator(task_id="t", table="x", snapshot_id=1, tag="a"), "only one of"),
+        (lambda: ops.SnapTableCompactOperator(task_id="t", table="x", partitions=["p=1"]), "list of dicts"),
+        (lambda: ops.SnapTableCompactOperator(task_id="t", table="x", min_file_num=1), "min_file_num must be an integer >= 2"),
+        (lambda: ops.SnapTableAdvanceConsumerOperator(task_id="t", table="x", consumer_id="c", next_snapshot=None), "next_snapshot is required"),
+        (lambda: ops.SnapTableAdvanceConsumerOperator(task_id="t", table="x", consumer_id="", next_snapshot=1), "consumer_id must be a non-empty"),
+        (lambda: ops.SnapTableAdvanceConsumerOperator(task_id="t", table="x", consumer_id="c", next_snapshot=0), "next_snapshot must be an integer >= 1"),
+        (lambda: ops.SnapTablePeriodicTagOperator(task_id="t", table="x", num_retained_max=0), "num_retained_max must be an integer >= 1"),
     ],
 )
 def test_bad_arguments_fail_when_the_dag_is_parsed(make, message):
@@ -370,7 +370,7 @@ def test_bad_arguments_fail_when_the_dag_is_parsed(make, message):
 
 
 def test_bad_rendered_values_fail_at_the_start_of_execute(orders):
-    op = ops.SnapshotExpireOperator(task_id="t", table="orders", retain_min="{{ params.n }}")
+    op = ops.SnapTableExpireSnapshotsOperator(task_id="t", table="orders", retain_min="{{ params.n }}")
     with pytest.raises(InvalidArgumentError, match="retain_min must be an integer"):
         run(op, params={"n": "lots"})
     assert [s.id for s in orders.snapshots()] == [1, 2, 3, 4, 5, 6]
@@ -384,7 +384,7 @@ def test_spark_runner_operator_passes_its_settings(monkeypatch, orders):
         return {"action": action.name, "table": action.table, "result": {}}
 
     monkeypatch.setattr("airflow_snaptable.hooks.snaptable.SnapTableHook.run_action", fake_run_action)
-    op = ops.SnapshotExpireOperator(
+    op = ops.SnapTableExpireSnapshotsOperator(
         task_id="t", table="orders", retain_max=3, runner="spark", spark_conn_id="spark_x", spark_conf={"spark.a": "{{ params.v }}"},
         spark_submit_kwargs={"driver_memory": "2g"},
     )

@@ -1,4 +1,4 @@
-"""NewSnapshotSensor, NewSnapshotTrigger and SnapshotEventTrigger (state store, restarts, poll cost)."""
+"""SnapTableNewSnapshotSensor, SnapTableNewSnapshotTrigger and SnapTableSnapshotEventTrigger (state store, restarts, poll cost)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from airflow.sdk.module_loading import import_string
 
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFoundError, TableNotFoundError
-from airflow_snaptable.sensors import NewSnapshotSensor
-from airflow_snaptable.triggers import NewSnapshotTrigger, SnapshotEventTrigger
+from airflow_snaptable.sensors import SnapTableNewSnapshotSensor
+from airflow_snaptable.triggers import SnapTableNewSnapshotTrigger, SnapTableSnapshotEventTrigger
 from airflow_snaptable.triggers.snaptable import POSITION_KEY
 from tests.airflow.conftest import DummyStateStore, snaptable_conn
 from tests.conftest import SCHEMA, make_rows
@@ -37,7 +37,7 @@ def new_table(root, name="orders", snapshots=3) -> Table:
 
 def test_poke_returns_the_new_range(root):
     table = new_table(root)
-    sensor = NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=1)
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=1)
     result = sensor.poke({})
     assert result.is_done
     assert result.xcom_value == {
@@ -52,7 +52,7 @@ def test_poke_returns_the_new_range(root):
     }
     changes = table.changes(1, 3)
     assert changes.added_record_count == 20
-    assert not NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=3).poke({}).is_done
+    assert not SnapTableNewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=3).poke({}).is_done
 
 
 def test_commit_kinds_filter_ignores_compaction(root):
@@ -60,9 +60,9 @@ def test_commit_kinds_filter_ignores_compaction(root):
     table.append(make_rows(range(100, 103), partitions=1))
     table.append(make_rows(range(103, 106), partitions=1))
     assert table.compact(min_file_num=2) is not None  # snapshot 6: COMPACT
-    sensor = NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=5)
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=5)
     assert not sensor.poke({}).is_done
-    assert NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=5, commit_kinds=None).poke({}).is_done
+    assert SnapTableNewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=5, commit_kinds=None).poke({}).is_done
     table.delete(partitions=[{"p": 0}])  # snapshot 7
     done = sensor.poke({})
     assert done.is_done
@@ -74,28 +74,28 @@ def test_commit_kinds_filter_ignores_compaction(root):
 
 def test_consumer_baseline(root):
     table = new_table(root)
-    sensor = NewSnapshotSensor(task_id="s", table="orders", consumer_id="reader")
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", consumer_id="reader")
     assert sensor.poke({}).xcom_value["from_snapshot_id"] == 0  # a new consumer reads from the start
     table.update_consumer("reader", 3)
-    sensor = NewSnapshotSensor(task_id="s", table="orders", consumer_id="reader")
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", consumer_id="reader")
     assert sensor.poke({}).xcom_value["snapshot_ids"] == [3]
     table.update_consumer("reader", 4)
-    assert not NewSnapshotSensor(task_id="s", table="orders", consumer_id="reader").poke({}).is_done
+    assert not SnapTableNewSnapshotSensor(task_id="s", table="orders", consumer_id="reader").poke({}).is_done
 
 
 def test_expired_history_is_an_error_not_a_silent_skip(root):
     table = new_table(root, snapshots=5)
     table.expire_snapshots(retain_min=2, time_retained="0 s")
     with pytest.raises(SnapshotNotFoundError, match="has expired"):
-        NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=1).poke({})
+        SnapTableNewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=1).poke({})
     with pytest.raises(InvalidArgumentError, match="does not exist"):
-        NewSnapshotSensor(task_id="s", table="orders", consumer_id="late").poke({})
+        SnapTableNewSnapshotSensor(task_id="s", table="orders", consumer_id="late").poke({})
 
 
 @pytest.mark.parametrize("history", [5, 60])
 def test_a_poke_with_nothing_new_costs_o1_storage_operations(root, history):
     table = new_table(root, snapshots=history)
-    sensor = NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=history)
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=history)
     assert not sensor.poke({}).is_done  # opens the table
     storage = sensor.hook.get_table("orders").storage
     for _ in range(3):
@@ -108,7 +108,7 @@ def test_a_poke_with_nothing_new_costs_o1_storage_operations(root, history):
     table.append(make_rows(range(1000, 1003), partitions=1))
     table.append(make_rows(range(1003, 1006), partitions=1))
     table.compact(min_file_num=2)
-    sensor = NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=history + 2)
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=history + 2)
     assert not sensor.poke({}).is_done
     storage = sensor.hook.get_table("orders").storage
     storage.reset_counts()
@@ -118,13 +118,13 @@ def test_a_poke_with_nothing_new_costs_o1_storage_operations(root, history):
 
 def test_sensor_arguments_are_checked_when_the_dag_is_parsed():
     with pytest.raises(InvalidArgumentError, match="exactly one"):
-        NewSnapshotSensor(task_id="s", table="t")
+        SnapTableNewSnapshotSensor(task_id="s", table="t")
     with pytest.raises(InvalidArgumentError, match="exactly one"):
-        NewSnapshotSensor(task_id="s", table="t", after_snapshot_id=1, consumer_id="c")
+        SnapTableNewSnapshotSensor(task_id="s", table="t", after_snapshot_id=1, consumer_id="c")
     with pytest.raises(InvalidArgumentError, match=">= 0"):
-        NewSnapshotSensor(task_id="s", table="t", after_snapshot_id=-1)
+        SnapTableNewSnapshotSensor(task_id="s", table="t", after_snapshot_id=-1)
     with pytest.raises(InvalidArgumentError, match="unknown commit kind"):
-        NewSnapshotSensor(task_id="s", table="t", after_snapshot_id=1, commit_kinds=["MERGE"])
+        SnapTableNewSnapshotSensor(task_id="s", table="t", after_snapshot_id=1, commit_kinds=["MERGE"])
 
 
 def test_poke_and_reschedule_modes_return_the_range(root):
@@ -135,19 +135,19 @@ def test_poke_and_reschedule_modes_return_the_range(root):
     table = new_table(root)
     ti = mock.Mock()
     ti.get_first_reschedule_date.return_value = None
-    sensor = NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id="{{ params.after }}", mode="reschedule", poke_interval=30)
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", after_snapshot_id="{{ params.after }}", mode="reschedule", poke_interval=30)
     sensor.render_template_fields({"params": {"after": 3}})
     with pytest.raises(AirflowRescheduleException):
         sensor.execute({"ti": ti})
     table.append(make_rows(range(50, 55)))
     assert sensor.execute({"ti": ti})["snapshot_ids"] == [4]
-    poking = NewSnapshotSensor(task_id="p", table="orders", after_snapshot_id=3, mode="poke", poke_interval=0.01)
+    poking = SnapTableNewSnapshotSensor(task_id="p", table="orders", after_snapshot_id=3, mode="poke", poke_interval=0.01)
     assert poking.execute({})["to_snapshot_id"] == 4
 
 
 def test_deferrable_sensor_defers_then_completes(root):
     table = new_table(root)
-    sensor = NewSnapshotSensor(task_id="s", table="orders", consumer_id="reader", deferrable=True, poke_interval=7, timeout=60)
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", consumer_id="reader", deferrable=True, poke_interval=7, timeout=60)
     table.update_consumer("reader", 4)
     with pytest.raises(TaskDeferred) as info:
         sensor.execute({})
@@ -170,7 +170,7 @@ def test_deferrable_sensor_defers_then_completes(root):
 
 
 def test_execute_complete(root):
-    sensor = NewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=0)
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=0)
     event = {"status": "success", "table": "/t", "from_snapshot_id": 0, "to_snapshot_id": 2}
     assert sensor.execute_complete({}, event) == {"table": "/t", "from_snapshot_id": 0, "to_snapshot_id": 2}
     with pytest.raises(AirflowException, match="boom"):
@@ -179,7 +179,7 @@ def test_execute_complete(root):
         sensor.execute_complete({}, None)
 
 
-# -- NewSnapshotTrigger ---------------------------------------------------------------------------
+# -- SnapTableNewSnapshotTrigger ---------------------------------------------------------------------------
 
 
 def first_event(trigger, timeout=20):
@@ -190,12 +190,12 @@ def first_event(trigger, timeout=20):
 
 
 def test_trigger_serialization_round_trip():
-    trigger = NewSnapshotTrigger(table="s3://b/t", after_snapshot_id=4, snaptable_conn_id="c", commit_kinds=["append"], poke_interval=3)
+    trigger = SnapTableNewSnapshotTrigger(table="s3://b/t", after_snapshot_id=4, snaptable_conn_id="c", commit_kinds=["append"], poke_interval=3)
     classpath, kwargs = trigger.serialize()
     rebuilt = import_string(classpath)(**kwargs)
     assert rebuilt.serialize() == (classpath, kwargs)
     assert kwargs["commit_kinds"] == ["APPEND"]
-    event_trigger = SnapshotEventTrigger(table="orders", start_after_snapshot_id=2, commit_delay=0.5)
+    event_trigger = SnapTableSnapshotEventTrigger(table="orders", start_after_snapshot_id=2, commit_delay=0.5)
     classpath, kwargs = event_trigger.serialize()
     assert import_string(classpath)(**kwargs).serialize() == (classpath, kwargs)
 
@@ -211,7 +211,7 @@ def test_trigger_fires_when_a_snapshot_lands_polling_off_the_event_loop(root, mo
         return real(*args, **kwargs)
 
     monkeypatch.setattr("airflow_snaptable.triggers.snaptable.find_new_snapshots", spy)
-    trigger = NewSnapshotTrigger(table="orders", after_snapshot_id=3, poke_interval=0.05)
+    trigger = SnapTableNewSnapshotTrigger(table="orders", after_snapshot_id=3, poke_interval=0.05)
 
     async def go():
         events = trigger.run()
@@ -228,17 +228,17 @@ def test_trigger_fires_when_a_snapshot_lands_polling_off_the_event_loop(root, mo
 
 
 def test_trigger_reports_errors_as_events(root):
-    event = first_event(NewSnapshotTrigger(table="missing_table", after_snapshot_id=0, poke_interval=0.01, wait_for_table=False))
+    event = first_event(SnapTableNewSnapshotTrigger(table="missing_table", after_snapshot_id=0, poke_interval=0.01, wait_for_table=False))
     assert event.payload["status"] == "error" and "TableNotFoundError" in event.payload["message"]
-    event = first_event(NewSnapshotTrigger(table="orders", after_snapshot_id=0, snaptable_conn_id="no_such_conn"))
+    event = first_event(SnapTableNewSnapshotTrigger(table="orders", after_snapshot_id=0, snaptable_conn_id="no_such_conn"))
     assert event.payload["status"] == "error" and "no_such_conn" in event.payload["message"]
 
 
 def test_triggers_and_the_sensor_wait_for_a_table_created_later(root):
     """A downstream DAG may start before the upstream one created the table: it waits, then fires."""
-    trigger = NewSnapshotTrigger(table="later", after_snapshot_id=0, poke_interval=0.02)
+    trigger = SnapTableNewSnapshotTrigger(table="later", after_snapshot_id=0, poke_interval=0.02)
     watcher = Watcher(DummyStateStore(), table="later")
-    sensor = NewSnapshotSensor(task_id="s", table="later", consumer_id="reader", poke_interval=1)
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="later", consumer_id="reader", poke_interval=1)
     assert sensor.poke({}).is_done is False
 
     async def go():
@@ -265,26 +265,26 @@ def test_triggers_and_the_sensor_wait_for_a_table_created_later(root):
     assert seen[0][0] == 0 and seen[-1][1] == 2 and all(a[1] == b[0] for a, b in zip(seen, seen[1:]))
     sensor._baseline = None
     assert sensor.poke({}).xcom_value["snapshot_ids"] == [1, 2]
-    strict = NewSnapshotSensor(task_id="s", table="missing", after_snapshot_id=0, wait_for_table=False)
+    strict = SnapTableNewSnapshotSensor(task_id="s", table="missing", after_snapshot_id=0, wait_for_table=False)
     with pytest.raises(TableNotFoundError):
         strict.poke({})
 
 
 def test_trigger_and_sensor_count_the_same_commit_kinds_by_default():
-    sensor = NewSnapshotSensor(task_id="s", table="/t", after_snapshot_id=0)
-    trigger = NewSnapshotTrigger(table="/t", after_snapshot_id=0)
-    assert sensor.commit_kinds == trigger.commit_kinds == SnapshotEventTrigger(table="/t").commit_kinds
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="/t", after_snapshot_id=0)
+    trigger = SnapTableNewSnapshotTrigger(table="/t", after_snapshot_id=0)
+    assert sensor.commit_kinds == trigger.commit_kinds == SnapTableSnapshotEventTrigger(table="/t").commit_kinds
     assert "COMPACT" not in trigger.commit_kinds
 
 
-# -- SnapshotEventTrigger ---------------------------------------------------------------------------
+# -- SnapTableSnapshotEventTrigger ---------------------------------------------------------------------------
 
 
 class Watcher:
-    """Runs a SnapshotEventTrigger like the triggerer: collects events; stop() cancels it (a restart)."""
+    """Runs a SnapTableSnapshotEventTrigger like the triggerer: collects events; stop() cancels it (a restart)."""
 
     def __init__(self, store, **kwargs):
-        self.trigger = SnapshotEventTrigger(**{"poke_interval": 0.02, "commit_delay": 0.05, **kwargs})
+        self.trigger = SnapTableSnapshotEventTrigger(**{"poke_interval": 0.02, "commit_delay": 0.05, **kwargs})
         self.trigger.asset_state_store = store
         self.events: list[dict] = []
 
@@ -470,12 +470,12 @@ def test_sensor_and_trigger_on_an_iceberg_table(tmp_path, monkeypatch):
     iceberg = env.create()
     for i in range(2):
         iceberg.append(iceberg_rows(i))
-    sensor = NewSnapshotSensor(task_id="s", table="iceberg://db.orders", snaptable_conn_id="iceberg", after_snapshot_id=1)
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="iceberg://db.orders", snaptable_conn_id="iceberg", after_snapshot_id=1)
     assert sensor.poke({}).xcom_value == {
         "table": "iceberg://db.orders", "from_snapshot_id": 1, "to_snapshot_id": 2, "snapshot_ids": [2],
         "commit_kinds": ["APPEND"], "matching_snapshot_ids": [2], "added_records": 2, "deleted_records": 0,
     }
-    deferring = NewSnapshotSensor(task_id="d", table="iceberg://db.orders", snaptable_conn_id="iceberg",
+    deferring = SnapTableNewSnapshotSensor(task_id="d", table="iceberg://db.orders", snaptable_conn_id="iceberg",
                                   after_snapshot_id=2, deferrable=True, poke_interval=0.05)
     with pytest.raises(TaskDeferred) as info:
         deferring.execute({})
@@ -496,13 +496,13 @@ def test_sensor_and_trigger_on_an_iceberg_table(tmp_path, monkeypatch):
     iceberg.manage_snapshots().create_branch(iceberg.refresh().metadata.current_snapshot_id, "audit").commit()
     iceberg = iceberg.refresh()
     iceberg.append(iceberg_rows(8), branch="audit")  # 4, on audit only
-    on_branch = NewSnapshotSensor(task_id="b", table="iceberg://db.orders", snaptable_conn_id="iceberg",
+    on_branch = SnapTableNewSnapshotSensor(task_id="b", table="iceberg://db.orders", snaptable_conn_id="iceberg",
                                   after_snapshot_id="3", ref="{{ params.branch }}", deferrable=True)
     on_branch.render_template_fields({"params": {"branch": "audit"}})
     assert on_branch.execute({})["snapshot_ids"] == [4]
-    assert not NewSnapshotSensor(task_id="m", table="iceberg://db.orders", snaptable_conn_id="iceberg",
+    assert not SnapTableNewSnapshotSensor(task_id="m", table="iceberg://db.orders", snaptable_conn_id="iceberg",
                                  after_snapshot_id=3).poke({}).is_done
-    waiting = NewSnapshotSensor(task_id="w", table="iceberg://db.orders", snaptable_conn_id="iceberg",
+    waiting = SnapTableNewSnapshotSensor(task_id="w", table="iceberg://db.orders", snaptable_conn_id="iceberg",
                                 after_snapshot_id=4, ref="audit", deferrable=True)
     with pytest.raises(TaskDeferred) as info:
         waiting.execute({})
@@ -510,5 +510,5 @@ def test_sensor_and_trigger_on_an_iceberg_table(tmp_path, monkeypatch):
     assert kwargs["ref"] == "audit" and import_string(classpath)(**kwargs).serialize() == (classpath, kwargs)
     # A consumer (core/formats/iceberg/consumers.py) as the baseline: it has read positions 1 and 2.
     Table.open("iceberg://db.orders", catalog=env.properties).update_consumer("reader", 3)
-    by_consumer = NewSnapshotSensor(task_id="c", table="iceberg://db.orders", snaptable_conn_id="iceberg", consumer_id="reader")
+    by_consumer = SnapTableNewSnapshotSensor(task_id="c", table="iceberg://db.orders", snaptable_conn_id="iceberg", consumer_id="reader")
     assert by_consumer.poke({}).xcom_value["snapshot_ids"] == [3]  # main's: 4 is on the branch

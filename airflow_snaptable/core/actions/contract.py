@@ -28,6 +28,7 @@ import dataclasses
 import datetime as dt
 import inspect
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Collection, Mapping
 
@@ -37,7 +38,7 @@ from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.arguments.table_options import parse_duration, parse_size
 from airflow_snaptable.core.io.storage import check_location
 from airflow_snaptable.core.table import Table
-from airflow_snaptable.core.arguments.times import is_epoch_millis_text
+from airflow_snaptable.core.arguments.times import is_epoch_millis_text, with_iso_times
 
 Check = Callable[[Any, str], Any]
 
@@ -128,8 +129,9 @@ class Action(abc.ABC):
         """Run on ``table`` (the table at ``self.table``); the result document (:meth:`result_document`)."""
 
     def result_document(self, result: Any, **extra: Any) -> dict[str, Any]:
-        """What every front end returns: ``{"action", "table", "result"}`` with the result as JSON."""
-        return {"action": self.name, "table": self.table, "result": to_jsonable(result), **extra}
+        """What every front end returns: ``{"action", "table", "result"}`` with the result as JSON (every
+        time in epoch millis with its ISO-8601 text beside it: ``older_than_millis``, ``older_than_iso``)."""
+        return {"action": self.name, "table": self.table, "result": with_iso_times(to_jsonable(result)), **extra}
 
     def arguments(self) -> dict[str, Any]:
         """The call's arguments: every field but ``table``."""
@@ -156,8 +158,8 @@ class Action(abc.ABC):
 
     @classmethod
     def summary(cls) -> str:
-        """The docstring's first line (the CLI command's help)."""
-        return inspect.getdoc(cls).split("\n", 1)[0]
+        """The docstring's first line as plain text (the CLI command's help)."""
+        return plain_text(inspect.getdoc(cls).split("\n", 1)[0])
 
     @classmethod
     def check_choices(cls, values: Mapping[str, Any]) -> None:
@@ -208,6 +210,16 @@ class Action(abc.ABC):
         for name, value in known.items():
             fields[name].check(value, cls.name)
         cls.check_choices({**values, **known})
+
+
+_RST_ROLE = re.compile(r":[a-z]+:`~?(?:[\w.]+\.)?([^`]+)`")
+_RST_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def plain_text(text: str) -> str:
+    """Docstring text without reStructuredText markup, for a terminal: ``x`` is x and
+    :class:`~a.b.C` is C (a command's help is read in a shell, not rendered by Sphinx)."""
+    return _RST_LITERAL.sub(r"\1", _RST_ROLE.sub(r"\1", text))
 
 
 def json_value(value: Any) -> Any:

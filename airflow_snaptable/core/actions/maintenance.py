@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
+import fsspec
+
 from airflow_snaptable.core.actions.contract import (
     Action,
     Choice,
@@ -27,17 +29,22 @@ from airflow_snaptable.core.actions.contract import (
     check_snapshot_ids,
     check_size,
     check_time,
+    check_location_argument,
     check_time_or_duration,
     valid_name,
 )
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.formats.iceberg.orphans import DEFAULT_WINDOW as ICEBERG_ORPHAN_WINDOW
+from airflow_snaptable.core.lifecycle import orphans
 from airflow_snaptable.core.lifecycle.orphans import DEFAULT_ORPHAN_WINDOW
 from airflow_snaptable.core.lifecycle.periodic_tags import FORMATTERS, PERIODS, TIME_SOURCES
 from airflow_snaptable.core.actions.hudi_clean import Clean, CreateSavepoint, DeleteSavepoint, RestoreSavepoint
 from airflow_snaptable.core.actions.table_files import RewriteManifests
 from airflow_snaptable.core.table import Table
 from airflow_snaptable.core.native.tags import IF_EXISTS
+
+#: Orphan paths a result (an XCom, the CLI's output) lists at most; ``orphan_list`` writes them all.
+MAX_RESULT_ORPHANS = 100
 
 _NOW = "The time the action runs at (default: the table's clock), for tests and replays."
 
@@ -238,21 +245,41 @@ class RemoveOrphanFiles(Action):
         f"{_days(DEFAULT_ORPHAN_WINDOW)} on this package's and Paimon tables, {_days(ICEBERG_ORPHAN_WINDOW)} on "
         "Iceberg tables, as Iceberg's DeleteOrphanFiles).",
     )
-    dry_run: bool = arg(True, help="List the orphan files only, delete nothing.")
+    # One default for the CLI, the operators and JSON: a dry run. A deletion cannot be undone, and a
+    # wrong location or window (a path typo, a clock off by a day) would delete live files.
+    dry_run: bool = arg(
+        True,
+        help="List the orphan files only, delete nothing (the default everywhere: deleting cannot be undone; "
+        "review the list, then run with dry_run=False, or --no-dry-run).",
+    )
     list_files: bool = arg(
         False,
-        help="Return every deleted path too (a dry run always lists them); by default a deleting run returns "
-        "counts and bytes only, so a clean of a million files does not push a million paths to XCom.",
+        help=f"Return the first {MAX_RESULT_ORPHANS} deleted paths too (a dry run always lists them); by default a "
+        "deleting run returns counts and bytes only. Every path: orphan_list.",
+    )
+    orphan_list: str | None = arg(
+        None, check=check_location_argument,
+        help=f"Also write the path of every orphan (all of them; the result lists at most {MAX_RESULT_ORPHANS}), "
+        "relative to the table, one per line, to this file: a local path or an fsspec URL.",
     )
     now: str | int | None = arg(None, check=check_time, internal=True, help=_NOW)
 
     def run(self, table: Table) -> dict[str, Any]:
         arguments = self.arguments()
         listed = arguments.pop("list_files") or self.dry_run
-        result = table.remove_orphan_files(**arguments)
-        if not listed:
-            result.orphan_files = []
-        return self.result_document(result)
+        target = arguments.pop("orphan_list")
+        if target is None:
+            result = table.remove_orphan_files(**arguments)
+        else:
+            with fsspec.open(target, "w", encoding="utf-8") as out, orphans.listing_to(lambda path: out.write(path + "\n")):
+                result = table.remove_orphan_files(**arguments)
+        # The result travels as an XCom and a log line: a few paths to look at, the counts of all.
+        shown = result.orphan_files[:MAX_RESULT_ORPHANS] if listed else []
+        document = self.result_document(result)
+        document["result"].update(orphan_files=shown, orphan_files_truncated=len(shown) < result.orphan_count and listed)
+        if target is not None:
+            document["result"]["orphan_list"] = target
+        return document
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -87,3 +87,41 @@ def duration_argument(value: Any, name: str) -> timedelta:
 def millis(duration: timedelta) -> int:
     """A duration in whole milliseconds."""
     return int(duration / timedelta(milliseconds=1))
+
+
+#: Words that make a ``*_millis`` field a length of time, not a point in time (no ISO text for those).
+_DURATION_WORDS = ("retained", "ahead", "ttl", "step", "skew", "duration", "interval", "delay", "timeout", "elapsed", "age")
+
+
+def iso_time(millis: int) -> str | None:
+    """Epoch millis as ISO-8601 UTC text (``2026-11-26T17:48:50.227Z``); None outside the calendar."""
+    try:
+        when = dt.datetime.fromtimestamp(millis / 1000, tz=dt.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def is_time_field(name: str) -> bool:
+    """A ``*_millis`` name that is a point in time (``time_millis``, ``older_than_millis``), not a duration."""
+    return name.endswith("_millis") and not any(word in name for word in _DURATION_WORDS)
+
+
+def with_iso_times(value: Any) -> Any:
+    """``value`` (JSON values) with ``<name>_iso`` right after every time field ``<name>_millis``, at any depth.
+
+    Epoch millis stay the machine-readable value; the ISO text beside them is what a person reads in a
+    task log, an XCom or a terminal. Applying it twice changes nothing.
+    """
+    if isinstance(value, list):
+        return [with_iso_times(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    out: dict = {}
+    for key, item in value.items():
+        out[key] = with_iso_times(item)
+        if isinstance(key, str) and is_time_field(key) and isinstance(item, int) and not isinstance(item, bool):
+            iso_key = key[: -len("_millis")] + "_iso"
+            if iso_key not in value:
+                out[iso_key] = iso_time(item)
+    return out

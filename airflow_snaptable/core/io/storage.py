@@ -34,6 +34,8 @@ from airflow_snaptable.core.io.table_paths import check_deletable
 OPERATION_KINDS = ("read", "write", "list", "delete", "exists")
 
 _S3_PROTOCOLS = {"s3", "s3a"}
+#: The package extra that installs a protocol's filesystem (pyproject.toml).
+_EXTRA_FOR_PROTOCOL = {"s3": "s3", "s3a": "s3"}
 _PRECONDITION_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
 
 
@@ -109,7 +111,11 @@ class Storage:
             except ValueError:
                 raise InvalidArgumentError(f"table location {uri!r}: unknown storage protocol {part!r}") from None
             except ImportError as exc:
-                raise UnsupportedStorageError(f"table location {uri!r}: storage protocol {part!r} needs a package: {exc}") from None
+                extra = _EXTRA_FOR_PROTOCOL.get(part)
+                install = f": pip install 'airflow-snaptable[{extra}]'" if extra else ""
+                raise UnsupportedStorageError(
+                    f"table location {uri!r}: storage protocol {part!r} needs a package: {exc}{install}"
+                ) from None
         if protocol in _S3_PROTOCOLS:
             # A stale listing cache would hide new snapshots from readers.
             options.setdefault("use_listings_cache", False)
@@ -393,6 +399,28 @@ class Storage:
             pass
 
 
+#: Schemes that only ever name URIs (``iceberg://``: a catalog's table), besides fsspec's protocols.
+_URI_ONLY_SCHEMES = ("iceberg",)
+
+
+def malformed_uri(text: str) -> str | None:
+    """What ``text`` should have been when it is a URI with a mistyped ``://`` (``iceberg:/db.orders``,
+    ``s3:bucket/t``), else None. Only a known scheme counts: a local name with a colon (``orders:v2``) is a
+    name; ``file:/x`` is fsspec's own form of a local path, and ``a::b://`` chains filesystems."""
+    scheme, colon, rest = text.partition(":")
+    if not colon or rest.startswith(("//", ":")) or len(scheme) < 2 or scheme.lower() == "file":
+        return None
+    if scheme.lower() not in _URI_ONLY_SCHEMES and scheme.lower() not in fsspec.available_protocols():
+        return None
+    return f"{scheme}://{rest.lstrip('/')}"
+
+
+def check_malformed_uri(text: str, what: str = "table location") -> None:
+    fixed = malformed_uri(text)
+    if fixed is not None:
+        raise InvalidArgumentError(f"{what} {text!r} is a malformed URI (a scheme needs '://'): did you mean {fixed!r}?")
+
+
 def check_location(uri: object) -> str:
     """A table location as text: a non-blank string (or path object) naming more than a protocol."""
     if isinstance(uri, os.PathLike):
@@ -403,6 +431,7 @@ def check_location(uri: object) -> str:
         raise InvalidArgumentError(f"table location must not be empty or blank (that is the current directory), got {uri!r}")
     if uri != uri.strip():
         raise InvalidArgumentError(f"table location {uri!r} must not start or end with spaces")
+    check_malformed_uri(uri)
     if not fsspec.core.split_protocol(uri)[1].strip("/"):
         raise InvalidArgumentError(f"table location {uri!r} names no path (only a protocol)")
     return uri

@@ -15,6 +15,8 @@ Rules (Paimon OrphanFilesClean, and its bugs not repeated):
 from __future__ import annotations
 
 import itertools
+from contextlib import contextmanager
+from contextvars import ContextVar
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -39,6 +41,20 @@ DELETE_BUFFER = 100_000
 #: Orphan paths a result lists at most (``orphan_count`` and ``bytes`` count every one): a dry
 #: run of a million orphans returns counts and the first paths, not a million strings.
 MAX_LISTED_ORPHANS = 10_000
+
+#: Where each orphan's path goes as it is found, besides the result (``listing_to``): a full list
+#: that no cap shortens, e.g. a file the task writes.
+_listing: ContextVar[Callable[[str], None] | None] = ContextVar("snaptable_orphan_listing", default=None)
+
+
+@contextmanager
+def listing_to(sink: Callable[[str], None]) -> Iterator[None]:
+    """Send the path of every orphan the cleans in this block find (deleted or, on a dry run, listed) to ``sink``."""
+    token = _listing.set(sink)
+    try:
+        yield
+    finally:
+        _listing.reset(token)
 
 
 def _history(store: TableStore) -> list:
@@ -79,6 +95,9 @@ class OrphanResult:
         """Count an orphan; list it while under the cap."""
         self.orphan_count += 1
         self.bytes += size
+        sink = _listing.get()
+        if sink is not None:
+            sink(path)
         if len(self.orphan_files) < MAX_LISTED_ORPHANS:
             self.orphan_files.append(path)
         else:
