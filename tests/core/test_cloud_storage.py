@@ -12,6 +12,7 @@ from airflow_snaptable.core import Table, TableAlreadyExistsError
 from airflow_snaptable.core.io.storage import Storage
 from tests.conftest import SCHEMA, make_rows, sorted_ids
 from tests.core.test_concurrency import race_appends
+from tests.core.test_lifecycle_races import _race
 
 pytestmark = pytest.mark.cloud
 
@@ -90,3 +91,12 @@ def test_four_processes_append(cloud_server, cloud_table_uri):
     options = cloud_server.storage_options()
     Table.create(cloud_table_uri, SCHEMA, partition_by=["p"], storage_options=options, options={"manifest.merge-min-count": "4"})
     race_appends(cloud_table_uri, options, commits_per_writer=4)
+
+
+@pytest.mark.slow
+# On GCS only, within the suite's time budget: Azurite answers at ~20 ms an operation, too few commits in the
+# race's 12 s to show it happened (its commits race in test_four_processes_append, and lose nothing there).
+@pytest.mark.parametrize("cloud_server", ["gcs"], indirect=True)
+def test_writers_expiry_tags_and_a_consumer_race(cloud_server, cloud_table_uri):
+    # The S3 race of tests/core/test_lifecycle_races.py: every operation is a few HTTP round trips here too.
+    _race(cloud_table_uri, cloud_server.storage_options(), activity=0.35)
