@@ -160,28 +160,52 @@ def _gcs_batch_statuses(headers, content: bytes, expected: int) -> list[int | No
 
 
 def _delete_azure(fs, paths: list[str]) -> None:
+    """One blob batch request (``delete_blobs``) per container, up to 256 deletes; a 404 inside it is success.
+
+    An account that refuses blob batch as a whole (Azure documented it as unavailable on hierarchical
+    namespace accounts, ADLS Gen2) gets the same deletes one blob a request, concurrently.
+    """
     from fsspec.asyn import sync
 
     by_container: dict[str, list[str]] = {}
     for path in paths:
         container, blob, _version = fs.split_path(path)
         by_container.setdefault(container, []).append(blob)
-
-    async def delete_all() -> list[tuple[str, int]]:
-        failed: list[tuple[str, int]] = []
-        for container, blobs in by_container.items():
-            async with fs.service_client.get_container_client(container) as client:
-                responses = await client.delete_blobs(*blobs, raise_on_any_failure=False)
-                async for response in _aiter(responses):
-                    status = int(response.status_code)
-                    if status not in (200, 202, 204, 404):  # 404: gone already, which is success
-                        failed.append((response.request.url, status))
-        return failed
-
-    failed = sync(fs.loop, delete_all)
+    failed = sync(fs.loop, _delete_azure_async, fs, by_container)
     fs.invalidate_cache()
     if failed:
         raise StorageError(f"Azure blob batch delete: {len(failed)} of {len(paths)} blobs not deleted, first: {failed[0]}")
+
+
+async def _delete_azure_async(fs, by_container: dict[str, list[str]]) -> list[tuple[str, object]]:
+    import asyncio
+
+    from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+
+    async def delete_one(client, blob: str) -> tuple[str, object] | None:
+        try:
+            await client.delete_blob(blob)
+        except ResourceNotFoundError:
+            return None  # gone already, which is success
+        except HttpResponseError as exc:
+            return (blob, exc.status_code)
+        return None
+
+    failed: list[tuple[str, object]] = []
+    for container, blobs in by_container.items():
+        async with fs.service_client.get_container_client(container) as client:
+            try:
+                responses = await client.delete_blobs(*blobs, raise_on_any_failure=False)
+            except HttpResponseError:
+                # The batch request itself refused (not one of its deletes): one request a blob.
+                outcomes = await asyncio.gather(*(delete_one(client, blob) for blob in blobs))
+                failed += [outcome for outcome in outcomes if outcome is not None]
+                continue
+            async for response in _aiter(responses):
+                status = int(response.status_code)
+                if status not in (200, 202, 204, 404):
+                    failed.append((response.request.url, status))
+    return failed
 
 
 async def _aiter(responses):
