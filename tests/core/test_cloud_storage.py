@@ -9,6 +9,7 @@ import time
 import pytest
 
 from airflow_snaptable.core import Table, TableAlreadyExistsError
+from airflow_snaptable.core.errors import UnsupportedStorageError
 from airflow_snaptable.core.io.storage import Storage
 from tests.conftest import SCHEMA, make_rows, sorted_ids
 from tests.core.test_concurrency import race_appends
@@ -119,3 +120,30 @@ def test_an_azure_account_without_blob_batch_deletes_blob_by_blob(cloud_server, 
     storage.fs.pipe({storage.full_path(name): b"x" for name in names})
     storage.delete_files(names + ["data/never-there"])
     assert storage.list_files("data") == []
+
+
+@pytest.fixture(scope="module")
+def gcs_emulator_without_preconditions():
+    """gcp-storage-emulator (PyPI) on 127.0.0.1, in this process: a GCS emulator that ignores ifGenerationMatch."""
+    from gcp_storage_emulator.server import create_server
+
+    from tests.s3_servers import free_port
+
+    port = free_port()
+    server = create_server("127.0.0.1", port, in_memory=True)
+    server.start()
+    try:
+        yield {"endpoint_url": f"http://127.0.0.1:{port}", "token": "anon", "project": "snaptable-test"}
+    finally:
+        server.stop()
+
+
+def test_a_gcs_server_that_ignores_the_condition_is_refused(gcs_emulator_without_preconditions):
+    import fsspec
+
+    options = gcs_emulator_without_preconditions
+    fs = fsspec.filesystem("gs", skip_instance_cache=True, **options)
+    fs.mkdir("unsafe")
+    with pytest.raises(UnsupportedStorageError, match="ignores the create-if-absent condition"):
+        Table.create("gs://unsafe/orders", SCHEMA, storage_options=options)
+    assert fs.find("unsafe") == []  # the probe is gone, and no table was started
