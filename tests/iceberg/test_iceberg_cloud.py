@@ -14,7 +14,7 @@ import time
 import pytest
 
 from airflow_snaptable.core import Table
-from tests.cloud_servers import GCS_PROJECT
+from tests.cloud_servers import AZURITE_ACCOUNT, GCS_PROJECT
 from tests.iceberg.conftest import SCHEMA, read_everything, reachable_files, rows
 
 pytestmark = pytest.mark.cloud
@@ -32,10 +32,15 @@ def io_properties(server) -> dict:
 def test_expire_tag_rollback_and_orphans(cloud_server, cloud_table_uri, tmp_path):
     from pyiceberg.catalog import load_catalog
 
+    warehouse = cloud_table_uri
+    if cloud_server.scheme == "abfs":
+        # The form Iceberg tables on ADLS carry: abfs://<container>@<account>.dfs.core.windows.net/<path>.
+        container, path = cloud_table_uri[len("abfs://"):].split("/", 1)
+        warehouse = f"abfs://{container}@{AZURITE_ACCOUNT}.dfs.core.windows.net/{path}"
     catalog_properties = {
         "type": "sql",
         "uri": f"sqlite:///{tmp_path}/catalog.db",
-        "warehouse": cloud_table_uri,
+        "warehouse": warehouse,
         **io_properties(cloud_server),
         "py-io-impl": "pyiceberg.io.fsspec.FsspecFileIO",
     }
@@ -59,7 +64,7 @@ def test_expire_tag_rollback_and_orphans(cloud_server, cloud_table_uri, tmp_path
     ours.rollback_to(tag="kept")
 
     fs = cloud_server.filesystem()
-    root = location.split("://", 1)[1]
+    root = fs._strip_protocol(location)  # <container>/<path> on Azure, whatever account the URI names
     fs.pipe_file(root + "/data/stray-from-a-crashed-writer.parquet", b"never committed")
     time.sleep(1.5)
     orphans = Table.open("iceberg://db.orders", catalog=catalog_properties).remove_orphan_files(older_than="1 s", dry_run=False)
