@@ -150,3 +150,18 @@ def test_a_gcs_server_that_ignores_the_condition_is_refused(gcs_emulator_without
     with pytest.raises(UnsupportedStorageError, match="ignores the create-if-absent condition"):
         Table.create("gs://unsafe/orders", SCHEMA, storage_options=options)
     assert fs.find("unsafe") == []  # the probe is gone, and no table was started
+
+
+@pytest.mark.parametrize(("uri", "extra"), [("gs://bucket/orders", "gcs"), ("abfs://lake/orders", "azure"), ("s3://bucket/orders", "s3")])
+def test_a_store_whose_package_is_missing_names_the_extra(uri, extra, monkeypatch):
+    # fsspec's registry, as on a machine without gcsfs / adlfs / s3fs: its class path names a module that is not there.
+    import importlib
+
+    registry = importlib.import_module("fsspec.registry")  # the module (fsspec.registry is also a mapping's name)
+    protocol = uri.split("://")[0]
+    known = dict(registry.known_implementations)
+    known[protocol] = {"class": "not_installed_here.FileSystem", "err": f"Install the package for {protocol}"}
+    monkeypatch.setattr(registry, "known_implementations", known)
+    monkeypatch.setattr(registry, "_registry", {k: v for k, v in registry._registry.items() if k != protocol})
+    with pytest.raises(UnsupportedStorageError, match=rf"pip install 'airflow-snaptable\[{extra}\]'"):
+        Table.create(uri, SCHEMA)

@@ -33,6 +33,8 @@ class ObjectStore:
     name: str
     #: fsspec protocols that reach this store.
     protocols: frozenset[str]
+    #: The package extra that installs its fsspec filesystem (``airflow-snaptable[<extra>]``).
+    extra: str
     #: Objects deleted per request of the store's batch API.
     delete_batch: int
     #: ``delete_batch_paths(fs, paths)``: delete up to ``delete_batch`` objects (fs paths) in one request;
@@ -218,9 +220,9 @@ async def _aiter(responses):
             yield response
 
 
-S3 = ObjectStore("S3", frozenset({"s3", "s3a"}), 1000, _delete_s3)
-GCS = ObjectStore("GCS", frozenset({"gs", "gcs"}), 100, _delete_gcs)
-AZURE = ObjectStore("Azure Blob Storage", frozenset({"abfs", "abfss", "az"}), 256, _delete_azure)
+S3 = ObjectStore("S3", frozenset({"s3", "s3a"}), "s3", 1000, _delete_s3)
+GCS = ObjectStore("GCS", frozenset({"gs", "gcs"}), "gcs", 100, _delete_gcs)
+AZURE = ObjectStore("Azure Blob Storage", frozenset({"abfs", "abfss", "az"}), "azure", 256, _delete_azure)
 OBJECT_STORES = (S3, GCS, AZURE)
 
 

@@ -83,7 +83,9 @@ class Storage:
             except ValueError:
                 raise InvalidArgumentError(f"table location {uri!r}: unknown storage protocol {part!r}") from None
             except ImportError as exc:
-                raise UnsupportedStorageError(f"table location {uri!r}: storage protocol {part!r} needs a package: {exc}") from None
+                store = object_store_of((part,))
+                hint = f"; pip install 'airflow-snaptable[{store.extra}]'" if store is not None else ""
+                raise UnsupportedStorageError(f"table location {uri!r}: storage protocol {part!r} needs a package: {exc}{hint}") from None
         if object_store_of((protocol,)) is not None:
             # A stale listing cache would hide new snapshots from readers (s3fs, gcsfs and adlfs all cache).
             options.setdefault("use_listings_cache", False)
