@@ -110,6 +110,7 @@ class Storage:
 
     @property
     def is_s3(self) -> bool:
+        """The table is on S3 (or an S3-compatible server)."""
         return self._is_s3
 
     @property
