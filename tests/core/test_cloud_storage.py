@@ -156,12 +156,15 @@ def test_a_gcs_server_that_ignores_the_condition_is_refused(gcs_emulator_without
 def test_a_store_whose_package_is_missing_names_the_extra(uri, extra, monkeypatch):
     # fsspec's registry, as on a machine without gcsfs / adlfs / s3fs: its class path names a module that is not there.
     import importlib
+    import types
 
     registry = importlib.import_module("fsspec.registry")  # the module (fsspec.registry is also a mapping's name)
     protocol = uri.split("://")[0]
     known = dict(registry.known_implementations)
     known[protocol] = {"class": "not_installed_here.FileSystem", "err": f"Install the package for {protocol}"}
+    loaded = {k: v for k, v in registry._registry.items() if k != protocol}  # as if never imported
     monkeypatch.setattr(registry, "known_implementations", known)
-    monkeypatch.setattr(registry, "_registry", {k: v for k, v in registry._registry.items() if k != protocol})
+    monkeypatch.setattr(registry, "_registry", loaded)
+    monkeypatch.setattr(registry, "registry", types.MappingProxyType(loaded))
     with pytest.raises(UnsupportedStorageError, match=rf"pip install 'airflow-snaptable\[{extra}\]'"):
         Table.create(uri, SCHEMA)
