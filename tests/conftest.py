@@ -11,6 +11,9 @@ from airflow_snaptable.core import Table
 
 # Keep the suite hermetic: no real AWS credentials or config are ever consulted.
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+# gcsfs's default filesystem asks GCS's gRPC control plane for each bucket's layout (zonal, hierarchical);
+# an emulator has no control plane, so the tests use gcsfs's plain JSON-API filesystem (docs/storage.md).
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 SCHEMA = pa.schema([("p", pa.int64()), ("id", pa.int64()), ("name", pa.string()), ("value", pa.float64())])
 
@@ -97,3 +100,27 @@ def s3_table_uri(s3_bucket) -> str:
     import uuid
 
     return f"s3://{s3_bucket}/{uuid.uuid4().hex}/table"
+
+
+# -- GCS and Azure: emulators on 127.0.0.1 (tests/cloud_servers.py), started once per session -------
+
+
+@pytest.fixture(scope="session", params=["gcs", "azure"])
+def cloud_server(request):
+    from tests.cloud_servers import CLOUD_SERVERS
+
+    with CLOUD_SERVERS[request.param]() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def cloud_bucket(cloud_server) -> str:
+    return cloud_server.create_bucket("snaptable")
+
+
+@pytest.fixture
+def cloud_table_uri(cloud_server, cloud_bucket) -> str:
+    import uuid
+
+    return f"{cloud_server.scheme}://{cloud_bucket}/{uuid.uuid4().hex}/table"
+

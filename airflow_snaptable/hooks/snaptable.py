@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 CONN_TYPE = "snaptable"
 DEFAULT_CONN_ID = "snaptable_default"
 _S3_PROTOCOLS = ("s3", "s3a")
-_SECRET_WORDS = re.compile(r"credential|secret|token|password|key|sas", re.IGNORECASE)
+_SECRET_WORDS = re.compile(r"credential|secret|token|password|key|sas|connection", re.IGNORECASE)
 
 
 # -- connection -> location and storage options ------------------------------------------------
@@ -154,11 +154,23 @@ class ConnectionSettings:
         found: list[Any] = [self.secret] if self.secret else []
         if self.storage_options:
             found.append(self.storage_options)  # the masker hides values under sensitive key names
+            found += secret_values(self.storage_options)
         if self.catalog:
             found.append(self.catalog)
-            # Catalog credentials go by names the masker does not know ("credential", "s3.access-key-id").
-            found += [v for k, v in self.catalog.items() if isinstance(v, str) and v and _SECRET_WORDS.search(str(k))]
+            found += secret_values(self.catalog)
         return found
+
+
+def secret_values(options: Mapping[str, Any]) -> list[str]:
+    """The values of ``options`` under secret-like names Airflow's masker does not know: Azure's
+    ``account_key`` and ``connection_string``, a catalog's ``credential`` or ``s3.access-key-id``."""
+    found: list[str] = []
+    for key, value in options.items():
+        if isinstance(value, Mapping):
+            found += secret_values(value)
+        elif isinstance(value, str) and value and _SECRET_WORDS.search(str(key)):
+            found.append(value)
+    return found
 
 
 def _has_port(url: str) -> bool:
@@ -244,7 +256,7 @@ class SnapTableHook(BaseHook):
         options = self.settings.storage_options_for(uri)
         options.update(self.extra_storage_options)
         if self.extra_storage_options:
-            mask_secrets([self.extra_storage_options])
+            mask_secrets([self.extra_storage_options, *secret_values(self.extra_storage_options)])
         return options
 
     def get_table(self, table: str, refresh: bool = False) -> "Table":

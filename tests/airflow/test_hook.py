@@ -324,3 +324,21 @@ def test_job_path_is_runnable_help():
 
     out = subprocess.run([sys.executable, job_path(), "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "--action-file" in out.stdout and "--result" in out.stdout
+
+
+def test_azure_and_gcs_credentials_in_storage_options_are_masked(monkeypatch, root):
+    # Airflow's masker hides values under names it knows ("token", "secret", ...); Azure's account key and
+    # connection string and a GCS service-account key go by names it does not (docs/storage.md).
+    from airflow.sdk.log import redact
+
+    options = {
+        "account_name": "myaccount",
+        "account_key": SECRET + "-key",
+        "connection_string": f"AccountName=myaccount;AccountKey={SECRET}-conn;",
+        "credential": SECRET + "-credential",
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_AZ", snaptable_conn("abfs://lake/warehouse", extra={"storage_options": options}))
+    assert SnapTableHook("az").storage_options("orders") == options
+    for leaked in ("-key", "-conn", "-credential"):
+        assert SECRET + leaked not in str(redact(f"failed with {options['connection_string']} {SECRET}{leaked}"))
+    assert "myaccount" in str(redact("account myaccount"))  # names are not secrets

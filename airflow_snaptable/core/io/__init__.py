@@ -2,6 +2,8 @@
 
 - ``storage.py``: ``Storage``, paths relative to the table root over fsspec, atomic
   create-if-absent, every operation counted by kind (and the hook tests crash through);
+- ``object_stores.py``: S3, GCS and Azure Blob Storage: each one's create-if-absent (the commit point)
+  and batch delete;
 - ``local_files.py``: local writes readers never see half of, and durable renames;
 - ``listing.py``: one directory's listing, local or on an object store;
 - ``pool.py``: the process-wide I/O thread pool;

@@ -27,48 +27,18 @@ from airflow_snaptable.core.errors import (
     StorageError,
     UnsupportedStorageError,
 )
+from airflow_snaptable.core.io.object_stores import S3, ObjectStore, object_store_of
 from airflow_snaptable.core.io.pool import UNLINK_THREADS, map_io
 from airflow_snaptable.core.io.table_paths import check_deletable
 
 #: The kinds of operation that are counted.
 OPERATION_KINDS = ("read", "write", "list", "delete", "exists")
 
-_S3_PROTOCOLS = {"s3", "s3a"}
-#: The package extra that installs a protocol's filesystem (pyproject.toml).
-_EXTRA_FOR_PROTOCOL = {"s3": "s3", "s3a": "s3"}
-_PRECONDITION_CODES = {"PreconditionFailed", "ConditionalRequestConflict", "412", "409"}
-
-
-#: Keys per S3 DeleteObjects request (the API's maximum).
-S3_DELETE_BATCH = 1000
-#: Files announced, then deleted concurrently, per batch on other stores. Each batch ends by waiting
-#: for its slowest thread: W1's 2,000 data files go in one batch rather than two.
+#: Files announced, then deleted concurrently, per batch on stores without a batch API. Each batch ends
+#: by waiting for its slowest thread: W1's 2,000 data files go in one batch rather than two.
 LOCAL_DELETE_BATCH = 4096
-
-
-def _is_precondition_failure(exc: BaseException) -> bool:
-    """True when an S3 error means "the object exists already" (412/409 on If-None-Match).
-
-    s3fs maps this to FileExistsError for some servers (AWS, moto) but to a plain
-    OSError for others (SeaweedFS); the botocore error code in the exception
-    chain is what tells.
-    """
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, FileExistsError):
-            return True
-        response = getattr(current, "response", None)
-        if isinstance(response, dict):
-            code = str(response.get("Error", {}).get("Code", ""))
-            status = str(response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
-            if code in _PRECONDITION_CODES or status in {"412", "409"}:
-                return True
-        if "PreconditionFailed" in str(current) or "ConditionalRequestConflict" in str(current):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
+#: Keys per S3 DeleteObjects request (the API's maximum).
+S3_DELETE_BATCH = S3.delete_batch
 
 
 class Storage:
@@ -91,7 +61,9 @@ class Storage:
         protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
         self._is_local = isinstance(fs, LocalFileSystem)
         self._is_memory = isinstance(fs, MemoryFileSystem)
-        self._is_s3 = bool(_S3_PROTOCOLS.intersection(protocols))
+        #: S3, GCS or Azure: commits are conditional creates there, deletes go in the store's batches.
+        self.object_store: ObjectStore | None = object_store_of(tuple(protocols))
+        self._is_s3 = self.object_store is S3
 
     @classmethod
     def from_uri(cls, uri: str | os.PathLike, storage_options: Mapping[str, Any] | None = None) -> "Storage":
@@ -111,13 +83,11 @@ class Storage:
             except ValueError:
                 raise InvalidArgumentError(f"table location {uri!r}: unknown storage protocol {part!r}") from None
             except ImportError as exc:
-                extra = _EXTRA_FOR_PROTOCOL.get(part)
-                install = f": pip install 'airflow-snaptable[{extra}]'" if extra else ""
-                raise UnsupportedStorageError(
-                    f"table location {uri!r}: storage protocol {part!r} needs a package: {exc}{install}"
-                ) from None
-        if protocol in _S3_PROTOCOLS:
-            # A stale listing cache would hide new snapshots from readers.
+                store = object_store_of((part,))
+                hint = f"; pip install 'airflow-snaptable[{store.extra}]'" if store is not None else ""
+                raise UnsupportedStorageError(f"table location {uri!r}: storage protocol {part!r} needs a package: {exc}{hint}") from None
+        if object_store_of((protocol,)) is not None:
+            # A stale listing cache would hide new snapshots from readers (s3fs, gcsfs and adlfs all cache).
             options.setdefault("use_listings_cache", False)
         try:
             fs, root = fsspec.core.url_to_fs(uri, **options)
@@ -140,8 +110,14 @@ class Storage:
 
     @property
     def is_s3(self) -> bool:
-        """Creates are conditional PUTs here, which a server may ignore (probed when a table is created)."""
+        """The table is on S3 (or an S3-compatible server)."""
         return self._is_s3
+
+    @property
+    def has_conditional_create(self) -> bool:
+        """Creates are conditional requests to an object store here (S3, GCS, Azure), which a server or
+        emulator may ignore: probed when a table is created (core/native/schema.py)."""
+        return self.object_store is not None
 
     def reset_counts(self) -> None:
         for kind in OPERATION_KINDS:
@@ -223,20 +199,15 @@ class Storage:
 
         Returns False, writing nothing, when the file exists already. This is
         the commit point of every snapshot, so it must be atomic on storage:
-        local files use temp file + fsync + hard link, S3 a conditional PUT.
+        local files use temp file + fsync + hard link, object stores a conditional create
+        (core/io/object_stores.py: S3 If-None-Match, GCS ifGenerationMatch=0, Azure If-None-Match).
         """
         self._op("write", rel)
         path = self.full_path(rel)
         if self._is_local:
             return local_files.create_exclusive(path, data)
-        if self._is_s3:
-            try:
-                self.fs.pipe_file(path, data, mode="create")
-            except Exception as exc:  # noqa: BLE001 - classified below
-                if _is_precondition_failure(exc):
-                    return False
-                raise
-            return True
+        if self.object_store is not None:
+            return self.object_store.create_exclusive(self.fs, path, data)
         if self._is_memory:
             # One process only; the check and the write happen under the GIL without I/O between them.
             if self.fs.exists(path):
@@ -245,7 +216,7 @@ class Storage:
             return True
         raise UnsupportedStorageError(
             f"storage {self.fs.protocol!r} has no atomic create-if-absent that airflow_snaptable "
-            "supports (local files, S3, memory)"
+            "supports (local files, S3, GCS, Azure Blob Storage, memory)"
         )
 
     def exists(self, rel: str) -> bool:
@@ -366,24 +337,23 @@ class Storage:
         """Delete many files whose relative order does not matter; all are gone on return.
 
         This is the bulk-delete seam: the Spark job overrides it to spread the
-        deletes over executors. S3 deletes up to 1,000 keys per request
-        (DeleteObjects); other stores delete a batch on the shared I/O pool.
+        deletes over executors. Object stores delete in their batch API (S3
+        DeleteObjects, 1,000 keys a request; GCS batch, 100; Azure blob batch,
+        256); other stores delete a batch on the shared I/O pool.
         Every file of a batch is announced (counted, ``on_operation``) before
         any of it is deleted, so an injected crash leaves a prefix of whole
         batches deleted. Missing files are success.
         """
         check_deletable(rels, self.uri)  # all of them before the first delete
-        batch_size = S3_DELETE_BATCH if self._is_s3 else LOCAL_DELETE_BATCH
+        store = self.object_store
+        batch_size = store.delete_batch if store is not None else LOCAL_DELETE_BATCH
         for start in range(0, len(rels), batch_size):
             batch = rels[start:start + batch_size]
             for rel in batch:
                 self._op("delete", rel)
             paths = [self.full_path(rel) for rel in batch]
-            if self._is_s3:
-                try:
-                    self.fs.rm(paths)
-                except FileNotFoundError:
-                    pass
+            if store is not None:
+                store.delete_batch_paths(self.fs, paths)
             elif self._is_local:
                 # os.unlink in one chunk per pool thread: a future and fsspec's path handling per file
                 # cost more than the unlink itself (measured: 3,000 unlinks 420 ms per file, 210 ms chunked).

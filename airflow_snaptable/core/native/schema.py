@@ -286,8 +286,9 @@ class SchemaManager:
     def create(self, schema: TableSchema) -> None:
         """Write the first schema of a new table; TableAlreadyExistsError if there is a table already.
 
-        The storage must make commits atomic: an object store that ignores ``If-None-Match: *``
-        is refused (UnsupportedStorageError), as commits there could overwrite each other.
+        The storage must make commits atomic: an object store (or emulator) that ignores the
+        create-if-absent condition (S3/Azure ``If-None-Match: *``, GCS ``ifGenerationMatch=0``) is
+        refused (UnsupportedStorageError), as commits there could overwrite each other.
         """
         if self.ids():
             raise TableAlreadyExistsError(f"a table exists already at {self.storage.uri}")
@@ -297,7 +298,7 @@ class SchemaManager:
 
     def _check_atomic_create(self) -> None:
         storage = self.storage
-        if not storage.is_s3:
+        if not storage.has_conditional_create:
             return
         probe = f"_probe/create-{uuid.uuid4().hex}"
         try:
@@ -305,8 +306,8 @@ class SchemaManager:
                 raise UnsupportedStorageError(f"{storage.uri}: a new object reported as existing")
             if storage.create_exclusive(probe, b"2"):
                 raise UnsupportedStorageError(
-                    f"{storage.uri}: the server ignores If-None-Match on PUT, so concurrent commits could overwrite "
-                    "each other; use an S3 server with conditional writes"
+                    f"{storage.uri}: the server ignores the create-if-absent condition ({storage.object_store.name}), "
+                    "so concurrent commits could overwrite each other; use a server with conditional writes"
                 )
         finally:
             storage.delete(probe)

@@ -42,7 +42,9 @@ class LocationStorage:
 
         scheme, authority, path = split_uri(self.location)
         fs = FsspecFileIO(properties=dict(self.io_properties)).get_fs(scheme)
-        root = path if scheme == "file" else f"{authority}{path}"
+        # The root in the filesystem's own path form, as its listings name files: adlfs lists
+        # abfs://<container>@<account>.dfs.core.windows.net/<path> as <container>/<path>.
+        root = path if scheme == "file" else fs._strip_protocol(f"{scheme}://{authority}{path}")
         return Storage(fs, root, self.location)
 
 
