@@ -253,11 +253,13 @@ class SnapTableMaintainLakeOnSparkOperator(BaseOperator):
         self._runner = None
         self._lineage: list[tuple[str, bool]] = []
 
-    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+    def _do_render_template_fields(self, *args: Any, **kwargs: Any) -> None:
         from airflow_snaptable.hooks.spark_secrets import mask_secret_conf
 
-        super().render_template_fields(context, jinja_env)
-        mask_secret_conf(self.spark_conf, warn=False)  # before Airflow stores the rendered fields
+        # Airflow renders a task, mapped or not, through this method; the rendered fields are stored after
+        # it: secret-looking spark_conf values are registered with the secrets masker first, so they show as ***.
+        super()._do_render_template_fields(*args, **kwargs)
+        mask_secret_conf(self.spark_conf, warn=False)
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_snaptable.hooks.spark_submit import SparkSubmitRunner
@@ -368,6 +370,14 @@ def lake_maintenance_group(
     if tables_per_submit is not None and (isinstance(tables_per_submit, bool) or not isinstance(tables_per_submit, int)
                                           or tables_per_submit < 1):
         raise InvalidArgumentError(f"tables_per_submit must be None or an integer >= 1, got {tables_per_submit!r}")
+    if runner == "spark":
+        from airflow_snaptable.spark.lake import LAKE_MODES
+
+        # Mapped tasks are made when the DAG runs: their arguments are checked when it is parsed.
+        if spark_lake_mode not in LAKE_MODES:
+            raise InvalidArgumentError(f"spark_lake_mode must be one of {', '.join(LAKE_MODES)}, got {spark_lake_mode!r}")
+        if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+            raise InvalidArgumentError(f"parallel must be an integer >= 1, got {parallel!r}")
     if isinstance(policy, dict):
         Policy.from_mapping(policy)  # mapped tasks are made when the DAG runs: check the policy when it is parsed
     # The alias is declared here, not only in __init__ (which mapped tasks run when the DAG runs): the

@@ -100,11 +100,12 @@ class SnapTableBaseOperator(BaseOperator):
         """The action's fields this operator takes (every one but the internal ones)."""
         return tuple(field for field in cls.action.parameters() if not field.param.internal)
 
-    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+    def _do_render_template_fields(self, *args: Any, **kwargs: Any) -> None:
         from airflow_snaptable.hooks.spark_secrets import mask_secret_conf
 
-        super().render_template_fields(context, jinja_env)
-        # Before Airflow stores the rendered fields: secret-looking spark_conf values show as ***.
+        # Airflow renders a task, mapped or not, through this method; the rendered fields are stored after
+        # it: secret-looking spark_conf values are registered with the secrets masker first, so they show as ***.
+        super()._do_render_template_fields(*args, **kwargs)
         mask_secret_conf(self.spark_conf, warn=False)
 
     @cached_property

@@ -151,7 +151,7 @@ def _run_lake(spark, job, secrets) -> dict[str, Any]:
 
     result = run_lake(spark, job, _storage_options(spark, secrets), _catalog(secrets))
     failed = sum(1 for table in result["tables"] if any(j.get("status") == "Failed" for j in table["jobs"].values()))
-    print(f"{PROG}: {len(result['tables'])} table(s) maintained on the {result['mode']}"
+    print(f"{PROG}: {len(result['tables'])} table(s) maintained on the {result['mode']} in {result['seconds']:.1f} s"
           f" ({result['sparkTasks']} Spark task(s)), {failed} with a failed job", file=sys.stderr)
     return result
 

@@ -21,6 +21,7 @@ The result is every table's report (``TableReport.to_dict``), sorted by name, wi
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -100,14 +101,17 @@ class MaintainShare:
 
 
 def run_lake(spark, job: LakeJob, storage_options: dict | None = None, catalog: dict | None = None) -> dict[str, Any]:
-    """Maintain the job's tables in this Spark application; ``{"tables": [...], "mode", "sparkTasks"}``."""
+    """Maintain the job's tables in this Spark application: ``{"tables": [...], "mode", "sparkTasks", "seconds"}``
+    (``seconds``: the maintenance itself, without the application's start-up)."""
+    started = time.monotonic()
     if not job.tables:
-        return {"tables": [], "mode": job.mode, "sparkTasks": 0}
+        return {"tables": [], "mode": job.mode, "sparkTasks": 0, "seconds": 0.0}
     if job.mode == "driver":
         reports = maintain_tables(job.tables, job.policy, storage_options=storage_options, catalog=catalog,
                                   dry_run=job.dry_run, parallel=job.parallel, run_id=job.run_id,
                                   lease_seconds=job.lease_seconds)
-        return {"tables": [report.to_dict() for report in reports], "mode": "driver", "sparkTasks": 0}
+        return {"tables": [report.to_dict() for report in reports], "mode": "driver", "sparkTasks": 0,
+                "seconds": round(time.monotonic() - started, 3)}
     sc = spark.sparkContext
     per_task = max(1, int(sc.getConf().get("spark.snaptable.lake.tablesPerTask", str(DEFAULT_TABLES_PER_TASK))))
     tasks = max(1, min(len(job.tables), max(math.ceil(len(job.tables) / per_task), sc.defaultParallelism)))
@@ -117,4 +121,5 @@ def run_lake(spark, job: LakeJob, storage_options: dict | None = None, catalog: 
         reports = sc.parallelize(rows, tasks).mapPartitions(MaintainShare(job, storage_options, catalog)).collect()
     finally:
         sc.setJobDescription(None)
-    return {"tables": sorted(reports, key=lambda r: (r["table"], r["location"])), "mode": "executors", "sparkTasks": tasks}
+    return {"tables": sorted(reports, key=lambda r: (r["table"], r["location"])), "mode": "executors", "sparkTasks": tasks,
+            "seconds": round(time.monotonic() - started, 3)}

@@ -74,7 +74,7 @@ def test_one_application_maintains_a_mixed_lake_as_in_process_and_a_broken_table
 
 def test_an_empty_lake_starts_no_spark_job(spark, tmp_path):
     done = run_lake(spark, LakeJob((), Policy.from_mapping(POLICY)))
-    assert done == {"tables": [], "mode": "executors", "sparkTasks": 0}
+    assert done == {"tables": [], "mode": "executors", "sparkTasks": 0, "seconds": 0.0}
 
 
 @pytest.mark.parametrize(
