@@ -2,6 +2,7 @@
 
 ``python -m benchmarks.lake [--tables 1000] [--parallel 1 4] [--dir DIR]``
 ``python -m benchmarks.lake --spark [--tables 100 1000] [--master local[2]]``
+``python -m benchmarks.lake --dag [--tables 100]``
 
 Builds (untimed setup, ``os.fsync`` off) ``--tables`` small tables of this package's format under
 one location, in 10 namespaces of ``tables / 10``: each ``SNAPSHOTS`` overwrites of a few rows
@@ -23,7 +24,11 @@ on fresh copies of the same lake, in ONE spark-submit of the maintenance job (``
 as the lake DAG's Spark mode runs it) with the tables on the executors and on the driver. The
 Spark time is the whole spark-submit (JVM and Python start-up included) plus listing the tables;
 the time inside the application (the maintenance alone) is printed beside it, and each run's
-ratio to the in-process run of the same invocation.
+ratio to the in-process run of the same invocation, and Spark's start-up alone (an empty lake).
+
+``--dag``: what a DAG author sees: the lake DAG (``lake_maintenance_group``) under ``airflow
+dags test``, ``runner="local"`` (one mapped task per table) against ``runner="spark"`` (one
+spark-submit for the lake), on copies of the same lake.
 """
 
 from __future__ import annotations
@@ -171,6 +176,9 @@ def spark_once(lake: str, mode: str, master: str, parallel: int) -> dict:
 def run_spark(sizes: list[int], master: str, directory: str | None) -> None:
     parallel = 4
     work = Path(directory or tempfile.mkdtemp(prefix="lake-bench-"))
+    (work / "empty").mkdir(parents=True, exist_ok=True)
+    floor = spark_once(str(work / "empty"), "driver", master, parallel)
+    print(f"  Spark start-up alone (one spark-submit of the job on an empty lake, {master}): {floor['seconds']:.2f} s", flush=True)
     for tables in sizes:
         template = work / f"template-{tables}"
         if not template.exists():
@@ -190,8 +198,54 @@ def run_spark(sizes: list[int], master: str, directory: str | None) -> None:
             print(f"    one Spark application, {master}, tables on the {mode}: {spark['seconds']:.2f} s "
                   f"({1000 * spark['seconds'] / tables:.1f} ms/table, {spark['seconds'] / local['seconds']:.1f}x in process), "
                   f"of which maintenance {spark['in_application']:.2f} s ({1000 * spark['in_application'] / tables:.1f} ms/table, "
-                  f"{spark['in_application'] / local['seconds']:.1f}x); {spark['spark_tasks']} Spark task(s), "
+                  f"{spark['in_application'] / local['seconds']:.1f}x; total less the empty lake's "
+                  f"{(spark['seconds'] - floor['seconds']) / local['seconds']:.1f}x); {spark['spark_tasks']} Spark task(s), "
                   f"{spark['expired']:,} snapshots expired{', FAILED jobs' if spark['failed'] else ''}", flush=True)
+    if directory is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+_DAG_FILE = """
+import os
+import pendulum
+from airflow.sdk import DAG
+from airflow_snaptable.operators.lake import lake_maintenance_group
+from benchmarks.lake import POLICY
+
+with DAG(dag_id="lake_bench", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False):
+    lake_maintenance_group(location=os.environ["LAKE_BENCH_LOCATION"], policy=POLICY, runner=os.environ["LAKE_BENCH_RUNNER"],
+                           spark_lake_mode="driver", spark_conf={"spark.ui.enabled": "false"})
+"""
+
+
+def run_dag(tables: int, master: str, directory: str | None) -> None:
+    """The lake DAG under ``airflow dags test``: ``runner="local"`` (one mapped task per table) against
+    ``runner="spark"`` (one spark-submit), each on a fresh copy of the same lake, one Airflow home."""
+    from devtools.local_airflow import LocalAirflow, conn_json
+
+    work = Path(directory or tempfile.mkdtemp(prefix="lake-bench-"))
+    template = work / f"template-{tables}"
+    if not template.exists():
+        _in_fresh_process("build", str(template), tables)
+    dags = work / "dags"
+    dags.mkdir(exist_ok=True)
+    (dags / "lake_bench.py").write_text(_DAG_FILE)
+    airflow = LocalAirflow(work / "airflow-home", dags, env={
+        "AIRFLOW_CONN_SPARK_DEFAULT": conn_json("spark", host=master), "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    })
+    airflow.migrate()
+    seconds = {}
+    for runner in ("local", "spark"):
+        lake = work / f"dag-lake-{runner}"
+        shutil.rmtree(lake, ignore_errors=True)
+        shutil.copytree(template, lake)
+        env = {**airflow.env, "LAKE_BENCH_LOCATION": str(lake), "LAKE_BENCH_RUNNER": runner}
+        seconds[runner] = airflow.dags_test("lake_bench", env=env, timeout=3600).seconds
+        print(f"    airflow dags test, runner={runner!r}: {seconds[runner]:.1f} s "
+              f"({'one task per table' if runner == 'local' else 'one spark-submit, tables on the driver'})", flush=True)
+    print(f"    spark / local: {seconds['spark'] / seconds['local']:.2f}x", flush=True)
     if directory is None:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -204,7 +258,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", help="build the lake here and keep it (default: a temporary directory)")
     parser.add_argument("--spark", action="store_true", help="in process against one Spark application (see above)")
     parser.add_argument("--master", default="local[2]", help="the Spark master of --spark (default local[2])")
+    parser.add_argument("--dag", action="store_true",
+                        help="the lake DAG under airflow dags test, runner local against spark (default 100 tables)")
     args = parser.parse_args(argv)
+    if args.dag:
+        for tables in args.tables or [100]:
+            print(f"lake DAG, {tables:,} small tables: one mapped task per table against one spark-submit")
+            run_dag(tables, args.master, args.dir)
+        return 0
     if args.spark:
         sizes = args.tables or [100, 1000]
         print(f"lake maintenance in process vs one Spark application: {', '.join(f'{n:,}' for n in sizes)} small tables")

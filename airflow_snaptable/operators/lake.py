@@ -201,7 +201,8 @@ class SnapTableMaintainLakeOnSparkOperator(BaseOperator):
     :param lake_run_id: The maintenance run's id (default ``<dag id>/<run id>``). (templated)
     :param parallel: Tables maintained at once per Spark task (``spark_lake_mode="executors"``) or on the driver.
     :param spark_lake_mode: ``"executors"``: the tables spread over the executors (they need the package);
-        ``"driver"``: maintained on the driver's threads.
+        ``"driver"``: maintained on the driver's threads; ``"auto"``: the driver for a lake of at most 200
+        tables (``spark.snaptable.lake.driverMaxTables``), the executors above.
     :param spark_conn_id: The Spark connection (host = master).
     :param spark_conf: Spark conf; keys that look secret are masked and handed over privately. (templated)
     :param spark_submit_kwargs: More ``SparkSubmitHook`` arguments, checked when the DAG is parsed.
@@ -222,7 +223,7 @@ class SnapTableMaintainLakeOnSparkOperator(BaseOperator):
         fail_on_job_failure: bool = True,
         lake_run_id: str | None = None,
         parallel: int = DEFAULT_PARALLEL,
-        spark_lake_mode: str = "executors",
+        spark_lake_mode: str = "auto",
         spark_conn_id: str = "spark_default",
         spark_conf: dict[str, Any] | None = None,
         spark_submit_kwargs: dict[str, Any] | None = None,
@@ -349,7 +350,7 @@ def lake_maintenance_group(
     max_depth: int = DEFAULT_MAX_DEPTH,
     runner: str = "local",
     tables_per_submit: int | None = None,
-    spark_lake_mode: str = "executors",
+    spark_lake_mode: str = "auto",
     parallel: int = DEFAULT_PARALLEL,
     spark_conn_id: str = "spark_default",
     spark_conf: dict[str, Any] | None = None,

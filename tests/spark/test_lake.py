@@ -72,9 +72,10 @@ def test_one_application_maintains_a_mixed_lake_as_in_process_and_a_broken_table
     shutil.rmtree(in_process)
 
 
-def test_an_empty_lake_starts_no_spark_job(spark, tmp_path):
-    done = run_lake(spark, LakeJob((), Policy.from_mapping(POLICY)))
+def test_an_empty_lake_starts_no_spark_job_and_auto_keeps_a_small_lake_on_the_driver(spark, tmp_path):
+    done = run_lake(spark, LakeJob((), Policy.from_mapping(POLICY), mode="executors"))
     assert done == {"tables": [], "mode": "executors", "sparkTasks": 0, "seconds": 0.0}
+    assert run_lake(spark, LakeJob((), Policy.from_mapping(POLICY)))["mode"] == "driver"  # "auto", the default
 
 
 @pytest.mark.parametrize(
