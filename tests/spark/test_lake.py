@@ -17,6 +17,7 @@ from airflow_snaptable.core.errors import InvalidArgumentError, InvalidPolicyErr
 from airflow_snaptable.core.lake import FAILED, SUCCESSFUL, LakeTable, Policy, lake_status, list_tables, maintain
 from airflow_snaptable.spark.lake import LakeJob, run_lake
 from tests.lake.conftest import NATIVE_SNAPSHOTS, NATIVE_TABLES, PAIMON_TABLES, make_mixed_lake, native_dir, write_native
+from tests.lake.conftest import iceberg_lake  # noqa: F401 - the fixture
 from tests.paimon.test_paimon_lifecycle import check as check_paimon
 
 POLICY = {
@@ -98,3 +99,23 @@ def test_a_bad_lake_document_is_refused_before_spark_starts(doc, error, match):
 def test_the_lake_document_round_trips():
     job = LakeJob((LakeTable("a.b", "snaptable", "/x/a/b"),), Policy.from_mapping(POLICY), "r", True, 3, "driver", 60.0)
     assert LakeJob.from_dict(job.to_dict()) == job
+
+
+def test_an_iceberg_catalog_is_maintained_on_the_executors_and_pyiceberg_reads_it_back(spark, iceberg_lake):
+    from tests.lake.conftest import ICEBERG_SNAPSHOTS, ICEBERG_TABLES, iceberg_reads
+
+    before = iceberg_reads(iceberg_lake)
+    catalog = iceberg_lake.properties
+    tables = tuple(list_tables("iceberg://", catalog=catalog))
+    done = run_lake(spark, LakeJob(tables, Policy.from_mapping(POLICY), mode="executors", parallel=2), None, catalog)
+    assert done["mode"] == "executors" and [t["table"] for t in done["tables"]] == sorted(ICEBERG_TABLES)
+    by_name = {t["table"]: t["jobs"] for t in done["tables"]}
+    assert {name: jobs["snapshot-expiry"]["status"] for name, jobs in by_name.items()} == {
+        name: "Disabled" if name == "sales.returns" else SUCCESSFUL for name in ICEBERG_TABLES}
+    after = iceberg_reads(iceberg_lake)
+    for name in ICEBERG_TABLES:
+        assert len(after[name]["snapshots"]) == (ICEBERG_SNAPSHOTS if name == "sales.returns" else 2), name
+        for snapshot_id, rows in after[name]["snapshots"].items():
+            assert rows == before[name]["snapshots"][snapshot_id], (name, snapshot_id)
+    stored = {t.table: t.jobs["snapshot-expiry"]["status"] for t in lake_status("iceberg://", catalog=catalog).tables}
+    assert stored == {name: jobs["snapshot-expiry"]["status"] for name, jobs in by_name.items()}
