@@ -126,9 +126,7 @@ def _session(app_name: str, secrets=None):
     line) and ``spark.redaction.regex`` covering them in the Spark UI and event log."""
     from pyspark.sql import SparkSession
 
-    from airflow_snaptable.spark.handoff import REDACTION_REGEX
-
-    builder = SparkSession.builder.appName(app_name).config("spark.redaction.regex", REDACTION_REGEX)
+    builder = SparkSession.builder.appName(app_name).config("spark.redaction.regex", _redaction_regex())
     for key, value in (secrets.spark_conf if secrets is not None else {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
@@ -143,6 +141,20 @@ def _lake_job(text: str):
     except json.JSONDecodeError as exc:
         raise InvalidArgumentError(f"the lake file is not valid JSON ({exc.msg} at position {exc.pos})") from None
     return LakeJob.from_dict(doc)
+
+
+def _redaction_regex() -> str:
+    """Ours, joined to the one spark-submit was given (a user's regex is widened, never replaced)."""
+    from airflow_snaptable.spark.handoff import REDACTION_REGEX
+
+    try:
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()  # the gateway spark-submit started: its conf is readable before the session
+        given = SparkConf().get("spark.redaction.regex", None)
+    except Exception:  # noqa: BLE001 - outside spark-submit: ours alone
+        given = None
+    return f"{given}|{REDACTION_REGEX}" if given and given != REDACTION_REGEX else REDACTION_REGEX
 
 
 def _run_lake(spark, job, secrets) -> dict[str, Any]:

@@ -44,7 +44,9 @@ with DAG(dag_id={dag_id!r}, schedule=None, start_date=pendulum.datetime(2026, 1,
         spark_conf={{**json.loads(os.environ["TEST_PLANTED_TEMPLATES"]),
                     "spark.ui.enabled": "false", "spark.eventLog.enabled": "true",
                     "spark.eventLog.dir": os.environ["TEST_EVENT_LOG_DIR"], "spark.eventLog.compress": "false",
-                    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}},
+                    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+                    # the author's own redaction regex is widened by the job's, not replaced
+                    "spark.redaction.regex": "(?i)mycompany", "spark.mycompany.tenant": "tenant-hidden-by-own-regex"}},
     )
 """
 
@@ -142,3 +144,4 @@ def test_one_spark_submit_maintains_the_lake_and_no_planted_secret_leaks(paimon,
     event_log = "".join(p.read_text() for p in events.rglob("*") if p.is_file())  # Spark 4 rolls it in a directory
     assert "SparkListenerEnvironmentUpdate" in event_log and [s for s in secrets if s in event_log] == []
     assert "spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net" in event_log  # there, redacted
+    assert "spark.mycompany.tenant" in event_log and "tenant-hidden-by-own-regex" not in event_log
