@@ -40,10 +40,20 @@ REDACTION_REGEX = "(?i)secret|password|token|access[.]?key|key|credential|storag
 
 _SECRET_KEY_RE = re.compile("|".join(re.escape(word) for word in SECRET_KEY_WORDS), re.IGNORECASE)
 
+#: Keys holding the word but naming a file or a Kubernetes secret, not a credential's value, which
+#: spark-submit itself reads when it submits (a keytab to log in with, secrets to mount): they stay
+#: on the command line, unmasked.
+_REFERENCE_KEY_RE = re.compile(
+    r"(\.keytab|keystore|truststore|keyfile|tokenfile)$"
+    r"|^spark\.kubernetes\.(driver|executor)\.(secrets|secretKeyRef)\.",
+    re.IGNORECASE,
+)
+
 
 def looks_secret(key: Any) -> bool:
     """Whether a conf key (or an environment variable's name) names a credential."""
-    return bool(_SECRET_KEY_RE.search(str(key).replace("_", "-")))
+    text = str(key)
+    return bool(_SECRET_KEY_RE.search(text.replace("_", "-"))) and not _REFERENCE_KEY_RE.search(text)
 
 
 def split_secret_conf(conf: Mapping[str, Any] | None) -> tuple[dict[str, str], dict[str, str]]:

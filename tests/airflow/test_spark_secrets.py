@@ -33,6 +33,12 @@ def test_which_keys_look_secret():
     assert all(looks_secret(key) for key in PLANTED)
     assert all(looks_secret(key) for key in ("spark.x.password", "spark.hadoop.fs.s3a.session.token", "a.credentials.file"))
     assert not any(looks_secret(key) for key in ("spark.ui.enabled", "spark.redaction.regex", "spark.executor.memory"))
+    # Files and Kubernetes secret references spark-submit reads itself are no credentials: they stay on --conf.
+    assert not any(looks_secret(key) for key in (
+        "spark.kerberos.keytab", "spark.ssl.keyStore", "spark.ssl.trustStore",
+        "spark.kubernetes.authenticate.driver.oauthTokenFile", "spark.kubernetes.driver.secretKeyRef.AWS_KEY",
+        "spark.kubernetes.executor.secrets.gcs-key"))
+    assert looks_secret("spark.ssl.keyStorePassword") and looks_secret("spark.kubernetes.authenticate.submission.oauthToken")
     public, secret = split_secret_conf({**PLANTED, "spark.ui.enabled": False})
     assert public == {"spark.ui.enabled": "False"} and secret == PLANTED
 
