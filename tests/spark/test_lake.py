@@ -8,6 +8,7 @@ and pypaimon reads the Paimon tables back.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -119,3 +120,39 @@ def test_an_iceberg_catalog_is_maintained_on_the_executors_and_pyiceberg_reads_i
             assert rows == before[name]["snapshots"][snapshot_id], (name, snapshot_id)
     stored = {t.table: t.jobs["snapshot-expiry"]["status"] for t in lake_status("iceberg://", catalog=catalog).tables}
     assert stored == {name: jobs["snapshot-expiry"]["status"] for name, jobs in by_name.items()}
+
+
+def test_the_lake_operator_reports_every_table_then_fails_on_the_broken_one(spark, paimon, tmp_path, monkeypatch):
+    """SnapTableMaintainLakeOnSparkOperator with the lake job run in this test's Spark session (only spark-submit
+    is left out; tests/airflow/test_spark_lake_dag.py runs it for real): every table's result, asset event and
+    lineage, then the task fails naming the table whose job failed."""
+    from airflow.sdk import AssetAlias
+    from airflow.sdk.exceptions import AirflowException
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    from airflow_snaptable.hooks.spark_submit import SparkSubmitRunner
+    from airflow_snaptable.operators.lake import LAKE_ASSET_ALIAS, SnapTableMaintainLakeOnSparkOperator
+    from tests.airflow.conftest import snaptable_conn
+
+    lake = _broken_lake(paimon, tmp_path / "root")
+    monkeypatch.setenv("AIRFLOW_CONN_SNAPTABLE_DEFAULT", snaptable_conn(str(tmp_path / "root")))
+    submitted = []
+
+    def run_lake_here(self, lake_job, storage_options, catalog=None):
+        submitted.append(lake_job)
+        return json.loads(json.dumps(run_lake(spark, LakeJob.from_dict(lake_job), storage_options, catalog)))
+
+    monkeypatch.setattr(SparkSubmitRunner, "run_lake", run_lake_here)
+    tables = [t.to_dict() for t in list_tables(lake)]
+    op = SnapTableMaintainLakeOnSparkOperator(task_id="maintain_tables", tables=tables, policy=POLICY, location="lake",
+                                              spark_lake_mode="driver")
+    events = OutletEventAccessors()
+    with pytest.raises(AirflowException, match=r"jobs failed on 1 of 8 table\(s\).*sales\.broken.*CorruptMetadataError"):
+        op.execute({"run_id": "manual__1", "outlet_events": events})
+    (job,) = submitted
+    assert job["lake"]["runId"] == "adhoc_airflow/manual__1" and len(job["lake"]["tables"]) == 8
+    alias_events = events[AssetAlias(LAKE_ASSET_ALIAS)].asset_alias_events
+    assert len(alias_events) == 8
+    assert {e.extra["table"]: e.extra["jobs"]["snapshot-expiry"] for e in alias_events}["sales.broken"] == FAILED
+    lineage = op.get_openlineage_facets_on_complete(None)
+    assert len(lineage.outputs) == 8 and len(lineage.inputs) == 8
