@@ -1,6 +1,8 @@
 """A lake of many small tables maintained by one policy (issue 24: "1,000 small tables maintained").
 
 ``python -m benchmarks.lake [--tables 1000] [--parallel 1 4] [--dir DIR]``
+``python -m benchmarks.lake --spark [--tables 100 1000] [--master local[2]]``
+``python -m benchmarks.lake --dag [--tables 100]``
 
 Builds (untimed setup, ``os.fsync`` off) ``--tables`` small tables of this package's format under
 one location, in 10 namespaces of ``tables / 10``: each ``SNAPSHOTS`` overwrites of a few rows
@@ -15,6 +17,18 @@ fresh interpreter (so the peak RSS is the run's own):
 
 Printed per run: wall time, time per table, tables per second, peak RSS, and the storage
 operations per table by kind (every ``Storage`` of the process counted, discovery included).
+
+``--spark`` (issue 25: "100 small tables in one Spark application < 3x the in-process run"): for
+each ``--tables`` size, the run with work in process (a fresh interpreter, ``--parallel`` 4) and,
+on fresh copies of the same lake, in ONE spark-submit of the maintenance job (``--lake-file``,
+as the lake DAG's Spark mode runs it) with the tables on the executors and on the driver. The
+Spark time is the whole spark-submit (JVM and Python start-up included) plus listing the tables;
+the time inside the application (the maintenance alone) is printed beside it, and each run's
+ratio to the in-process run of the same invocation, and Spark's start-up alone (an empty lake).
+
+``--dag``: what a DAG author sees: the lake DAG (``lake_maintenance_group``) under ``airflow
+dags test``, ``runner="local"`` (one mapped task per table) against ``runner="spark"`` (one
+spark-submit for the lake), on copies of the same lake.
 """
 
 from __future__ import annotations
@@ -113,7 +127,7 @@ def _describe(label: str, run: dict) -> str:
 
 def run(tables: int, parallels: list[int], directory: str | None) -> None:
     work = Path(directory or tempfile.mkdtemp(prefix="lake-bench-"))
-    template = work / "template"
+    template = work / f"template-{tables}"
     if not template.exists():
         built = _in_fresh_process("build", str(template), tables)
         print(f"  built {tables:,} tables of {SNAPSHOTS} snapshots in {built['seconds']:.0f} s (untimed setup)", flush=True)
@@ -128,14 +142,138 @@ def run(tables: int, parallels: list[int], directory: str | None) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def spark_once(lake: str, mode: str, master: str, parallel: int) -> dict:
+    """The lake maintained by ONE spark-submit of the job (as the lake DAG's Spark mode runs it)."""
+    from airflow_snaptable.core.lake import Policy, list_tables
+    from airflow_snaptable.spark import job_path
+    from airflow_snaptable.spark.lake import LakeJob
+
+    started = time.perf_counter()
+    job = LakeJob(tuple(list_tables(lake)), Policy.from_mapping(POLICY), parallel=parallel, mode=mode)
+    work = Path(tempfile.mkdtemp(prefix="lake-spark-"))
+    (work / "lake.json").write_text(json.dumps(job.to_dict()))
+    command = [
+        str(Path(sys.executable).with_name("spark-submit")), "--master", master,
+        "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
+        "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
+        "--driver-java-options", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        job_path(), "--lake-file", str(work / "lake.json"), "--result", str(work / "result.json"),
+    ]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    seconds = time.perf_counter() - started
+    if done.returncode:
+        raise RuntimeError(f"spark-submit failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    result = json.loads((work / "result.json").read_text())
+    shutil.rmtree(work, ignore_errors=True)
+    failed = any(j.get("status") == "Failed" for t in result["tables"] for j in t["jobs"].values())
+    expired = sum(t["jobs"]["snapshot-expiry"].get("snapshotsExpired") or 0 for t in result["tables"])
+    return {"seconds": seconds, "in_application": result["seconds"], "tables": len(result["tables"]), "failed": failed,
+            "expired": expired, "spark_tasks": result["sparkTasks"]}
+
+
+def run_spark(sizes: list[int], master: str, directory: str | None) -> None:
+    parallel = 4
+    work = Path(directory or tempfile.mkdtemp(prefix="lake-bench-"))
+    (work / "empty").mkdir(parents=True, exist_ok=True)
+    floor = spark_once(str(work / "empty"), "driver", master, parallel)
+    print(f"  Spark start-up alone (one spark-submit of the job on an empty lake, {master}): {floor['seconds']:.2f} s", flush=True)
+    for tables in sizes:
+        template = work / f"template-{tables}"
+        if not template.exists():
+            built = _in_fresh_process("build", str(template), tables)
+            print(f"\n  {tables:,} tables: built in {built['seconds']:.0f} s (untimed setup)", flush=True)
+        lake = work / f"lake-{tables}-process"
+        shutil.rmtree(lake, ignore_errors=True)
+        shutil.copytree(template, lake)
+        local = _in_fresh_process("maintain_once", str(lake), parallel)
+        print(f"    in process (--parallel {parallel}): {local['seconds']:.2f} s, "
+              f"{1000 * local['seconds'] / tables:.1f} ms/table, {local['expired']:,} snapshots expired", flush=True)
+        for mode in ("executors", "driver"):
+            lake = work / f"lake-{tables}-{mode}"
+            shutil.rmtree(lake, ignore_errors=True)
+            shutil.copytree(template, lake)
+            spark = spark_once(str(lake), mode, master, parallel)
+            print(f"    one Spark application, {master}, tables on the {mode}: {spark['seconds']:.2f} s "
+                  f"({1000 * spark['seconds'] / tables:.1f} ms/table, {spark['seconds'] / local['seconds']:.1f}x in process), "
+                  f"of which maintenance {spark['in_application']:.2f} s ({1000 * spark['in_application'] / tables:.1f} ms/table, "
+                  f"{spark['in_application'] / local['seconds']:.1f}x; total less the empty lake's "
+                  f"{(spark['seconds'] - floor['seconds']) / local['seconds']:.1f}x); {spark['spark_tasks']} Spark task(s), "
+                  f"{spark['expired']:,} snapshots expired{', FAILED jobs' if spark['failed'] else ''}", flush=True)
+    if directory is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+_DAG_FILE = """
+import os
+import pendulum
+from airflow.sdk import DAG
+from airflow_snaptable.operators.lake import lake_maintenance_group
+from benchmarks.lake import POLICY
+
+with DAG(dag_id="lake_bench", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False):
+    lake_maintenance_group(location=os.environ["LAKE_BENCH_LOCATION"], policy=POLICY, runner=os.environ["LAKE_BENCH_RUNNER"],
+                           spark_lake_mode="driver", spark_conf={"spark.ui.enabled": "false"})
+"""
+
+
+def run_dag(tables: int, master: str, directory: str | None) -> None:
+    """The lake DAG under ``airflow dags test``: ``runner="local"`` (one mapped task per table) against
+    ``runner="spark"`` (one spark-submit), each on a fresh copy of the same lake, one Airflow home."""
+    from devtools.local_airflow import LocalAirflow, conn_json
+
+    work = Path(directory or tempfile.mkdtemp(prefix="lake-bench-"))
+    template = work / f"template-{tables}"
+    if not template.exists():
+        _in_fresh_process("build", str(template), tables)
+    dags = work / "dags"
+    dags.mkdir(exist_ok=True)
+    (dags / "lake_bench.py").write_text(_DAG_FILE)
+    airflow = LocalAirflow(work / "airflow-home", dags, env={
+        "AIRFLOW_CONN_SPARK_DEFAULT": conn_json("spark", host=master), "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    })
+    airflow.migrate()
+    seconds = {}
+    for runner in ("local", "spark"):
+        lake = work / f"dag-lake-{runner}"
+        shutil.rmtree(lake, ignore_errors=True)
+        shutil.copytree(template, lake)
+        env = {**airflow.env, "LAKE_BENCH_LOCATION": str(lake), "LAKE_BENCH_RUNNER": runner}
+        seconds[runner] = airflow.dags_test("lake_bench", env=env, timeout=3600).seconds
+        print(f"    airflow dags test, runner={runner!r}: {seconds[runner]:.1f} s "
+              f"({'one task per table' if runner == 'local' else 'one spark-submit, tables on the driver'})", flush=True)
+    print(f"    spark / local: {seconds['spark'] / seconds['local']:.2f}x", flush=True)
+    if directory is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.lake", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tables", type=int, default=1000, help="tables in the lake (default 1000)")
+    parser.add_argument("--tables", type=int, nargs="+", default=None,
+                        help="tables in the lake (default 1000; with --spark: 100 1000)")
     parser.add_argument("--parallel", type=int, nargs="+", default=[1, 4], help="runs with these --parallel values (default 1 4)")
     parser.add_argument("--dir", help="build the lake here and keep it (default: a temporary directory)")
+    parser.add_argument("--spark", action="store_true", help="in process against one Spark application (see above)")
+    parser.add_argument("--master", default="local[2]", help="the Spark master of --spark (default local[2])")
+    parser.add_argument("--dag", action="store_true",
+                        help="the lake DAG under airflow dags test, runner local against spark (default 100 tables)")
     args = parser.parse_args(argv)
-    print(f"lake maintenance: {args.tables:,} small tables, one policy (expiry to one snapshot, consumer and tag expiry)")
-    run(args.tables, args.parallel, args.dir)
+    if args.dag:
+        for tables in args.tables or [100]:
+            print(f"lake DAG, {tables:,} small tables: one mapped task per table against one spark-submit")
+            run_dag(tables, args.master, args.dir)
+        return 0
+    if args.spark:
+        sizes = args.tables or [100, 1000]
+        print(f"lake maintenance in process vs one Spark application: {', '.join(f'{n:,}' for n in sizes)} small tables")
+        run_spark(sizes, args.master, args.dir)
+        return 0
+    for tables in args.tables or [1000]:
+        print(f"lake maintenance: {tables:,} small tables, one policy (expiry to one snapshot, consumer and tag expiry)")
+        run(tables, args.parallel, args.dir)
     return 0
 
 

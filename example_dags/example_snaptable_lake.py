@@ -7,6 +7,8 @@ side; ``iceberg://`` with the connection's extra ``catalog``) when the DAG runs,
 each by the policy below, at most ``SNAPTABLE_EXAMPLE_LAKE_PARALLEL`` at a time. Each table's
 jobs and their status (``Successful``, ``Failed``, ``Disabled``, ``Not_Yet_Run``) are stored with
 it (``snaptable status LOCATION`` shows them) and each table maintained gets an asset event.
+With ``SNAPTABLE_EXAMPLE_LAKE_RUNNER=spark`` one spark-submit (the ``spark_default`` connection)
+maintains every table in one Spark application instead of one task per table.
 The policy, its precedence and the status: docs/maintenance.md.
 """
 
@@ -48,4 +50,6 @@ with DAG(
         location=LAKE,
         policy=POLICY,
         max_active_tis_per_dagrun=int(os.environ.get("SNAPTABLE_EXAMPLE_LAKE_PARALLEL", "4")),
+        # "spark": one spark-submit maintains the whole lake (one Spark application, not one per table).
+        runner=os.environ.get("SNAPTABLE_EXAMPLE_LAKE_RUNNER", "local"),
     )

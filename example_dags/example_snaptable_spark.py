@@ -9,9 +9,11 @@ the executors; smaller ones stay on the driver, where core deletes on 16 threads
 machine that is faster: see docs/benchmarks.md, "spark_delete").
 
 Credentials: the snaptable connection's storage options (S3 key/secret from login/password)
-reach the job in the ``SNAPTABLE_STORAGE_OPTIONS`` environment variable of the spark-submit
-process, never on the command line (SparkSubmitHook logs the command, ``--conf`` values
-included). Spark connection: its host is the master, e.g.
+reach the job in a private file (mode 0600, read once by the job and deleted) that the
+``SNAPTABLE_SECRETS_FILE`` environment variable of the spark-submit process names, never on
+the command line (SparkSubmitHook logs the command, ``--conf`` values included); a
+``spark_conf`` key that looks secret is handed over the same way and masked (docs/airflow.md,
+"Secrets"). Spark connection: its host is the master, e.g.
 ``AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[*]"}'`` (a missing Spark
 connection is refused: SparkSubmitHook would silently submit to YARN).
 """

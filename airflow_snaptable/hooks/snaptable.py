@@ -310,7 +310,8 @@ class SnapTableHook(BaseHook):
             ``spark-submit`` of the packaged maintenance job through the Spark provider's
             ``SparkSubmitHook`` (client mode: the driver runs here).
         :param spark_conn_id: The Spark connection (its host is the master, e.g. ``local[*]``, ``yarn``).
-        :param spark_conf: Spark conf for ``--conf`` (it is logged: no secrets here).
+        :param spark_conf: Spark conf for ``--conf``; keys that look secret are masked and handed to the
+            job in a private file instead (hooks/spark_secrets.py).
         :param spark_submit_kwargs: More ``SparkSubmitHook`` arguments (``driver_memory``,
             ``jars``, ``packages``, ``properties_file``, ``env_vars`` ...).
         """

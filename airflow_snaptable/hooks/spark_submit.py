@@ -8,8 +8,10 @@ when a DAG is parsed (errors show at parse time), the hook when it runs an actio
 provider's ``SparkSubmitHook`` in client mode: the driver runs on this worker, reads the
 action file and writes the result file in a private temporary directory. Credentials never
 go on the command line: SparkSubmitHook logs the command (``--conf`` values included) and
-turns ``env_vars`` into ``--conf`` on YARN/Kubernetes, so the storage options travel as
-``SNAPTABLE_STORAGE_OPTIONS`` in the spark-submit process's environment, which the driver inherits.
+turns ``env_vars`` into ``--conf`` on YARN/Kubernetes, so the storage options, the catalog
+properties and every secret-looking ``spark_conf`` entry travel in a private file the job reads
+once (hooks/spark_secrets.py, spark/handoff.py). :meth:`SparkSubmitRunner.run_lake` runs a whole
+lake's maintenance in one application (spark/lake.py).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_snaptable.core import actions as core_actions
 from airflow_snaptable.core.errors import InvalidArgumentError, UnsupportedOperationError
-from airflow_snaptable.core.io.storage_options import CATALOG_ENV, STORAGE_OPTIONS_ENV
+from airflow_snaptable.core.io.storage_options import STORAGE_OPTIONS_ENV
 
 RUNNERS = ("local", "spark")
 #: SparkSubmitHook arguments the runner sets itself.
@@ -41,7 +43,8 @@ class RunnerSettings:
     :param runner: ``"local"`` runs the action in this process; ``"spark"`` runs it with
         ``spark-submit`` and the packaged maintenance job (bulk deletes on executors).
     :param spark_conn_id: The Spark connection when ``runner="spark"`` (host = master, e.g. ``local[*]``).
-    :param spark_conf: Spark conf for ``--conf`` (logged: no secrets here).
+    :param spark_conf: Spark conf for ``--conf``; keys that look secret are masked and handed to the job
+        in a private file instead (hooks/spark_secrets.py).
     :param spark_submit_kwargs: More ``SparkSubmitHook`` arguments (``driver_memory``, ``jars``,
         ``packages``, ``properties_file``, ``env_vars``, ``name`` ...).
     """
@@ -92,28 +95,66 @@ class SparkSubmitRunner:
 
         ``catalog``: an ``iceberg://`` table's catalog properties (in the environment, like the storage options).
         """
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
-        from airflow_snaptable.spark import job_path
-
         if core_actions.ACTIONS.get(action.name) is not type(action):
             raise InvalidArgumentError(
                 f"the Spark maintenance job runs the actions of core.actions.ACTIONS, not {type(action).__name__}; use runner='local'"
             )
+        doc = self._submit_job(
+            "--action-file", action.to_json(), f"snaptable-{action.name}", storage_options, catalog,
+            lambda error: spark_job_error(action, error),
+        )
+        if doc is None:
+            raise AirflowException(f"the snaptable Spark job for {action.name} on {action.table} wrote no result")
+        if doc.get("error"):
+            raise spark_job_error(action, doc["error"])
+        return doc
+
+    def run_lake(
+        self, lake_job: Mapping[str, Any], storage_options: Mapping[str, Any] | None, catalog: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Many tables maintained in one Spark application (spark/lake.py): ``{"tables": [report, ...], ...}``.
+
+        ``lake_job``: the lake document (``LakeJob.to_dict``), which holds no credentials."""
+        tables = len(lake_job["lake"]["tables"])
+
+        def error(doc: Mapping[str, Any]) -> Exception:
+            return AirflowException(f"the snaptable lake job ({tables} tables) failed in Spark: {doc.get('type')}: {doc.get('message')}")
+
+        doc = self._submit_job("--lake-file", json.dumps(lake_job), f"snaptable-lake-{tables}-tables", storage_options, catalog, error)
+        if doc is None:
+            raise AirflowException(f"the snaptable lake job ({tables} tables) wrote no result")
+        if doc.get("error"):
+            raise error(doc["error"])
+        return doc
+
+    def _submit_job(
+        self, argument: str, document: str, name: str, storage_options: Mapping[str, Any] | None,
+        catalog: Mapping[str, Any] | None, job_error,
+    ) -> dict[str, Any] | None:
+        """spark-submit of the job with ``argument`` naming a file holding ``document``; the result file's document.
+
+        Credentials (storage options, catalog, secret-looking ``spark_conf`` entries) reach the job in a
+        private file, never on the command line (hooks/spark_secrets.py)."""
+        from airflow_snaptable.hooks.spark_secrets import SnapTableSparkSubmitHook, hand_off_secrets, mask_secret_conf
+        from airflow_snaptable.spark import job_path
+        from airflow_snaptable.spark.handoff import split_secret_conf
+
         settings = self.settings
         kwargs = dict(settings.spark_submit_kwargs or {})
         env_vars = dict(kwargs.pop("env_vars", None) or {})
         _require_connection(settings.spark_conn_id)
+        mask_secret_conf(settings.spark_conf)
+        conf, secret_conf = split_secret_conf(settings.spark_conf)
         with tempfile.TemporaryDirectory(prefix="snaptable-job-") as workdir:  # private (0700)
-            action_file = os.path.join(workdir, "action.json")
+            document_file = os.path.join(workdir, "job.json")
             result_file = os.path.join(workdir, "result.json")
-            with open(action_file, "w", encoding="utf-8") as handle:
-                handle.write(action.to_json())  # the action holds no credentials
-            submit = SparkSubmitHook(
-                conf={str(k): str(v) for k, v in (settings.spark_conf or {}).items()},
+            with open(document_file, "w", encoding="utf-8") as handle:
+                handle.write(document)  # actions and lake documents hold no credentials
+            submit = SnapTableSparkSubmitHook(
+                conf=conf,
                 conn_id=settings.spark_conn_id,
-                name=kwargs.pop("name", f"snaptable-{action.name}"),
-                application_args=["--action-file", action_file, "--result", result_file],
+                name=kwargs.pop("name", name),
+                application_args=[argument, document_file, "--result", result_file],
                 **kwargs,
             )
             connection = getattr(submit, "_connection", {})
@@ -122,26 +163,20 @@ class SparkSubmitRunner:
                     "spark runner: deploy mode 'cluster' is not supported (the driver must run here to read the "
                     "action file and write the result file); use client mode"
                 )
-            env = spark_environment(storage_options, env_vars, str(connection.get("master", "")), connection.get("spark_binary"))
+            env = spark_environment(storage_options or {}, env_vars, str(connection.get("master", "")), connection.get("spark_binary"))
             require_spark_binary(connection.get("spark_binary") or "spark-submit", env.get("PATH"))
-            if catalog:
-                env[CATALOG_ENV] = json.dumps(dict(catalog))
+            hand_off_secrets(workdir, env, storage_options, catalog, secret_conf, keep=env_vars)
             self._submit = submit
             try:
                 submit.submit(job_path(), env=env)
             except AirflowException as exc:
                 doc = _read_result(result_file)
                 if doc and doc.get("error"):
-                    raise spark_job_error(action, doc["error"]) from exc
+                    raise job_error(doc["error"]) from exc
                 raise
             finally:
                 self._submit = None
-            doc = _read_result(result_file)
-        if doc is None:
-            raise AirflowException(f"the snaptable Spark job for {action.name} on {action.table} wrote no result")
-        if doc.get("error"):
-            raise spark_job_error(action, doc["error"])
-        return doc
+            return _read_result(result_file)
 
     def kill(self) -> None:
         """Stop the running spark-submit, if any."""

@@ -50,7 +50,9 @@ class SnapTableBaseOperator(BaseOperator):
     :param runner: ``"local"`` runs the action in the task's process; ``"spark"`` runs it with
         ``spark-submit`` and the packaged maintenance job (bulk deletes on executors).
     :param spark_conn_id: The Spark connection when ``runner="spark"`` (host = master, e.g. ``local[*]``).
-    :param spark_conf: Spark conf for ``--conf`` (logged: put no secrets here). (templated)
+    :param spark_conf: Spark conf for ``--conf``; entries whose key looks secret (``key``, ``secret``,
+        ``token``, ``password``, ``storage-options``, ``credential``) are masked in the log and rendered
+        fields and handed to the job in a private file, not on the command line. (templated)
     :param spark_submit_kwargs: More ``SparkSubmitHook`` arguments (``driver_memory``,
         ``executor_memory``, ``num_executors``, ``jars``, ``packages``, ``properties_file``,
         ``env_vars``, ``name`` ...), checked when the DAG is parsed.
@@ -101,6 +103,14 @@ class SnapTableBaseOperator(BaseOperator):
     def action_fields(cls) -> tuple[ActionField, ...]:
         """The action's fields this operator takes (every one but the internal ones)."""
         return tuple(field for field in cls.action.parameters() if not field.param.internal)
+
+    def _do_render_template_fields(self, *args: Any, **kwargs: Any) -> None:
+        from airflow_snaptable.hooks.spark_secrets import mask_secret_conf
+
+        # Airflow renders a task, mapped or not, through this method; the rendered fields are stored after
+        # it: secret-looking spark_conf values are registered with the secrets masker first, so they show as ***.
+        super()._do_render_template_fields(*args, **kwargs)
+        mask_secret_conf(self.spark_conf, warn=False)
 
     @cached_property
     def hook(self) -> SnapTableHook:

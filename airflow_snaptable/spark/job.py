@@ -10,18 +10,27 @@ submit instead of one per step, e.g. tag -> expire -> expire tags -> orphans),
 stopping at the first failure. The result is then the array of the finished
 actions' results, followed on failure by the failed action's error document.
 
-Arguments (give one of --action-file and --action):
+A lake document (``--lake-file``, airflow_snaptable/spark/lake.py) runs a policy's jobs on
+many tables in this one application, exactly as ``snaptable maintain`` does per table; the
+result is ``{"tables": [every table's report], "mode", "sparkTasks"}``.
+
+Arguments (give one of --action-file, --action and --lake-file):
   --action-file PATH   a file holding the action JSON (local path or fsspec URL)
   --action JSON        the action JSON itself (actions hold no credentials)
+  --lake-file PATH     a file holding a lake document (tables and policy; no credentials)
   --result PATH        where to write the result JSON (local path or fsspec URL);
                        on success core's result ``{"action", "table", "result"}``,
                        on failure ``{"action", "table", "error": {"type", "message"}}``
 
 Storage credentials never go on the command line: the job reads fsspec storage
-options (a JSON object) from the Spark conf ``spark.snaptable.storage-options``
-(set it in a properties file or spark-defaults.conf) or from the environment
-variable ``SNAPTABLE_STORAGE_OPTIONS``; without either, fsspec's defaults apply
-(for S3: AWS_* variables, instance profiles ...). They are never printed.
+options (a JSON object) from the Spark conf ``spark.snaptable.storage-options``,
+else from the secrets file the environment variable ``SNAPTABLE_SECRETS_FILE``
+names (written by the Airflow runner, read once and deleted; it also holds the
+catalog properties and the secret-looking ``spark_conf`` entries, which the job
+sets on its session: spark/handoff.py), else from the environment variable
+``SNAPTABLE_STORAGE_OPTIONS``; without any, fsspec's defaults apply (for S3:
+AWS_* variables, instance profiles ...). They are never printed, and the job
+sets ``spark.redaction.regex`` so the Spark UI and event log hide them.
 
 Deletion progress is printed as ``snaptable-progress: <phase>: done/total (percent), rate``
 lines (core/lifecycle/progress.py).
@@ -56,6 +65,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     # No "-" for stdin: under spark-submit the driver's stdin is a pipe the JVM never closes.
     source.add_argument("--action-file", metavar="PATH_OR_URL", help="a file holding the action JSON")
     source.add_argument("--action", metavar="JSON", help="the action JSON itself")
+    source.add_argument("--lake-file", metavar="PATH_OR_URL", help="a file holding a lake document (spark/lake.py)")
     parser.add_argument("--result", metavar="PATH_OR_URL", help="write the result JSON here (local path or fsspec URL)")
     return parser.parse_args(argv)
 
@@ -67,11 +77,12 @@ def _read_action_text(args: argparse.Namespace) -> str:
 
     if args.action is not None:
         return args.action
+    path, what = (args.lake_file, "lake") if args.lake_file else (args.action_file, "action")
     try:
-        with fsspec.open(args.action_file, "r", encoding="utf-8") as handle:
+        with fsspec.open(path, "r", encoding="utf-8") as handle:
             return handle.read()
     except OSError as exc:
-        raise InvalidArgumentError(f"cannot read the action file {args.action_file}: {exc.strerror or exc}") from None
+        raise InvalidArgumentError(f"cannot read the {what} file {path}: {exc.strerror or exc}") from None
 
 
 def write_result(location: str, doc: Any, storage_options: dict | None) -> None:
@@ -90,14 +101,71 @@ def write_result(location: str, doc: Any, storage_options: dict | None) -> None:
         handle.write(data)
 
 
-def _storage_options(spark) -> dict | None:
+def _storage_options(spark, secrets=None) -> dict | None:
     from airflow_snaptable.core.io.storage_options import parse_storage_options, storage_options_from_environment
     from airflow_snaptable.spark._common import STORAGE_OPTIONS_CONF
 
     text = spark.sparkContext.getConf().get(STORAGE_OPTIONS_CONF, None)
     if text:
         return parse_storage_options(text, f"Spark conf {STORAGE_OPTIONS_CONF}")
+    if secrets is not None and secrets.storage_options is not None:
+        return secrets.storage_options
     return storage_options_from_environment()
+
+
+def _catalog(secrets=None) -> dict | None:
+    from airflow_snaptable.core.io.storage_options import catalog_from_environment
+
+    if secrets is not None and secrets.catalog is not None:
+        return secrets.catalog
+    return catalog_from_environment()
+
+
+def _session(app_name: str, secrets=None):
+    """The SparkSession, with the secret confs the runner handed over set on it (never on the command
+    line) and ``spark.redaction.regex`` covering them in the Spark UI and event log."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name).config("spark.redaction.regex", _redaction_regex())
+    for key, value in (secrets.spark_conf if secrets is not None else {}).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _lake_job(text: str):
+    from airflow_snaptable.core.errors import InvalidArgumentError
+    from airflow_snaptable.spark.lake import LakeJob
+
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidArgumentError(f"the lake file is not valid JSON ({exc.msg} at position {exc.pos})") from None
+    return LakeJob.from_dict(doc)
+
+
+def _redaction_regex() -> str:
+    """Ours, joined to the one spark-submit was given (a user's regex is widened, never replaced)."""
+    from airflow_snaptable.spark.handoff import REDACTION_REGEX
+
+    try:
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()  # the gateway spark-submit started: its conf is readable before the session
+        given = SparkConf().get("spark.redaction.regex", None)
+    except Exception:  # noqa: BLE001 - outside spark-submit: ours alone
+        given = None
+    return f"{given}|{REDACTION_REGEX}" if given and given != REDACTION_REGEX else REDACTION_REGEX
+
+
+def _run_lake(spark, job, secrets) -> dict[str, Any]:
+    """A lake document's tables maintained in this application."""
+    from airflow_snaptable.spark.lake import run_lake
+
+    result = run_lake(spark, job, _storage_options(spark, secrets), _catalog(secrets))
+    failed = sum(1 for table in result["tables"] if any(j.get("status") == "Failed" for j in table["jobs"].values()))
+    print(f"{PROG}: {len(result['tables'])} table(s) maintained on the {result['mode']} in {result['seconds']:.1f} s"
+          f" ({result['sparkTasks']} Spark task(s)), {failed} with a failed job", file=sys.stderr)
+    return result
 
 
 def _log_progress_to_stderr() -> None:
@@ -122,20 +190,27 @@ def main(argv: list[str] | None = None) -> int:
     many = False
     try:
         from airflow_snaptable.core.actions import actions_from_json
+        from airflow_snaptable.spark.handoff import take_secrets
 
+        secrets = take_secrets()
+        if args.lake_file:
+            job = _lake_job(_read_action_text(args))  # checked before Spark starts
+            spark = _session(f"snaptable lake: {len(job.tables)} tables", secrets)
+            doc = _run_lake(spark, job, secrets)
+            if args.result:
+                write_result(args.result, doc, _storage_options(spark, secrets))
+            else:  # with a result file, the summary line above is the log's: a lake's report is long
+                print(json.dumps(doc, sort_keys=True, default=str))
+            return 0
         # Every action is checked before Spark starts: a typo in the last step changes nothing.
         actions, many = actions_from_json(_read_action_text(args))
-        from pyspark.sql import SparkSession
-
         from airflow_snaptable.spark.maintenance import run_action_distributed
 
         first = actions[0]
         name = first.name if len(actions) == 1 else f"{len(actions)} actions"
-        spark = SparkSession.builder.appName(f"snaptable {name} {first.table}").getOrCreate()
-        storage_options = _storage_options(spark)
-        from airflow_snaptable.core.io.storage_options import catalog_from_environment
-
-        catalog = catalog_from_environment()
+        spark = _session(f"snaptable {name} {first.table}", secrets)
+        storage_options = _storage_options(spark, secrets)
+        catalog = _catalog(secrets)
         for action in actions:
             run = run_action_distributed(spark, action, storage_options, catalog=catalog)
             results.append(run.result)
@@ -144,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                 f" ({run.deleted_on_executors} files deleted on executors in {run.spark_jobs} Spark job(s))",
                 file=sys.stderr,
             )
-        doc: Any = results if many else results[0]
+        doc = results if many else results[0]
         if args.result:
             write_result(args.result, doc, storage_options)
         print(json.dumps(doc, sort_keys=True, default=str))

@@ -204,10 +204,19 @@ class FakePopen:
     calls: list = []
 
     def __init__(self, cmd, env=None, **kwargs):
-        FakePopen.calls.append({"cmd": list(cmd), "env": dict(env or {})})
+        import os
+        import stat
+
+        from airflow_snaptable.spark.handoff import SECRETS_FILE_ENV, take_secrets
+
+        secrets_file = env[SECRETS_FILE_ENV]
+        mode = stat.S_IMODE(os.stat(secrets_file).st_mode)
+        secrets = take_secrets(env)  # as the job does: read once, deleted
+        FakePopen.calls.append({"cmd": list(cmd), "env": dict(env or {}), "secrets": secrets, "secrets_mode": mode,
+                                "secrets_file": secrets_file})
         args = cmd[cmd.index("--action-file"):]
         action_file, result_file = args[1], args[3]
-        options = json.loads(env[STORAGE_OPTIONS_ENV])
+        options = secrets.storage_options or {}
         with open(action_file) as handle:
             action = core_actions.action_from_json(handle.read())
         try:
@@ -249,7 +258,10 @@ def test_spark_runner_keeps_credentials_off_the_command_line(monkeypatch, spark_
     assert SECRET not in command
     assert call["cmd"][:3] == ["spark-submit", "--master", "local[2]"]
     assert "--conf spark.ui.enabled=false" in command and "--driver-memory 1g" in command
-    assert json.loads(call["env"][STORAGE_OPTIONS_ENV]) == {"secret": SECRET}
+    # In a file only this user reads, named in the environment; not in the environment itself.
+    assert call["secrets"].storage_options == {"secret": SECRET} and call["secrets_mode"] == 0o600
+    assert STORAGE_OPTIONS_ENV not in call["env"], call["env"].get(STORAGE_OPTIONS_ENV)
+    assert SECRET not in json.dumps(call["env"])
     assert call["env"]["EXTRA_VAR"] == "1"
     assert call["env"]["PYSPARK_PYTHON"]  # local master: the driver's interpreter for the workers
 

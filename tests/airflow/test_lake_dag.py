@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from airflow_snaptable.core.errors import InvalidPolicyError
+from airflow_snaptable.core.errors import InvalidArgumentError, InvalidPolicyError
 from airflow_snaptable.core.lake import lake_status
 from airflow_snaptable.operators.lake import (
     LAKE_ASSET_ALIAS,
@@ -112,3 +112,39 @@ def test_the_example_dag_maintains_a_mixed_lake(paimon, tmp_path, airflow_db):
     out = subprocess.run([os.path.join(os.path.dirname(os.sys.executable), "snaptable"), "status", lake.path, "--json"],
                          capture_output=True, text=True, timeout=120)
     assert json.loads(out.stdout)["tables"][0]["jobs"]["snapshot-expiry"]["status"] in ("Successful", "Disabled")
+
+
+def test_the_spark_group_maps_one_spark_submit_per_chunk_of_tables(tmp_path, monkeypatch):
+    from airflow.sdk import DAG
+
+    from airflow_snaptable.operators.lake import SnapTableMaintainLakeOnSparkOperator
+
+    with DAG("lake_spark", schedule=None) as dag:
+        lake_maintenance_group(location="lake", policy=POLICY, runner="spark", tables_per_submit=2, spark_lake_mode="driver",
+                               spark_conf={"spark.ui.enabled": "false"}, pool="spark_pool")
+    listed, mapped = dag.get_task("lake_maintenance.list_tables"), dag.get_task("lake_maintenance.maintain_tables")
+    assert listed.chunk_size == 2 and mapped.operator_class is SnapTableMaintainLakeOnSparkOperator
+    assert mapped.partial_kwargs["spark_lake_mode"] == "driver" and mapped.partial_kwargs["pool"] == "spark_pool"
+    assert [o.name for o in mapped.partial_kwargs["outlets"]] == [LAKE_ASSET_ALIAS]
+    with DAG("lake_spark_one", schedule=None) as one:
+        lake_maintenance_group(location="lake", policy=POLICY, runner="spark")
+    assert one.get_task("lake_maintenance.list_tables").chunk_size == 0  # the whole lake in one application
+
+    root = tmp_path / "warehouse"
+    monkeypatch.setenv("AIRFLOW_CONN_SNAPTABLE_DEFAULT", snaptable_conn(str(root)))
+    for name in ("a.one", "a.two", "b.three"):
+        write_native(native_dir(str(root / "lake"), name), snapshots=1)
+    chunks = SnapTableListLakeTablesOperator(task_id="list", location="lake", chunk_size=2).execute({})
+    assert [[t["name"] for t in chunk] for chunk in chunks] == [["a.one", "a.two"], ["b.three"]]
+    whole = SnapTableListLakeTablesOperator(task_id="list", location="lake", chunk_size=0).execute({})
+    assert [[t["name"] for t in chunk] for chunk in whole] == [["a.one", "a.two", "b.three"]]
+
+    for bad, match in (
+        (lambda: lake_maintenance_group(location="lake", policy=POLICY, runner="spark", tables_per_submit=0), "tables_per_submit"),
+        (lambda: lake_maintenance_group(location="lake", policy=POLICY, runner="spark", spark_lake_mode="cluster"), "spark_lake_mode"),
+        (lambda: lake_maintenance_group(location="lake", policy=POLICY, runner="emr"), "runner must be"),
+        (lambda: SnapTableListLakeTablesOperator(task_id="l", location="lake", chunk_size=-1), "chunk_size"),
+    ):
+        with pytest.raises(InvalidArgumentError, match=match):
+            with DAG("bad_spark", schedule=None):
+                bad()

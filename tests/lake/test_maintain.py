@@ -322,3 +322,26 @@ def test_one_table_at_a_time_is_the_same_run_as_the_whole_lake(mixed_lake):
             LakeTable.from_dict(bad)
     with pytest.raises(InvalidArgumentError, match="LakeTable"):
         maintain_table(orders.to_dict(), Policy.from_mapping({}))
+
+
+def test_maintain_tables_runs_given_tables_as_maintain_runs_them(tmp_path):
+    """The unit one Spark application (or one executor's share) runs: the tables given, nothing discovered."""
+    from airflow_snaptable.core.lake import LakeTable, list_tables, maintain_tables
+
+    lake = str(tmp_path / "lake")
+    for name in ("a.one", "a.two", "b.three"):
+        write_native(native_dir(lake, name))
+    policy = Policy.from_mapping({"defaults": EXPIRE_TO_TWO})
+    chosen = [t for t in list_tables(lake) if t.name != "a.two"]
+    reports = maintain_tables(chosen, policy, parallel=2, run_id="r1")
+    assert [r.table for r in reports] == ["a.one", "b.three"]
+    assert all(r.jobs["snapshot-expiry"]["snapshotsExpired"] == NATIVE_SNAPSHOTS - 2 for r in reports)
+    assert len(Table.open(native_dir(lake, "a.two")).snapshots()) == NATIVE_SNAPSHOTS  # not given: untouched
+    stored = {t.table: t.jobs["snapshot-expiry"]["status"] for t in lake_status(lake).tables}
+    assert stored == {"a.one": SUCCESSFUL, "a.two": NOT_YET_RUN, "b.three": SUCCESSFUL}
+    with pytest.raises(InvalidArgumentError, match="LakeTables"):
+        maintain_tables([{"name": "a.one"}], policy)
+    with pytest.raises(InvalidArgumentError, match="parallel"):
+        maintain_tables(chosen, policy, parallel=0)
+    assert maintain_tables([], policy) == []
+    assert isinstance(chosen[0], LakeTable)

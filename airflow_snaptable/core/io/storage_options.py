@@ -2,8 +2,9 @@
 job, the data source and the hook.
 
 Storage options (and an Iceberg catalog's properties) hold credentials, so they never go on a command line or into a Spark conf
-that is logged: the Spark job, the data source and the spark-submit runner pass them as a
-JSON object in the environment variable :data:`STORAGE_OPTIONS_ENV`.
+that is logged: the data source (and a job started by hand) read them as a JSON object from the
+environment variable :data:`STORAGE_OPTIONS_ENV`; the Airflow spark-submit runner hands them to
+the job in a private file instead (airflow_snaptable/spark/handoff.py).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ docs/maintenance.md explains the policy, the precedence, the status and the comm
 from airflow_snaptable.core.lake.discovery import LakeTable, discover
 from airflow_snaptable.core.lake.policy import JOBS, Policy, ResolvedJob
 from airflow_snaptable.core.lake.report import LakeReport, TableReport
-from airflow_snaptable.core.lake.run import lake_status, list_tables, maintain, maintain_table
+from airflow_snaptable.core.lake.run import lake_status, list_tables, maintain, maintain_table, maintain_tables
 from airflow_snaptable.core.lake.status import DISABLED, FAILED, NOT_YET_RUN, SUCCESSFUL
 
 __all__ = [
@@ -33,4 +33,5 @@ __all__ = [
     "list_tables",
     "maintain",
     "maintain_table",
+    "maintain_tables",
 ]

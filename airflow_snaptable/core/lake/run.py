@@ -108,6 +108,31 @@ def maintain_table(
         run.keeper.close()
 
 
+def maintain_tables(
+    tables: Iterable[LakeTable],
+    policy: Policy,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    catalog: dict[str, Any] | None = None,
+    dry_run: bool = False,
+    parallel: int = DEFAULT_PARALLEL,
+    run_id: str | None = None,
+    lease_seconds: float = leases.DEFAULT_LEASE_SECONDS,
+) -> list[TableReport]:
+    """Given tables' jobs, exactly as :func:`maintain` runs them on each table, on ``parallel`` threads: the
+    unit a Spark application (airflow_snaptable/spark/lake.py) runs on its driver or on each executor's share."""
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+        raise InvalidArgumentError(f"parallel must be an integer >= 1, got {parallel!r}")
+    tables = list(tables)
+    if not all(isinstance(table, LakeTable) for table in tables):
+        raise InvalidArgumentError("tables must be LakeTables (list_tables, LakeTable.from_dict)")
+    run = _Run.checked(policy, storage_options, catalog, dry_run, run_id, lease_seconds)
+    try:
+        return _for_each_table(tables, run.maintain_table, parallel)
+    finally:
+        run.keeper.close()
+
+
 def list_tables(
     location: str, *, storage_options: dict[str, Any] | None = None, catalog: dict[str, Any] | None = None,
     max_depth: int = DEFAULT_MAX_DEPTH,
