@@ -269,7 +269,7 @@ def test_spark_runner_keeps_credentials_off_the_command_line(monkeypatch, spark_
 def test_spark_runner_reports_the_jobs_error(spark_conn, orders):
     hook = SnapTableHook(snaptable_conn_id=None)
     with mock.patch("airflow.providers.apache.spark.hooks.spark_submit.subprocess.Popen", FakePopen):
-        # Core's typed error, whatever the runner: callers can catch it (CreateTagOperator's if_exists="skip" does).
+        # Core's typed error, whatever the runner: callers can catch it (SnapTableCreateTagOperator's if_exists="skip" does).
         with pytest.raises(TagNotFoundError, match="failed in Spark: TagNotFoundError"):
             hook.run_action(hook.build_action("delete-tag", orders.uri, tag_name="nope"), runner="spark", spark_conn_id=spark_conn)
 

@@ -94,9 +94,9 @@ def test_the_logged_command_is_not_mangled_by_keyword_masking(spark_conn):
 def test_rendered_spark_conf_shows_secret_values_masked(orders):
     from airflow.sdk.log import redact
 
-    from airflow_snaptable.operators import SnapshotExpireOperator
+    from airflow_snaptable.operators import SnapTableExpireSnapshotsOperator
 
-    op = SnapshotExpireOperator(task_id="t", table=orders.uri, runner="spark",
+    op = SnapTableExpireSnapshotsOperator(task_id="t", table=orders.uri, runner="spark",
                                 spark_conf={"spark.hadoop.fs.s3a.secret.key": "{{ params.key }}", "spark.ui.enabled": "false"})
     op.render_template_fields({"params": {"key": "plantedG-rendered-3c3c"}})
     rendered = redact(op.spark_conf, "spark_conf")  # what Airflow stores as the rendered field
