@@ -31,9 +31,15 @@ from airflow_snaptable.operators.snaptable import (
     SnapTableRenameTagOperator,
     SnapTableRollbackOperator,
     SnapshotExpireOperator,
+    SnapshotUndoOperator,
+    SnapTablePurgeOperator,
+    SnapTableUndoOperator,
 )
 
 __all__ = [
+    "SnapshotUndoOperator",
+    "SnapTablePurgeOperator",
+    "SnapTableUndoOperator",
     "AdvanceConsumerOperator",
     "CompactOperator",
     "CreateTagOperator",

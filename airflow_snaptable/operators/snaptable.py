@@ -293,3 +293,18 @@ RollbackOperator = SnapTableRollbackOperator
 RemoveOrphanFilesOperator = SnapTableRemoveOrphanFilesOperator
 CompactOperator = SnapTableCompactOperator
 AdvanceConsumerOperator = SnapTableAdvanceConsumerOperator
+
+
+class SnapTableUndoOperator(SnapTableBaseOperator):
+    """Undo a run that kept what it removed noncurrent: pass the deleting task's XCom ``run_id``
+    (``run_id="{{ ti.xcom_pull('expire')['run_id'] }}"``)."""
+
+    action = core_actions.Undo
+
+
+class SnapTablePurgeOperator(SnapTableBaseOperator):
+    action = core_actions.Purge
+
+
+#: The short name the issue and the docs use.
+SnapshotUndoOperator = SnapTableUndoOperator

@@ -34,6 +34,7 @@ from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.formats.iceberg.orphans import DEFAULT_WINDOW as ICEBERG_ORPHAN_WINDOW
 from airflow_snaptable.core.lifecycle.orphans import DEFAULT_ORPHAN_WINDOW
 from airflow_snaptable.core.lifecycle.periodic_tags import FORMATTERS, PERIODS, TIME_SOURCES
+from airflow_snaptable.core.actions.noncurrent import Purge, Trash, Undo, noncurrent_days_arg, run_retaining
 from airflow_snaptable.core.actions.hudi_clean import Clean, CreateSavepoint, DeleteSavepoint, RestoreSavepoint
 from airflow_snaptable.core.table import Table
 from airflow_snaptable.core.native.tags import IF_EXISTS
@@ -83,8 +84,10 @@ class ExpireSnapshots(Action):
         "like Iceberg's cleanExpiredFiles(false); orphan cleaning removes their files later.",
     )
 
+    noncurrent_days: int | None = noncurrent_days_arg()
+
     def run(self, table: Table) -> dict[str, Any]:
-        return self.result_document(table.expire_snapshots(**self.arguments()))
+        return run_retaining(self, table, lambda arguments: table.expire_snapshots(**arguments))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,9 +134,10 @@ class DeleteTag(Action):
     name: ClassVar[str] = "delete-tag"
 
     tag_name: str = arg(check=valid_name("tag"), positional=True, help="The tag to delete.")
+    noncurrent_days: int | None = noncurrent_days_arg()
 
     def run(self, table: Table) -> dict[str, Any]:
-        return self.result_document(table.delete_tag(self.tag_name))
+        return run_retaining(self, table, lambda arguments: table.delete_tag(self.tag_name))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -190,8 +194,10 @@ class ExpireTags(Action):
 
     now: str | int | None = arg(None, check=check_time, internal=True, help=_NOW)
 
+    noncurrent_days: int | None = noncurrent_days_arg()
+
     def run(self, table: Table) -> dict[str, Any]:
-        return self.result_document(table.expire_tags(**self.arguments()))
+        return run_retaining(self, table, lambda arguments: table.expire_tags(**arguments))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,8 +222,10 @@ class Rollback(Action):
         False, help="Roll back even if consumers have read past the target (they move back); default mode only."
     )
 
+    noncurrent_days: int | None = noncurrent_days_arg()
+
     def run(self, table: Table) -> dict[str, Any]:
-        return self.result_document(table.rollback_to(**self.arguments()))
+        return run_retaining(self, table, lambda arguments: table.rollback_to(**arguments))
 
 
 def _days(window) -> str:
@@ -244,14 +252,17 @@ class RemoveOrphanFiles(Action):
         "counts and bytes only, so a clean of a million files does not push a million paths to XCom.",
     )
     now: str | int | None = arg(None, check=check_time, internal=True, help=_NOW)
+    noncurrent_days: int | None = noncurrent_days_arg()
 
     def run(self, table: Table) -> dict[str, Any]:
-        arguments = self.arguments()
-        listed = arguments.pop("list_files") or self.dry_run
-        result = table.remove_orphan_files(**arguments)
-        if not listed:
-            result.orphan_files = []
-        return self.result_document(result)
+        def remove(arguments: dict[str, Any]):
+            listed = arguments.pop("list_files") or self.dry_run
+            result = table.remove_orphan_files(**arguments)
+            if not listed:
+                result.orphan_files = []
+            return result
+
+        return run_retaining(self, table, remove)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -284,8 +295,10 @@ class ExpireConsumers(Action):
 
     now: str | int | None = arg(None, check=check_time, internal=True, help=_NOW)
 
+    noncurrent_days: int | None = noncurrent_days_arg()
+
     def run(self, table: Table) -> dict[str, Any]:
-        return self.result_document(table.expire_consumers(**self.arguments()))
+        return run_retaining(self, table, lambda arguments: table.expire_consumers(**arguments))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -325,6 +338,9 @@ ACTIONS: dict[str, type[Action]] = {
         CreateSavepoint,
         DeleteSavepoint,
         RestoreSavepoint,
+        Undo,
+        Purge,
+        Trash,
     )
 }
 
