@@ -102,6 +102,8 @@ class JournalEntry:
     snapshots: list[str] = field(default_factory=list)
     #: True when they were discarded above the history (a rollback), not expired below it.
     above: bool = False
+    #: A rollback to an expired snapshot published it again first: its id (undo unpublishes it).
+    restored: int | None = None
     #: Tags and consumers it removed, as their JSON text.
     tags: list[str] = field(default_factory=list)
     consumers: list[str] = field(default_factory=list)
@@ -120,7 +122,7 @@ class JournalEntry:
     def to_json(self) -> bytes:
         return json.dumps(
             {
-                "run": self.run.to_dict(), "key": self.key, "snapshots": self.snapshots, "above": self.above,
+                "run": self.run.to_dict(), "key": self.key, "snapshots": self.snapshots, "above": self.above, "restored": self.restored,
                 "tags": self.tags, "consumers": self.consumers,
                 "data_files": [list(f) for f in self.data_files], "metadata_files": [list(f) for f in self.metadata_files],
             },
@@ -133,7 +135,7 @@ class JournalEntry:
             doc = json.loads(data)
             entry = cls(
                 NoncurrentRun.from_dict(doc["run"]), str(doc["key"]), list(doc["snapshots"]), bool(doc["above"]),
-                list(doc["tags"]), list(doc["consumers"]),
+                None if doc.get("restored") is None else int(doc["restored"]), list(doc["tags"]), list(doc["consumers"]),
                 [(str(p), int(s)) for p, s in doc["data_files"]], [(str(p), int(s)) for p, s in doc["metadata_files"]],
             )
         except Exception as exc:  # noqa: BLE001 - any parse failure is corruption

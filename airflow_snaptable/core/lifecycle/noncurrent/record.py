@@ -53,6 +53,7 @@ def record_plan(store: TableStore, plan: DeletionPlan, effect: PlanEffect, doome
     journal.write(
         JournalEntry(
             run, plan.id, snapshots=recorded, above=above, tags=tags,
+            restored=plan.ceiling if above and plan.restore_snapshot is not None else None,
             consumers=consumers,
             data_files=[(c.path, c.size) for c in effect.data_files],
             metadata_files=[(files.metadata_path(name), size) for name, size in effect.manifest_files],

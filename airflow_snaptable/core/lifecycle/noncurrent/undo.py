@@ -81,6 +81,8 @@ class _UndoPlan:
     tags: list[Tag] = field(default_factory=list)
     consumers: list[Consumer] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)  # snapshot copies unpublishing moved aside
+    #: The snapshot a rollback to an expired one published again: unpublished once the discarded ones are back.
+    restored: Snapshot | None = None
     files: int = 0
 
 
@@ -135,6 +137,8 @@ class NoncurrentUndo:
             for text in entry.snapshots:
                 snapshot = Snapshot.from_json(text.encode(), where=where)
                 (above if entry.above else below)[snapshot.id] = snapshot
+            if entry.restored is not None:
+                plan.restored = self.store.snapshots.snapshot(entry.restored) if self.store.snapshots.exists(entry.restored) else None
             plan.tags += [Tag.from_json(text.encode(), where) for text in entry.tags]
             plan.consumers += [Consumer.from_json(text.encode(), where) for text in entry.consumers]
             if entry.key.endswith("u"):
@@ -144,7 +148,7 @@ class NoncurrentUndo:
         if PlanManager(self.store).fences():
             raise UndoInvariantError("a deletion plan is in flight on the table (another expiry or rollback): undo when it finished")
         plan.below = self._missing_below(run_id, below)
-        plan.above = self._missing_above(run_id, above)
+        plan.above = self._missing_above(run_id, above, plan.restored)
         self._check_tags(plan.tags)
         self._check_files(run_id, plan)
         return plan
@@ -183,7 +187,7 @@ class NoncurrentUndo:
             raise UndoInvariantError(f"invariant 1 (a contiguous history): the earliest snapshot is {earliest}, below the run's")
         return list(reversed(missing))
 
-    def _missing_above(self, run_id: str, recorded: dict[int, Snapshot]) -> list[Snapshot]:
+    def _missing_above(self, run_id: str, recorded: dict[int, Snapshot], restored: Snapshot | None) -> list[Snapshot]:
         missing = []
         for snapshot_id in sorted(recorded):
             same = self._same(recorded[snapshot_id])
@@ -199,6 +203,13 @@ class NoncurrentUndo:
         if not hasattr(self.store.snapshots, "republish"):
             raise UnsupportedOperationError(f"undoing a rollback is not supported on this table's format ({self.store.uri})")
         latest = self.store.snapshots.latest_id() or 0
+        if restored is not None:
+            # The rollback left only the snapshot it restored: the discarded ones replace it.
+            if latest != restored.id or self.store.snapshots.earliest_id() != restored.id:
+                raise UndoInvariantError(
+                    f"invariant 4 (no successful commit is lost): commits landed after the rollback to snapshot {restored.id}"
+                )
+            return missing
         if missing[0].id != latest + 1:
             raise UndoInvariantError(
                 f"invariant 1 (a contiguous history): the latest snapshot is {latest}, the rollback discarded from {missing[0].id}"
@@ -255,6 +266,10 @@ class NoncurrentUndo:
             result.restored_snapshot_ids.append(snapshot.id)
         if plan.below:
             snapshots.write_earliest_hint(min(s.id for s in plan.below))
+        if plan.restored is not None and plan.above:
+            # The discarded history is back above it; the copy the rollback restored goes (its tag keeps it).
+            snapshots.write_earliest_hint(plan.above[0].id)
+            self.store.files.delete(list(snapshots.unpublish([plan.restored.id]) or []))
         intents = IntentManager(self.store.lifecycle)
         for tag in plan.tags:
             # Announced like any new tag: a plan that starts now sees the intent and keeps its files.
