@@ -33,12 +33,16 @@ def record_plan(store: TableStore, plan: DeletionPlan, effect: PlanEffect, doome
     above = plan.kind == ROLLBACK and plan.ceiling is not None
     if above:
         ids = sorted(set(ids) | {i for i in snapshots.list_ids() if i > plan.ceiling})
-    recorded = []
-    for snapshot_id in sorted(ids):
-        try:
-            recorded.append(snapshots.snapshot(snapshot_id).to_json().decode())
-        except SnapshotNotFoundError:
-            continue  # a rollback's id above the ceiling that is not there
+    try:
+        read = {i: snapshot for i, (snapshot, _size) in snapshots.read_ids(sorted(ids)).items()}  # one bulk read
+    except SnapshotNotFoundError:
+        read = {}
+        for snapshot_id in sorted(ids):
+            try:
+                read[snapshot_id] = snapshots.snapshot(snapshot_id)
+            except SnapshotNotFoundError:
+                continue  # a rollback's id above the ceiling that is not there
+    recorded = [read[i].to_json().decode() for i in sorted(read)]
     tags = []
     for name in doomed_tags:
         try:
