@@ -27,7 +27,7 @@ from airflow_snaptable.core.native.manifest import DataFile, ManifestIO
 from airflow_snaptable.core.formats.native.files import NativeFiles
 from airflow_snaptable.core.lifecycle.orphans import OrphanFilesClean, OrphanResult
 from airflow_snaptable.core.lifecycle.periodic_tags import PeriodicTagging, PeriodicTagResult, resolve_sources
-from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentRun
+from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal, NoncurrentRun
 from airflow_snaptable.core.lifecycle.noncurrent.purge import NoncurrentPurge, PurgeResult
 from airflow_snaptable.core.lifecycle.noncurrent.trash import RunSummary, trash
 from airflow_snaptable.core.lifecycle.noncurrent.undo import NoncurrentUndo, UndoResult
@@ -388,7 +388,7 @@ class Table:
         undoes it) and purge deletes it ``days`` days later. ``days`` None: the option ``noncurrent-days``,
         and when that is unset too, the calls delete as before (yields None)."""
         if days is None:
-            days = self.options.get("noncurrent-days") if self.format != "iceberg" else None
+            days = self.options.get("noncurrent-days")
         else:
             days = check_int(days, "noncurrent_days", minimum=0)
         previous = self._noncurrent
@@ -397,6 +397,9 @@ class Table:
             yield self._noncurrent
         finally:
             self._noncurrent = previous
+
+    def noncurrent_journal(self) -> NoncurrentJournal:
+        return NoncurrentJournal(self.store.lifecycle)
 
     def undo(self, run_id: str) -> UndoResult:
         """Bring back what a run with a retention removed: its snapshots (same rows), tags and consumers."""

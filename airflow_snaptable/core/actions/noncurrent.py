@@ -8,7 +8,6 @@ from typing import Any, Callable, ClassVar
 
 from airflow_snaptable.core.actions.contract import Action, arg, check_time
 from airflow_snaptable.core.errors import UnsupportedOperationError
-from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal
 from airflow_snaptable.core.lifecycle.noncurrent.undo import check_run_id
 from airflow_snaptable.core.table import Table
 
@@ -36,7 +35,7 @@ def run_retaining(action: Action, table: Table, call: Callable[[dict[str, Any]],
     with retaining(days, action.name) as run:
         result = call(arguments)
     run_id = None
-    if run is not None and NoncurrentJournal(table.store.lifecycle).entry_names(run.run_id):
+    if run is not None and table.noncurrent_journal().entry_names(run.run_id):
         run_id = run.run_id
     document = action.result_document(result)
     if isinstance(document["result"], dict):

@@ -107,6 +107,11 @@ class JournalEntry:
     #: Tags and consumers it removed, as their JSON text.
     tags: list[str] = field(default_factory=list)
     consumers: list[str] = field(default_factory=list)
+    #: Formats whose history is refs (Apache Iceberg): the refs it removed or moved, as their JSON text by name,
+    #: the snapshot ids it left them at (None: removed), and the history log entries it dropped.
+    refs: dict[str, str] = field(default_factory=dict)
+    refs_after: dict[str, int | None] = field(default_factory=dict)
+    log: list[dict] = field(default_factory=list)
     #: Files only they held: (path relative to the table's file root, bytes).
     data_files: list[tuple[str, int]] = field(default_factory=list)
     metadata_files: list[tuple[str, int]] = field(default_factory=list)
@@ -125,6 +130,7 @@ class JournalEntry:
                 "run": self.run.to_dict(), "key": self.key, "snapshots": self.snapshots, "above": self.above, "restored": self.restored,
                 "tags": self.tags, "consumers": self.consumers,
                 "data_files": [list(f) for f in self.data_files], "metadata_files": [list(f) for f in self.metadata_files],
+                "refs": self.refs, "refs_after": self.refs_after, "log": self.log,
             },
             separators=(",", ":"),
         ).encode()
@@ -134,9 +140,14 @@ class JournalEntry:
         try:
             doc = json.loads(data)
             entry = cls(
-                NoncurrentRun.from_dict(doc["run"]), str(doc["key"]), list(doc["snapshots"]), bool(doc["above"]),
-                None if doc.get("restored") is None else int(doc["restored"]), list(doc["tags"]), list(doc["consumers"]),
-                [(str(p), int(s)) for p, s in doc["data_files"]], [(str(p), int(s)) for p, s in doc["metadata_files"]],
+                NoncurrentRun.from_dict(doc["run"]), str(doc["key"]), snapshots=list(doc["snapshots"]), above=bool(doc["above"]),
+                restored=None if doc.get("restored") is None else int(doc["restored"]),
+                tags=list(doc["tags"]), consumers=list(doc["consumers"]),
+                refs={str(k): str(v) for k, v in doc.get("refs", {}).items()},
+                refs_after={str(k): (None if v is None else int(v)) for k, v in doc.get("refs_after", {}).items()},
+                log=list(doc.get("log", [])),
+                data_files=[(str(p), int(s)) for p, s in doc["data_files"]],
+                metadata_files=[(str(p), int(s)) for p, s in doc["metadata_files"]],
             )
         except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
             raise CorruptMetadataError(f"{where}: cannot parse noncurrent journal entry: {exc}") from exc
@@ -156,19 +167,21 @@ class NoncurrentJournal:
     """Reads and writes the journal of one table. Reading fails closed: an unreadable entry is an error,
     as the files it holds must not silently become orphans."""
 
-    def __init__(self, storage: Storage):
+    def __init__(self, storage: Storage, directory: str = JOURNAL_DIR):
+        """:param directory: where under ``storage`` (an Iceberg table keeps it in its ``snaptable/`` directory)."""
         self.storage = storage
+        self.directory = directory
 
     # -- entries --------------------------------------------------------------------------------
 
     def write(self, entry: JournalEntry) -> None:
-        self.storage.write_bytes(f"{JOURNAL_DIR}/{entry.name}", entry.to_json())
+        self.storage.write_bytes(f"{self.directory}/{entry.name}", entry.to_json())
 
     def has(self, run_id: str, key: str) -> bool:
-        return self.storage.exists(f"{JOURNAL_DIR}/{ENTRY_PREFIX}{run_id}-{key}.json")
+        return self.storage.exists(f"{self.directory}/{ENTRY_PREFIX}{run_id}-{key}.json")
 
     def names(self) -> list[str]:
-        return [n for n in self.storage.list_names(JOURNAL_DIR) if run_of_entry(n) is not None]
+        return [n for n in self.storage.list_names(self.directory) if run_of_entry(n) is not None]
 
     def run_ids(self) -> list[str]:
         return sorted({run_of_entry(n) for n in self.names()})
@@ -177,7 +190,7 @@ class NoncurrentJournal:
         return [n for n in self.names() if run_of_entry(n) == run_id]
 
     def read(self, name: str) -> JournalEntry | None:
-        path = f"{JOURNAL_DIR}/{name}"
+        path = f"{self.directory}/{name}"
         try:
             data = self.storage.read_bytes(path)
         except FileNotFoundError:
@@ -194,7 +207,7 @@ class NoncurrentJournal:
 
     def delete(self, names: list[str]) -> None:
         for name in names:
-            self.storage.delete(f"{JOURNAL_DIR}/{name}")
+            self.storage.delete(f"{self.directory}/{name}")
 
     def held_paths(self) -> PathHashSet:
         """Every noncurrent file still recorded: not an orphan, not to be reported missing or unreferenced."""
@@ -206,7 +219,7 @@ class NoncurrentJournal:
     # -- markers --------------------------------------------------------------------------------
 
     def _marker(self, prefix: str, run_id: str) -> str:
-        return f"{JOURNAL_DIR}/{prefix}{run_id}.json"
+        return f"{self.directory}/{prefix}{run_id}.json"
 
     def mark(self, prefix: str, run_id: str) -> None:
         self.storage.write_bytes(self._marker(prefix, run_id), json.dumps({"run_id": run_id, "at_millis": real_now_millis()}).encode())
@@ -218,4 +231,4 @@ class NoncurrentJournal:
         self.storage.delete(self._marker(prefix, run_id))
 
     def marked_runs(self, prefix: str) -> set[str]:
-        return {n[len(prefix):-len(".json")] for n in self.storage.list_names(JOURNAL_DIR) if n.startswith(prefix) and n.endswith(".json")}
+        return {n[len(prefix):-len(".json")] for n in self.storage.list_names(self.directory) if n.startswith(prefix) and n.endswith(".json")}

@@ -35,9 +35,13 @@ class RunSummary:
         return asdict(self)
 
 
-def trash(store: TableStore) -> list[RunSummary]:
-    """Every run the journal holds, oldest first."""
-    journal = NoncurrentJournal(store.lifecycle)
+def _snapshot_id(doc: dict) -> int:
+    return doc["id"] if "id" in doc else doc["snapshot-id"]  # ours and Paimon's, or Apache Iceberg's
+
+
+def trash(store: TableStore | None, journal: NoncurrentJournal | None = None) -> list[RunSummary]:
+    """Every run the journal holds, oldest first (``journal``: another format's, else the store's)."""
+    journal = journal or NoncurrentJournal(store.lifecycle)
     purging, undoing = journal.marked_runs(PURGE_PREFIX), journal.marked_runs(UNDO_PREFIX)
     runs: dict[str, RunSummary] = {}
     for entry in journal.entries():
@@ -46,7 +50,8 @@ def trash(store: TableStore) -> list[RunSummary]:
         if summary is None:
             state = PURGING if run.run_id in purging else UNDOING if run.run_id in undoing else NONCURRENT
             summary = runs[run.run_id] = RunSummary(run.run_id, run.operation, run.at_millis, run.days, run.purge_after_millis, state=state)
-        summary.snapshot_ids += [json.loads(text)["id"] for text in entry.snapshots]
+        summary.snapshot_ids += [_snapshot_id(json.loads(text)) for text in entry.snapshots]
+        summary.tags += sorted(entry.refs)
         summary.tags += [json.loads(text)["name"] for text in entry.tags]
         summary.consumers += [json.loads(text)["id"] for text in entry.consumers]
         summary.files += len(entry.files)
@@ -56,6 +61,6 @@ def trash(store: TableStore) -> list[RunSummary]:
     return sorted(runs.values(), key=lambda s: (s.at_millis, s.run_id))
 
 
-def noncurrent_bytes(store: TableStore) -> int:
+def noncurrent_bytes(store: TableStore | None, journal: NoncurrentJournal | None = None) -> int:
     """The bytes every run holds noncurrent (the lake status counts them)."""
-    return sum(summary.bytes for summary in trash(store))
+    return sum(summary.bytes for summary in trash(store, journal))
