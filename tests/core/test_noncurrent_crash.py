@@ -205,3 +205,27 @@ def test_undo_racing_a_purge_that_marked_first_is_refused_and_changes_nothing(te
     assert refused == [True] and result.purged_run_ids == [run_id]
     _readable(work, model)
     assert Table.open(work).verify().ok
+
+
+def test_a_commit_re_referencing_a_noncurrent_file_while_a_purge_runs_keeps_it(template, tmp_path):
+    """The commit lands after the purge marked the run and before it read the live metadata: kept."""
+    import pyarrow.parquet as pq
+
+    from airflow_snaptable.core.native.manifest import DataFile
+
+    uri, model = template
+    work = _copy(uri, tmp_path / "work")
+    run_id = _expire(_open(work), 0)
+    path, size = next(e for e in NoncurrentJournal(Table.open(work).storage).entries(run_id) if e.data_files).data_files[0]
+    partition = int(path.split("p=")[1].split("/")[0])
+    rows = pq.read_metadata(os.path.join(work, path)).num_rows
+
+    def commit() -> None:
+        _open(work).commit_files([DataFile(path, (partition,), rows, size)])
+
+    purging = _open(work)
+    purging.storage.on_operation = PauseAt("exists", UNDO_PREFIX, commit)
+    result = purging.purge()
+    assert result.purged_run_ids == [run_id] and result.kept_referenced_files == 1
+    assert os.path.exists(os.path.join(work, path))
+    assert Table.open(work).verify().ok

@@ -146,7 +146,7 @@ JOBS: dict[str, JobSpec] = {
             help="delete files under the table that nothing references",
         ),
         JobSpec(
-            "purge", {}, frozenset({NATIVE_FORMAT, "paimon"}),
+            "purge", {},
             help="delete the noncurrent files (of runs with noncurrent-days) whose retention has passed",
         ),
     )
