@@ -286,3 +286,29 @@ def test_purge_keeps_a_noncurrent_file_a_commit_references_again(rich):
     assert result.kept_referenced_files == 1 and result.purged_run_ids == [run_id]
     assert os.path.exists(os.path.join(table.uri, path))
     assert Table.open(table.uri).verify().ok
+
+
+def test_the_timeline_shows_restorable_snapshots_and_the_cli_undoes_them(rich, capsys):
+    import json
+
+    from airflow_snaptable.cli import main
+    from airflow_snaptable.core.timeline.model import build_timeline
+    from airflow_snaptable.core.timeline.render import render_svg
+
+    table = rich.table
+    assert main(["expire", table.uri, "--retain-min", "1", "--noncurrent-days", "10", "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    timeline = build_timeline(Table.open(table.uri), now=FAR_FUTURE)
+    restorable = sorted(p.id for p in timeline.snapshots if p.restorable_run_id == run_id)
+    assert restorable == list(range(1, 12)) and not any(p.retained for p in timeline.snapshots if p.id in restorable)
+    assert f'data-restorable-run-id="{run_id}"' in render_svg(timeline)
+    assert main(["trash", table.uri, "--json"]) == 0
+    [summary] = json.loads(capsys.readouterr().out)["result"]
+    assert summary["run_id"] == run_id and summary["snapshot_ids"] == list(range(1, 12)) and summary["bytes"] > 0
+    assert main(["undo", table.uri, run_id, "--json"]) == 0
+    assert sorted(json.loads(capsys.readouterr().out)["result"]["restored_snapshot_ids"]) == list(range(1, 12))
+    assert main(["undo", table.uri, "not-a-run"]) == 2  # a typed error, one line
+    assert "InvalidArgumentError" in capsys.readouterr().err
+    assert main(["purge", table.uri, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["result"]["deleted_files"] == 0
+    check_clean(table.uri, rich.model)
