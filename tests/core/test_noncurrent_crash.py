@@ -1,7 +1,7 @@
 """Crash sweeps and races of recoverable deletes (core/lifecycle/noncurrent/, issue 26).
 
 - A crash at storage operations of a noncurrent expiry, of an undo and of a purge (the first and last
-  four and about eight evenly between, deterministic; each point copies the table and reruns): after it,
+  four and about five evenly between, deterministic; each point copies the table and reruns): after it,
   every snapshot and tag still reads its rows, and rerunning the same call finishes the job (the
   same end state as an uninterrupted run; nothing lost, nothing left noncurrent for ever).
 - Purge against undo, each paused at its check of the other's mark: exactly one acts.
@@ -22,7 +22,7 @@ from tests.core.test_lifecycle import FAR_FUTURE, Clock, build_rich_history, mak
 
 EXPIRE = dict(retain_min=1, time_retained="0 s", now=FAR_FUTURE)
 #: Crash points swept per call besides the first and last four (runtime: each point copies and reruns).
-POINTS = 8
+POINTS = 5
 
 
 def _open(uri: str) -> Table:

@@ -129,7 +129,7 @@ class NoncurrentLifecycle(RuleBasedStateMachine):
 
 
 NoncurrentLifecycle.TestCase.settings = settings(
-    max_examples=15, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True,
+    max_examples=10, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True,
 )
 test_noncurrent_lifecycle = NoncurrentLifecycle.TestCase
 
