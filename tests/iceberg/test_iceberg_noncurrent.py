@@ -106,3 +106,17 @@ def test_undo_refuses_when_a_ref_was_moved_since_and_when_a_file_is_gone(iceberg
     os.remove(os.path.join(iceberg_env.location(), gone))
     with pytest.raises(RunPurgedError, match="invariant 1"):
         _open(iceberg_env).undo(expiry.run_id)
+
+
+def test_consumer_expiry_is_undone(iceberg_env):
+    table = iceberg_env.create(properties={"consumer.expiration-time": "1 h"})
+    for n in range(3):
+        table.append(rows(n))
+    ours = _open(iceberg_env)
+    ours.update_consumer("reader", 2)
+    position = ours.consumer("reader")
+    with ours.retaining_noncurrent(10, "expire-consumers") as run:
+        assert ours.expire_consumers(now=FAR) == ["reader"]
+    assert _open(iceberg_env).consumers() == []
+    result = _open(iceberg_env).undo(run.run_id)
+    assert result.restored_consumers == ["reader"] and _open(iceberg_env).consumer("reader") == position

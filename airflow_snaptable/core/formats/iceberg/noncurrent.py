@@ -193,6 +193,13 @@ class IcebergNoncurrent:
                 raise UndoInvariantError(f"the table changed while the undo was checked; run it again: {exc}") from exc
         result.restored_snapshot_ids = sorted(s.snapshot_id for s in missing)
         result.restored_tags = sorted(name for name, _ref in refs)
+        from airflow_snaptable.core.native.consumers import Consumer
+
+        for entry in entries:
+            for text in entry.consumers:
+                consumer = Consumer.from_json(text.encode(), f"noncurrent run {run_id}")
+                if self.table.consumer_manager.restore(consumer):  # one written since is left as it is
+                    result.restored_consumers.append(consumer.id)
 
     def _check_files(self, run_id: str, table, snapshots: list) -> None:
         """Every file the snapshots coming back reach is there (invariant 1)."""

@@ -53,7 +53,7 @@ from airflow_snaptable.core.formats.native.verify import VerifyResult
 from airflow_snaptable.core.arguments.checks import check_int
 from airflow_snaptable.core.formats.iceberg.journal import journal_of
 from airflow_snaptable.core.formats.iceberg.noncurrent import IcebergNoncurrent, record_refs
-from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal, NoncurrentRun, entry_key
+from airflow_snaptable.core.lifecycle.noncurrent.journal import JournalEntry, NoncurrentJournal, NoncurrentRun, entry_key
 from airflow_snaptable.core.lifecycle.noncurrent.purge import PurgeResult
 from airflow_snaptable.core.lifecycle.noncurrent.trash import RunSummary, trash
 from airflow_snaptable.core.lifecycle.noncurrent.undo import UndoResult
@@ -425,7 +425,12 @@ class IcebergTable:
         self.consumer_manager.delete(consumer_id)
 
     def expire_consumers(self, *, now=None) -> list[str]:
-        return self.consumer_manager.expire(self.clock() if now is None else to_millis(now))
+        run = self._noncurrent
+        record = None if run is None else (
+            lambda expired: journal_of(self.storage).write(
+                JournalEntry(run, "consumers", consumers=[c.to_json().decode() for c in expired]))
+        )
+        return self.consumer_manager.expire(self.clock() if now is None else to_millis(now), record)
 
     def clean(self, *args, **kwargs):
         self._unsupported("Hudi cleaning policies")
