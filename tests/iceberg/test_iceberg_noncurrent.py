@@ -120,3 +120,39 @@ def test_consumer_expiry_is_undone(iceberg_env):
     assert _open(iceberg_env).consumers() == []
     result = _open(iceberg_env).undo(run.run_id)
     assert result.restored_consumers == ["reader"] and _open(iceberg_env).consumer("reader") == position
+
+
+def _fresh_env(tmp_path, name: str) -> IcebergEnv:
+    (tmp_path / name / "warehouse").mkdir(parents=True)
+    return IcebergEnv({"type": "sql", "uri": f"sqlite:///{tmp_path / name}/catalog.db",
+                       "warehouse": f"file://{tmp_path / name / 'warehouse'}"}, str(tmp_path / name / "warehouse"))
+
+
+def test_a_crash_anywhere_in_a_noncurrent_expiry_deletes_nothing_and_every_run_is_undone_after(tmp_path):
+    from tests.conftest import FailAt, InjectedCrash
+
+    def expire(table) -> None:
+        with table.retaining_noncurrent(10, "expire"):
+            table.expire_snapshots(retain_min=1, older_than=FAR)
+
+    count = _fresh_env(tmp_path, "count")
+    _history(count)
+    counter = FailAt(10**9)
+    ours = _open(count)
+    ours.storage.on_operation = counter
+    expire(ours)
+    for n in range(1, counter.seen + 1):
+        env = _fresh_env(tmp_path, f"crash-{n}")
+        table, _ids = _history(env)
+        before, files = read_everything(table), files_on_disk(env.location())
+        crashing = _open(env)
+        crashing.storage.on_operation = FailAt(n)
+        with pytest.raises(InjectedCrash):
+            expire(crashing)
+        assert files_on_disk(env.location()) >= files, f"crash at {n}: a file was deleted"
+        expire(_open(env))  # the rerun finishes (or drops) the interrupted plan, then expires
+        assert files_on_disk(env.location()) >= files
+        for summary in reversed(_open(env).trash()):
+            _open(env).undo(summary.run_id)
+        assert read_everything(table) == before, f"crash at {n}"
+        assert _open(env).verify().ok
