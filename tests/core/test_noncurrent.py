@@ -312,3 +312,15 @@ def test_the_timeline_shows_restorable_snapshots_and_the_cli_undoes_them(rich, c
     assert main(["purge", table.uri, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["result"]["deleted_files"] == 0
     check_clean(table.uri, rich.model)
+
+
+def test_replacing_a_tag_inside_a_retention_deletes_nothing(rich):
+    """Sibling: a tag replacement frees the old target's files through a plan published at once."""
+    table = rich.table
+    table.expire_snapshots(**EXPIRE)
+    before = _files(table.uri)
+    with table.retaining_noncurrent(10, "replace-tag") as run:
+        table.replace_tag("t5", table.latest_snapshot().id)
+    assert _files(table.uri) == before
+    assert [s.run_id for s in table.trash()] == [run.run_id]
+    assert Table.open(table.uri).verify().ok

@@ -179,6 +179,8 @@ class TagLifecycle:
         new = Tag(name, target, self.clock(), retained, old.source)
         plan = self._release_plan(old, delete_tag_file=False)
         if plan is not None:
+            if self.executor.noncurrent is not None:
+                plan.noncurrent = self.executor.noncurrent.to_dict()  # a run with a retention deletes nothing here either
             # Active at once: whoever finishes it (this call, or the next maintenance run after a
             # crash) frees only what no tag holds then, the old or the new version of this one.
             self.plans.publish(plan)
