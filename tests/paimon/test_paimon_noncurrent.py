@@ -69,3 +69,20 @@ def test_with_zero_days_purge_deletes_exactly_what_the_plain_operation_deletes(p
     _open(retained, name).purge()
     assert before - table_files(os.path.join(retained, "db.db", name)) == deleted_plainly
     assert _open(retained, name).verify().ok
+
+
+def test_orphan_removal_with_a_retention_keeps_the_orphans_noncurrent_and_purge_deletes_them(paimon, tmp_path):
+    warehouse = paimon.copy(tmp_path / "w")
+    table_dir = os.path.join(warehouse, "db.db", "app")
+    data_dir = next(d for d, _s, names in os.walk(table_dir) if "bucket-" in os.path.basename(d) and names)
+    stray = os.path.join(data_dir, "data-stray.parquet")
+    with open(stray, "wb") as f:
+        f.write(b"left by a crashed writer")
+    os.utime(stray, (1_000_000, 1_000_000))
+    table = _open(warehouse, "app")
+    with table.retaining_noncurrent(0, "remove-orphan-files") as run:
+        result = table.remove_orphan_files(older_than="1 h", dry_run=False)
+    assert result.orphan_count == 1 and result.run_id == run.run_id and os.path.exists(stray)
+    assert _open(warehouse, "app").remove_orphan_files(older_than="1 h").orphan_count == 0  # noncurrent: not an orphan
+    assert _open(warehouse, "app").verify().ok
+    assert _open(warehouse, "app").purge().deleted_files == 1 and not os.path.exists(stray)

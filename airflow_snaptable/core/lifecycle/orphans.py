@@ -138,8 +138,8 @@ class OrphanFilesClean:
                     self._remove(doomed)
                     doomed = []
             self._remove(doomed)  # nothing on a dry run
-        if self.noncurrent is not None and not dry_run:
-            result.run_id = self.noncurrent.run_id
+        if self.noncurrent is not None and not dry_run and result.orphan_count:
+            result.run_id = self.noncurrent.run_id  # recorded: undoable by this id
         return result
 
     def _remove(self, doomed: list[tuple[str, int]]) -> None:
