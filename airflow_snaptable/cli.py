@@ -390,6 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in (maintain, add("status", cmd_lake, "the maintenance status of every table of a location", LAKE_HELP)):
         sub.add_argument("--max-depth", type=int, default=6, help="levels below a directory location tables may sit at (default 6)")
 
+    add_noncurrent_commands(commands)
+
     run = commands.add_parser("run-action", help="run a maintenance action given as JSON",
                               description="Run one maintenance action given as JSON, as the Spark job and the operators run it.")
     run.add_argument("action_json", help=RUN_ACTION_HELP)
@@ -398,6 +400,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print JSON instead of a table")
     run.set_defaults(handler=cmd_run_action)
     return parser
+
+
+def add_noncurrent_commands(commands) -> None:
+    """Recoverable deletes (docs/lifecycle.md, "Undo a bad expiry"): ``undo URI RUN_ID``, ``purge URI``,
+    ``trash URI``; the deleting commands take ``--noncurrent-days N`` from their actions."""
+    add_action_command(commands, "undo", actions.Undo)
+    add_action_command(commands, "purge", actions.Purge)
+    add_action_command(commands, "trash", actions.Trash)
 
 
 class TerminalBar:

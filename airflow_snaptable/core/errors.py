@@ -131,3 +131,27 @@ class UnsupportedOperationError(SnapTableError):
 
 class ProtectedSnapshotError(InvalidArgumentError):
     """A snapshot that must not expire was named for expiry: the latest, or one a consumer holds."""
+
+
+class RunNotFoundError(SnapTableError):
+    """No noncurrent run (core/lifecycle/noncurrent/) of that id is recorded on the table: never run with
+    ``noncurrent_days``, already purged, or the id is mistyped."""
+
+
+class UndoRefusedError(SnapTableError):
+    """Undoing a noncurrent run would not bring back what it removed exactly as it was. Nothing was changed."""
+
+
+class RunPurgedError(UndoRefusedError):
+    """The run's files were purged (or a purge of them has started): the snapshots and tags it removed
+    cannot be readable again (invariant 1)."""
+
+
+class DependentRunError(UndoRefusedError):
+    """A later run depends on this one (it expired the snapshots right after this run's, or rolled back
+    past them): undo that run first (its id is in the message)."""
+
+
+class UndoInvariantError(UndoRefusedError):
+    """Undoing the run would break an invariant of the table, named in the message (a tag name taken by
+    another state, a snapshot id reused by a later commit, a history that would have a gap)."""

@@ -6,7 +6,8 @@ store the lifecycle engine reads (core/lifecycle/store.py), and hands each call 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -26,6 +27,10 @@ from airflow_snaptable.core.native.manifest import DataFile, ManifestIO
 from airflow_snaptable.core.formats.native.files import NativeFiles
 from airflow_snaptable.core.lifecycle.orphans import OrphanFilesClean, OrphanResult
 from airflow_snaptable.core.lifecycle.periodic_tags import PeriodicTagging, PeriodicTagResult, resolve_sources
+from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal, NoncurrentRun
+from airflow_snaptable.core.lifecycle.noncurrent.purge import NoncurrentPurge, PurgeResult
+from airflow_snaptable.core.lifecycle.noncurrent.trash import RunSummary, trash
+from airflow_snaptable.core.lifecycle.noncurrent.undo import NoncurrentUndo, UndoResult
 from airflow_snaptable.core.lifecycle.plan_executor import PlanExecutor
 from airflow_snaptable.core.lifecycle.rollback import Rollback, RollbackResult
 from airflow_snaptable.core.native.partition_pruning import pruned_state
@@ -52,6 +57,9 @@ class Table:
     Create with :meth:`create`, open with :meth:`open`. ``uri`` is a local path
     or any fsspec URL (``s3://bucket/prefix``); ``storage_options`` go to fsspec.
     """
+
+    #: The run with a retention the deleting calls inside :meth:`retaining_noncurrent` belong to (None: they delete).
+    _noncurrent: NoncurrentRun | None = None
 
     def __init__(
         self, storage: Storage, schema: TableSchema, clock: Callable[[], int] = now_millis, *, foreign: FormatTable | None = None
@@ -369,7 +377,42 @@ class Table:
         return TagLifecycle(self.store, self._plans(), self.clock, self.options.get("tag.default-time-retained"))
 
     def _plans(self) -> PlanExecutor:
-        return PlanExecutor(self.store)
+        return PlanExecutor(self.store, self._noncurrent)
+
+    # -- recoverable deletes (core/lifecycle/noncurrent/) ------------------------------------------
+
+    @contextmanager
+    def retaining_noncurrent(self, days: int | None, operation: str) -> Iterator[NoncurrentRun | None]:
+        """Inside the block, deleting calls (expiry, rollback, tag deletion and expiry, consumer expiry, clean,
+        orphan removal) delete no file: they record what they remove under one run (yielded; its ``run_id``
+        undoes it) and purge deletes it ``days`` days later. ``days`` None: the option ``noncurrent-days``,
+        and when that is unset too, the calls delete as before (yields None)."""
+        if days is None:
+            days = self.options.get("noncurrent-days")
+        else:
+            days = check_int(days, "noncurrent_days", minimum=0)
+        previous = self._noncurrent
+        self._noncurrent = None if days is None else NoncurrentRun.start(days, operation)
+        try:
+            yield self._noncurrent
+        finally:
+            self._noncurrent = previous
+
+    def noncurrent_journal(self) -> NoncurrentJournal:
+        return NoncurrentJournal(self.store.lifecycle)
+
+    def undo(self, run_id: str) -> UndoResult:
+        """Bring back what a run with a retention removed: its snapshots (same rows), tags and consumers."""
+        return NoncurrentUndo(self.store, self._plans()).undo(run_id)
+
+    def purge(self, *, now=None) -> PurgeResult:
+        """Delete the noncurrent files whose retention has passed (by the real clock: a later ``now`` never
+        shortens one), each checked against the live metadata first."""
+        return NoncurrentPurge(self.store, self._plans()).purge(None if now is None else to_millis(now))
+
+    def trash(self) -> list[RunSummary]:
+        """The runs whose removals are noncurrent: when, what, the files and bytes held, when purge is due."""
+        return trash(self.store)
 
     # -- consumers -------------------------------------------------------------------
 
@@ -398,10 +441,10 @@ class Table:
         if expiration_time is None:
             return self._consumers().expire(now_millis)
         expiration = duration_argument(expiration_time, "expiration_time")
-        return ConsumerLifecycle(self.store, self.clock, expiration).expire(now_millis)
+        return ConsumerLifecycle(self.store, self.clock, expiration, self._noncurrent).expire(now_millis)
 
     def _consumers(self) -> ConsumerLifecycle:
-        return ConsumerLifecycle(self.store, self.clock, self.options.get("consumer.expiration-time"))
+        return ConsumerLifecycle(self.store, self.clock, self.options.get("consumer.expiration-time"), self._noncurrent)
 
     # -- expiry --------------------------------------------------------------------
 
@@ -473,7 +516,7 @@ class Table:
 
         Dry run by default: pass ``dry_run=False`` to delete.
         """
-        return OrphanFilesClean(self.store, self.clock).clean(older_than, dry_run, now)
+        return OrphanFilesClean(self.store, self.clock, noncurrent=self._noncurrent).clean(older_than, dry_run, now)
 
     def verify(self) -> VerifyResult:
         """What is wrong with the table, reported, never raised (see core/formats/native/verify.py): missing and

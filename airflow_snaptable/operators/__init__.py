@@ -22,9 +22,13 @@ from airflow_snaptable.operators.snaptable import (
     SnapTableRewriteManifestsOperator,
     SnapTableRestoreSavepointOperator,
     SnapTableRollbackOperator,
+    SnapTablePurgeOperator,
+    SnapTableUndoOperator,
 )
 
 __all__ = [
+    "SnapTablePurgeOperator",
+    "SnapTableUndoOperator",
     "SnapTableAdvanceConsumerOperator",
     "SnapTableBaseOperator",
     "SnapTableCleanOperator",

@@ -306,3 +306,16 @@ class SnapTableAdvanceConsumerOperator(SnapTableBaseOperator):
 
     action = core_actions.UpdateConsumer
 
+
+
+class SnapTableUndoOperator(SnapTableBaseOperator):
+    """Undo a run that kept what it removed noncurrent: pass the deleting task's XCom ``run_id``
+    (``run_id="{{ ti.xcom_pull('expire')['run_id'] }}"``)."""
+
+    action = core_actions.Undo
+
+
+class SnapTablePurgeOperator(SnapTableBaseOperator):
+    """Delete the noncurrent files whose retention has passed (never one the live metadata references)."""
+
+    action = core_actions.Purge

@@ -83,8 +83,9 @@ def _bad_values(field: dataclasses.Field) -> list:
         elif isinstance(value, bool):
             fits = "bool" in kinds
         elif isinstance(value, int):
-            # Counts and ids start at 1; a time (``now``, ``as_of``) may be any epoch millis.
-            fits = "int" in kinds and (value >= 1 or "str" in kinds)
+            # Counts and ids start at 1 (a retention in days at 0); a time (``now``, ``as_of``) may be any epoch millis.
+            minimum = field.metadata["param"].minimum
+            fits = "int" in kinds and (value >= (1 if minimum is None else minimum) or "str" in kinds)
         elif isinstance(value, str):
             fits = "str" in kinds
         elif isinstance(value, list):

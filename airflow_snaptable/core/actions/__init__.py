@@ -30,6 +30,7 @@ from airflow_snaptable.core.actions.contract import (
     valid_name,
 )
 from airflow_snaptable.core.actions.hudi_clean import Clean, CreateSavepoint, DeleteSavepoint, RestoreSavepoint
+from airflow_snaptable.core.actions.noncurrent import Purge, Trash, Undo
 from airflow_snaptable.core.actions.maintenance import (
     ACTIONS,
     Compact,
@@ -52,6 +53,9 @@ from airflow_snaptable.core.actions.maintenance import (
 )
 
 __all__ = [
+    "Purge",
+    "Trash",
+    "Undo",
     "ACTIONS",
     "Action",
     "ActionField",

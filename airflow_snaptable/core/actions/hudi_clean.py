@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from airflow_snaptable.core.actions.contract import Action, allowed, arg
+from airflow_snaptable.core.actions.noncurrent import noncurrent_days_arg, run_retaining
 from airflow_snaptable.core.lifecycle.hudi_clean import POLICIES, check_policy
 from airflow_snaptable.core.table import Table
 
@@ -31,13 +32,14 @@ class Clean(Action):
         help="KEEP_LATEST_FILE_VERSIONS: the newest versions kept per live partition (default 3); dropped ones keep none.",
     )
     dry_run: bool = arg(False, help="Plan only: report what would be deleted, delete nothing.")
+    noncurrent_days: int | None = noncurrent_days_arg()
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_policy(self.policy, self.commits_retained, self.hours_retained, self.file_versions_retained)
 
     def run(self, table: Table) -> dict[str, Any]:
-        return self.result_document(table.clean(**self.arguments()))
+        return run_retaining(self, table, lambda arguments: table.clean(**arguments))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,8 +62,10 @@ class DeleteSavepoint(Action):
 
     snapshot_id: int = arg(minimum=1, positional=True, help="The savepointed snapshot.")
 
+    noncurrent_days: int | None = noncurrent_days_arg()
+
     def run(self, table: Table) -> dict[str, Any]:
-        return self.result_document(table.delete_savepoint(self.snapshot_id))
+        return run_retaining(self, table, lambda arguments: table.delete_savepoint(self.snapshot_id))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -38,6 +38,7 @@ from airflow_snaptable.core.formats.iceberg.orphans import DEFAULT_WINDOW as ICE
 from airflow_snaptable.core.lifecycle import orphans
 from airflow_snaptable.core.lifecycle.orphans import DEFAULT_ORPHAN_WINDOW
 from airflow_snaptable.core.lifecycle.periodic_tags import FORMATTERS, PERIODS, TIME_SOURCES
+from airflow_snaptable.core.actions.noncurrent import Purge, Trash, Undo, noncurrent_days_arg, run_retaining
 from airflow_snaptable.core.actions.hudi_clean import Clean, CreateSavepoint, DeleteSavepoint, RestoreSavepoint
 from airflow_snaptable.core.actions.table_files import RewriteManifests
 from airflow_snaptable.core.table import Table
@@ -91,8 +92,10 @@ class ExpireSnapshots(Action):
         "like Iceberg's cleanExpiredFiles(false); orphan cleaning removes their files later.",
     )
 
+    noncurrent_days: int | None = noncurrent_days_arg()
+
     def run(self, table: Table) -> dict[str, Any]:
-        return self.result_document(table.expire_snapshots(**self.arguments()))
+        return run_retaining(self, table, lambda arguments: table.expire_snapshots(**arguments))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,9 +142,10 @@ class DeleteTag(Action):
     name: ClassVar[str] = "delete-tag"
 
     tag_name: str = arg(check=valid_name("tag"), positional=True, help="The tag to delete.")
+    noncurrent_days: int | None = noncurrent_days_arg()
 
     def run(self, table: Table) -> dict[str, Any]:
-        return self.result_document(table.delete_tag(self.tag_name))
+        return run_retaining(self, table, lambda arguments: table.delete_tag(self.tag_name))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,8 +202,10 @@ class ExpireTags(Action):
 
     now: str | int | None = arg(None, check=check_time, internal=True, help=_NOW)
 
+    noncurrent_days: int | None = noncurrent_days_arg()
+
     def run(self, table: Table) -> dict[str, Any]:
-        return self.result_document(table.expire_tags(**self.arguments()))
+        return run_retaining(self, table, lambda arguments: table.expire_tags(**arguments))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -224,8 +230,10 @@ class Rollback(Action):
         False, help="Roll back even if consumers have read past the target (they move back); default mode only."
     )
 
+    noncurrent_days: int | None = noncurrent_days_arg()
+
     def run(self, table: Table) -> dict[str, Any]:
-        return self.result_document(table.rollback_to(**self.arguments()))
+        return run_retaining(self, table, lambda arguments: table.rollback_to(**arguments))
 
 
 def _days(window) -> str:
@@ -263,22 +271,26 @@ class RemoveOrphanFiles(Action):
         "relative to the table, one per line, to this file: a local path or an fsspec URL.",
     )
     now: str | int | None = arg(None, check=check_time, internal=True, help=_NOW)
+    noncurrent_days: int | None = noncurrent_days_arg()
 
     def run(self, table: Table) -> dict[str, Any]:
-        arguments = self.arguments()
-        listed = arguments.pop("list_files") or self.dry_run
-        target = arguments.pop("orphan_list")
-        if target is None:
-            result = table.remove_orphan_files(**arguments)
-        else:
+        listing: dict[str, Any] = {}
+
+        def remove(arguments: dict[str, Any]):
+            listing["listed"] = arguments.pop("list_files") or self.dry_run
+            listing["target"] = target = arguments.pop("orphan_list")
+            if target is None:
+                return table.remove_orphan_files(**arguments)
             with fsspec.open(target, "w", encoding="utf-8") as out, orphans.listing_to(lambda path: out.write(path + "\n")):
-                result = table.remove_orphan_files(**arguments)
+                return table.remove_orphan_files(**arguments)
+
+        document = run_retaining(self, table, remove)
         # The result travels as an XCom and a log line: a few paths to look at, the counts of all.
-        shown = result.orphan_files[:MAX_RESULT_ORPHANS] if listed else []
-        document = self.result_document(result)
-        document["result"].update(orphan_files=shown, orphan_files_truncated=len(shown) < result.orphan_count and listed)
-        if target is not None:
-            document["result"]["orphan_list"] = target
+        result, listed = document["result"], listing["listed"]
+        shown = result["orphan_files"][:MAX_RESULT_ORPHANS] if listed else []
+        result.update(orphan_files=shown, orphan_files_truncated=len(shown) < result["orphan_count"] and listed)
+        if listing["target"] is not None:
+            result["orphan_list"] = listing["target"]
         return document
 
 
@@ -324,8 +336,10 @@ class ExpireConsumers(Action):
     )
     now: str | int | None = arg(None, check=check_time, internal=True, help=_NOW)
 
+    noncurrent_days: int | None = noncurrent_days_arg()
+
     def run(self, table: Table) -> dict[str, Any]:
-        return self.result_document(table.expire_consumers(**self.arguments()))
+        return run_retaining(self, table, lambda arguments: table.expire_consumers(**arguments))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -366,6 +380,9 @@ ACTIONS: dict[str, type[Action]] = {
         CreateSavepoint,
         DeleteSavepoint,
         RestoreSavepoint,
+        Undo,
+        Purge,
+        Trash,
     )
 }
 

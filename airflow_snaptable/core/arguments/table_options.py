@@ -82,6 +82,18 @@ def _positive_int(value: Any, key: str) -> int:
     return result
 
 
+def _non_negative_int(value: Any, key: str) -> int:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        result = int(str(value).strip())
+    except ValueError:
+        raise InvalidOptionError(f"{key}: expected a whole number of days >= 0, got {value!r}") from None
+    if result < 0:
+        raise InvalidOptionError(f"{key}: must be >= 0, got {value!r}")
+    return result
+
+
 def _period_duration(value: Any, key: str) -> timedelta:
     """Paimon's ``tag.creation-period-duration``: whole minutes, the resolution of its tag names (yyyyMMddHHmm)."""
     result = parse_duration(value, key)
@@ -140,6 +152,11 @@ _SPECS = [
     OptionSpec(
         "commit.max-clock-skew", parse_duration, timedelta(minutes=1),
         "A commit whose clock is further behind the latest snapshot's time fails (ClockSkewError).",
+    ),
+    OptionSpec(
+        "noncurrent-days", _non_negative_int, None,
+        "Deleting runs keep what they remove noncurrent (undoable) this many days, then purge deletes it "
+        "(core/lifecycle/noncurrent/); unset: they delete at once.",
     ),
     OptionSpec("file.compression", _choice("zstd", "snappy", "gzip", "lz4", "none"), "zstd", "Parquet compression."),
 ]

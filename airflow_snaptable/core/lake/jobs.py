@@ -138,6 +138,7 @@ def _snapshot_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
         "retain_max": retain_max,
         "time_retained": None if age is None else f"{age.total_seconds():g} s",
         "dry_run": dry_run,
+        "noncurrent_days": settings.get("noncurrent-days"),
     }
     return _plan(actions.ExpireSnapshots, table, arguments, notes)
 
@@ -159,7 +160,8 @@ def _periodic_tags(settings: dict, table, dry_run: bool) -> JobPlan:
 
 def _orphan_file_removal(settings: dict, table, dry_run: bool) -> JobPlan:
     days = settings.get("older-than-days")
-    arguments = {"older_than": None if days is None else f"{days * 86400:g} s", "dry_run": dry_run}
+    arguments = {"older_than": None if days is None else f"{days * 86400:g} s", "dry_run": dry_run,
+                 "noncurrent_days": settings.get("noncurrent-days")}
     return _plan(actions.RemoveOrphanFiles, table, arguments, [])
 
 
@@ -205,7 +207,7 @@ def _explicit_consumer_expiration(table) -> timedelta | None:
 
 
 def _no_settings(action: type[Action]) -> Callable[[dict, Any, bool], JobPlan]:
-    return lambda settings, table, dry_run: _plan(action, table, {}, [])
+    return lambda settings, table, dry_run: _plan(action, table, {key.replace("-", "_"): v for key, v in settings.items()}, [])
 
 
 def _plan(action: type[Action], table, arguments: dict, notes: list[str]) -> JobPlan:
@@ -223,4 +225,5 @@ _PLANNERS: dict[str, Callable[[dict, Any, bool], JobPlan]] = {
     "snapshot-expiry": _snapshot_expiry,
     "clean": _clean,
     "orphan-file-removal": _orphan_file_removal,
+    "purge": _no_settings(actions.Purge),
 }

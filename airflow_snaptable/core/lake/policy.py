@@ -109,6 +109,11 @@ class JobSpec:
     help: str = ""
 
 
+#: The key of every deleting job: keep what it removes noncurrent (undoable) this many days, then purge deletes it
+#: (core/lifecycle/noncurrent/; the actions' ``noncurrent_days``).
+RETAINING: dict[str, Check] = {"noncurrent-days": integer(0)}
+
+
 def file_rewrite_jobs() -> tuple["JobSpec", ...]:
     """Jobs that rewrite files without changing rows, after compaction (which adds manifests) and before expiry."""
     return (
@@ -125,9 +130,9 @@ def file_rewrite_jobs() -> tuple["JobSpec", ...]:
 JOBS: dict[str, JobSpec] = {
     spec.name: spec
     for spec in (
-        JobSpec("consumer-expiry", {"expiration-time": duration},
+        JobSpec("consumer-expiry", {"expiration-time": duration, **RETAINING},
                 help="delete consumers idle longer than expiration-time (default: the table's consumer.expiration-time)"),
-        JobSpec("tag-expiry", {}, help="delete tags whose time to live has passed"),
+        JobSpec("tag-expiry", {**RETAINING}, help="delete tags whose time to live has passed"),
         JobSpec(
             "periodic-tags",
             {"period": one_of(PERIODS), "delay": duration, "formatter": one_of(FORMATTERS), "num-retained-max": integer(1)},
@@ -141,19 +146,23 @@ JOBS: dict[str, JobSpec] = {
         *file_rewrite_jobs(),
         JobSpec(
             "snapshot-expiry",
-            {"min-snapshots-to-keep": integer(1), "max-snapshot-age-hours": number(0), "max-snapshots": integer(1)},
+            {"min-snapshots-to-keep": integer(1), "max-snapshot-age-hours": number(0), "max-snapshots": integer(1), **RETAINING},
             help="expire old snapshots and delete the files nothing retained uses",
         ),
         JobSpec(
             "clean",
             {"policy": one_of(CLEAN_POLICIES), "commits-retained": integer(1), "hours-retained": integer(1),
-             "file-versions-retained": integer(1)},
+             "file-versions-retained": integer(1), **RETAINING},
             frozenset({NATIVE_FORMAT, "paimon"}),
             help="a Hudi cleaning policy",
         ),
         JobSpec(
-            "orphan-file-removal", {"older-than-days": number(0, exclusive=True)},
+            "orphan-file-removal", {"older-than-days": number(0, exclusive=True), **RETAINING},
             help="delete files under the table that nothing references",
+        ),
+        JobSpec(
+            "purge", {},
+            help="delete the noncurrent files (of runs with noncurrent-days) whose retention has passed",
         ),
     )
 }

@@ -150,7 +150,26 @@ def new_document(table: LakeTable) -> dict[str, Any]:
 
 
 def summarize(job: str, result: Any) -> dict[str, Any]:
-    """The status fields a job's result (the action's ``result``, as JSON) fills."""
+    """The status fields a job's result (the action's ``result``, as JSON) fills. A job run with
+    ``noncurrent-days`` deleted nothing: its ``noncurrentRunId`` (what ``snaptable undo`` takes) and the
+    files and bytes it made noncurrent (core/lifecycle/noncurrent/) are reported instead."""
+    summary = _summarize(job, result)
+    if isinstance(result, dict) and result.get("run_id"):
+        summary["noncurrentRunId"] = result["run_id"]
+        if job == "orphan-file-removal":
+            summary.pop("filesDeleted", None)
+            summary["filesNoncurrent"] = result.get("orphan_count", 0)
+            summary["bytesNoncurrent"] = summary.pop("bytesDeleted", 0)
+        else:
+            summary["filesNoncurrent"] = result.get("noncurrent_data_files", 0) + result.get("noncurrent_manifest_files", 0)
+            summary["bytesNoncurrent"] = result.get("noncurrent_bytes", 0)
+    if job == "purge" and isinstance(result, dict):
+        summary = {"filesDeleted": {"noncurrent": result.get("deleted_files", 0)}, "bytesDeleted": result.get("bytes_freed", 0),
+                   "runsPurged": list(result.get("purged_run_ids") or [])}
+    return summary
+
+
+def _summarize(job: str, result: Any) -> dict[str, Any]:
     if job in ("snapshot-expiry", "clean"):
         summary = {
             "snapshotsExpired": len(result.get("expired_snapshot_ids") or []),

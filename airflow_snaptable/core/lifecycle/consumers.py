@@ -17,12 +17,18 @@ from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFound
 from airflow_snaptable.core.lifecycle.intents import CONSUMER as CONSUMER_INTENT, Intent, IntentManager
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.lifecycle.deletion_plans import PlanManager
+from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentRun
+from airflow_snaptable.core.lifecycle.noncurrent.record import record_removed
 from airflow_snaptable.core.lifecycle.store import TableStore
 
 
 class ConsumerLifecycle:
-    def __init__(self, store: TableStore, clock: Callable[[], int], expiration: timedelta | None):
+    def __init__(
+        self, store: TableStore, clock: Callable[[], int], expiration: timedelta | None, noncurrent: NoncurrentRun | None = None
+    ):
         self.store = store
+        #: A run with a retention records the consumers it expires first (core/lifecycle/noncurrent/).
+        self.noncurrent = noncurrent
         self.clock = clock
         #: Option ``consumer.expiration-time``: consumers idle this long are removed (None: never).
         self.expiration = expiration
@@ -66,7 +72,9 @@ class ConsumerLifecycle:
         if self.expiration is None:
             return []
         limit = now_millis - int(self.expiration.total_seconds() * 1000)
-        expired = [c.id for c in self.store.consumers.consumers() if c.update_time_millis < limit]
-        for consumer_id in expired:
-            self.store.consumers.delete(consumer_id)
-        return expired
+        expired = [c for c in self.store.consumers.consumers() if c.update_time_millis < limit]
+        if expired:
+            record_removed(self.store, self.noncurrent, "consumers", consumers=expired)
+        for consumer in expired:
+            self.store.consumers.delete(consumer.id)
+        return [c.id for c in expired]

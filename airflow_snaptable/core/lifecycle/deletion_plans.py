@@ -82,6 +82,9 @@ class DeletionPlan:
     #: from the deltas of the snapshots recorded here (``{"snapshots": [snapshot dicts], "changes_from": id}``),
     #: a part at a time, each part recorded (:meth:`PlanManager.record_part`) before its deletes.
     parted: dict | None = None
+    #: A run with a retention (core/lifecycle/noncurrent/journal.py ``NoncurrentRun.to_dict``): whoever finishes
+    #: the plan records what it removes in the noncurrent journal and deletes no file.
+    noncurrent: dict | None = None
     id: str = field(default_factory=lambda: uuid.uuid4().hex)
     #: Read from a pending file (set by read_plans; not stored).
     pending: bool = False
@@ -117,6 +120,8 @@ class DeletionPlan:
         }
         if self.parted is not None:
             doc["parted"] = self.parted  # absent otherwise: plans without parts read as before
+        if self.noncurrent is not None:
+            doc["noncurrent"] = self.noncurrent  # absent otherwise: plans of plain runs read as before
         candidates = [] if fence_only else self.data_files
         # One growing buffer whose getvalue() hands over its bytes without a copy (joining parts
         # would hold the text twice).
@@ -196,6 +201,10 @@ class PlanOutcome:
     protected_data_files: int = 0
     #: Data files a plan in parts deleted: counted, not listed (it holds one part at a time).
     streamed_data_files: int = 0
+    #: A plan of a run with a retention deletes nothing: what it made noncurrent instead (core/lifecycle/noncurrent/).
+    noncurrent_data_files: int = 0
+    noncurrent_manifest_files: int = 0
+    noncurrent_bytes: int = 0
 
     @property
     def data_file_count(self) -> int:

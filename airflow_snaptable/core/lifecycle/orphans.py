@@ -29,6 +29,8 @@ from airflow_snaptable.core.arguments.checks import check_bool
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
 from airflow_snaptable.core.arguments.table_options import parse_duration
 from airflow_snaptable.core.io.path_set import PathHashSet
+from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal, NoncurrentRun, entry_key
+from airflow_snaptable.core.lifecycle.noncurrent.record import record_removed
 from airflow_snaptable.core.lifecycle.progress import delete_with_progress
 from airflow_snaptable.core.lifecycle.store import InUse, StoredFile, TableStore
 from airflow_snaptable.core.arguments.times import is_epoch_millis_text, to_millis
@@ -87,6 +89,8 @@ class OrphanResult:
     dry_run: bool = True
     #: True when ``orphan_files`` lists fewer paths than ``orphan_count`` (the cap).
     orphan_files_truncated: bool = False
+    #: A run with a retention: the orphans stay, noncurrent, undoable by this id until purged.
+    run_id: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -113,9 +117,13 @@ class OrphanFilesClean:
     ``batch`` at a time.
     """
 
-    def __init__(self, store: TableStore, clock: Callable[[], int], batch: int | None = None):
-        """:param batch: listed files checked against the in-use set at once (default ``ORPHAN_BATCH``)."""
+    def __init__(
+        self, store: TableStore, clock: Callable[[], int], batch: int | None = None, noncurrent: NoncurrentRun | None = None
+    ):
+        """:param batch: listed files checked against the in-use set at once (default ``ORPHAN_BATCH``).
+        :param noncurrent: a run with a retention: the orphans are recorded as noncurrent, not deleted."""
         self.store = store
+        self.noncurrent = noncurrent
         self.clock = clock
         self.batch = batch or ORPHAN_BATCH
 
@@ -134,20 +142,33 @@ class OrphanFilesClean:
             used = paths_in_use(self.store)
             if not len(used) and self.store.snapshots.latest_id() is not None:
                 raise CorruptMetadataError("the table has snapshots but no file is in use: refusing to delete anything")
-            doomed: list[str] = []
+            # Noncurrent files (an earlier run's, undoable) are not orphans.
+            noncurrent = NoncurrentJournal(self.store.lifecycle).held_paths()
+            doomed: list[tuple[str, int]] = []
             for paths, sizes in candidates.batches():
-                kept = used.contains(paths)
+                kept = used.contains(paths) | noncurrent.contains(paths)
                 for path, size, in_use in zip(paths, sizes, kept.tolist()):
                     if in_use:
                         continue
                     result.add(path, size)
                     if not dry_run:
-                        doomed.append(path)
+                        doomed.append((path, size))
                 if len(doomed) >= DELETE_BUFFER:
-                    delete_with_progress("deleting orphan files", doomed, files.delete)
+                    self._remove(doomed)
                     doomed = []
-            delete_with_progress("deleting orphan files", doomed, files.delete)  # nothing on a dry run
+            self._remove(doomed)  # nothing on a dry run
+        if self.noncurrent is not None and not dry_run and result.orphan_count:
+            result.run_id = self.noncurrent.run_id  # recorded: undoable by this id
         return result
+
+    def _remove(self, doomed: list[tuple[str, int]]) -> None:
+        """Delete a batch of orphans, or, in a run with a retention, record them as noncurrent (one entry a batch)."""
+        if not doomed:
+            return
+        if self.noncurrent is not None:
+            record_removed(self.store, self.noncurrent, entry_key("orphans", doomed[0][0], str(len(doomed))), files=doomed)
+            return
+        delete_with_progress("deleting orphan files", [path for path, _size in doomed], self.store.files.delete)
 
 
 class CandidateSpill:

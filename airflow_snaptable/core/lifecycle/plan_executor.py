@@ -22,6 +22,8 @@ from typing import Callable
 
 from airflow_snaptable.core.lifecycle.expiry.parts import candidate_parts
 from airflow_snaptable.core.lifecycle.intents import IntentManager
+from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentRun
+from airflow_snaptable.core.lifecycle.noncurrent.record import record_leftovers, record_part, record_plan
 from airflow_snaptable.core.lifecycle.deletion_plans import EXPIRE, ROLLBACK, DataCandidate, DeletionPlan, PlanEffect, PlanManager, PlanOutcome
 from airflow_snaptable.core.lifecycle.progress import delete_with_progress
 from airflow_snaptable.core.lifecycle.protection import Protection, ProtectionReader
@@ -31,10 +33,13 @@ from airflow_snaptable.core.lifecycle.store import TableStore
 
 
 class PlanExecutor:
-    def __init__(self, store: TableStore):
+    def __init__(self, store: TableStore, noncurrent: NoncurrentRun | None = None):
+        """:param noncurrent: the run's retention: the plans it runs record what they remove and delete no file
+        (core/lifecycle/noncurrent/). Plans left by other runs keep their own setting."""
         self.store = store
         self.plans = PlanManager(store)
         self.protection = ProtectionReader(store)
+        self.noncurrent = noncurrent
 
     def run(
         self,
@@ -46,12 +51,18 @@ class PlanExecutor:
         """The plan sequence (see the module doc). ``check`` returns False to drop the plan (then
         this returns None and the owner may plan again) or raises; ``before_activate`` runs once
         protection is read, before anything is deleted."""
+        if self.noncurrent is not None and plan.noncurrent is None:
+            plan.noncurrent = self.noncurrent.to_dict()
         self.plans.publish_pending(plan)
         try:
             if check is not None and not check():
                 self.plans.discard_pending(plan)
                 return None
             protection = self.protection.read(plan)
+            if plan.noncurrent is not None:
+                # Recorded before anything moves (consumers a rollback moves back included); a crash
+                # before activation leaves a pending plan (dropped) and an entry naming nothing removed.
+                self._record(plan, protection)
         except BaseException:
             self.plans.discard_pending(plan)
             raise
@@ -71,6 +82,9 @@ class PlanExecutor:
             total.streamed_data_files += outcome.streamed_data_files
             total.deleted_manifest_files += outcome.deleted_manifest_files
             total.bytes_freed += outcome.bytes_freed
+            total.noncurrent_data_files += outcome.noncurrent_data_files
+            total.noncurrent_manifest_files += outcome.noncurrent_manifest_files
+            total.noncurrent_bytes += outcome.noncurrent_bytes
         self.plans.drop_abandoned()
         IntentManager(self.store.lifecycle).drop_stale(self.store.snapshots.earliest_id())
         self.store.lifecycle.remove_abandoned_temps(READD_DIR)
@@ -84,6 +98,9 @@ class PlanExecutor:
         if protection is None:
             protection = self.protection.read(plan)
 
+        noncurrent = plan.noncurrent is not None
+        if noncurrent:
+            self._record(plan, protection)  # once: the run recorded it already, or this rerun does
         # Unpublish first, delete files after: a crash in between leaks, never loses.
         if plan.restore_snapshot is not None and plan.ceiling is not None:
             snapshots.restore(Snapshot.from_json(plan.restore_snapshot.encode(), where=self.store.lifecycle.full_uri(plan.path)))
@@ -106,6 +123,27 @@ class PlanExecutor:
                 snapshots.write_earliest_hint(plan.ceiling)
 
         registry = ReaddRegistry(self.store.lifecycle)
+        if noncurrent:
+            # Nothing is deleted: what unpublishing left is noncurrent too; a plan in parts records its
+            # parts (streamed from metadata that stays). Re-add entries stay: an undo needs what they protect.
+            record_leftovers(self.store, plan, unpublished)
+            if plan.parted is not None:
+                for number, (doomed, protected) in enumerate(self._parts(plan, protection)):
+                    record_part(self.store, plan, number, doomed)
+                    outcome.noncurrent_data_files += len(doomed)
+                    outcome.noncurrent_bytes += sum(c.size for c in doomed)
+                    outcome.protected_data_files += protected
+                manifests = self._unheld_manifests(plan, protection)
+            else:
+                effect = self.effect(plan, protection)
+                manifests = effect.manifest_files
+                outcome.noncurrent_data_files = len(effect.data_files)
+                outcome.noncurrent_bytes = sum(c.size for c in effect.data_files)
+                outcome.protected_data_files = effect.protected_data_files
+            outcome.noncurrent_manifest_files = len(manifests)
+            outcome.noncurrent_bytes += sum(size for _name, size in manifests)
+            self.plans.finished(plan)
+            return outcome
         if plan.parted is not None:
             self._delete_parts(plan, protection, outcome, registry)
             # Metadata last: the parts were streamed from it, and a rerun streams them again.
@@ -129,6 +167,10 @@ class PlanExecutor:
         registry.forget(outcome.deleted_data_files)  # a plan in parts forgot each part's as it went
         self.plans.finished(plan)
         return outcome
+
+    def _record(self, plan: DeletionPlan, protection: Protection) -> None:
+        effect = PlanEffect(self._unheld_manifests(plan, protection), [], 0) if plan.parted is not None else self.effect(plan, protection)
+        record_plan(self.store, plan, effect, self.protection.doomed_tag_names(plan))
 
     def _delete_parts(self, plan: DeletionPlan, protection: Protection, outcome: PlanOutcome, registry: ReaddRegistry) -> None:
         """Delete a plan in parts' data files a part at a time: each part recorded, then deleted; then

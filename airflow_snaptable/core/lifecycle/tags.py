@@ -28,6 +28,8 @@ from airflow_snaptable.core.errors import (
 )
 from airflow_snaptable.core.lifecycle.intents import TAG as TAG_INTENT, Intent, IntentManager
 from airflow_snaptable.core.arguments.names import validate_name
+from airflow_snaptable.core.lifecycle.noncurrent.journal import entry_key
+from airflow_snaptable.core.lifecycle.noncurrent.record import record_removed
 from airflow_snaptable.core.lifecycle.plan_executor import PlanExecutor
 from airflow_snaptable.core.lifecycle.deletion_plans import DELETE_TAG, DataCandidate, DeletionPlan
 from airflow_snaptable.core.native.snapshot import Snapshot
@@ -162,6 +164,7 @@ class TagLifecycle:
         tag = self.store.tags.tag(name)
         plan = self._release_plan(tag, delete_tag_file=True)
         if plan is None:
+            record_removed(self.store, self.executor.noncurrent, entry_key("tag", name, str(tag.create_time_millis)), tags=[tag])
             self.store.tags.delete(name)  # the snapshot still holds everything; expiry frees it later
             return []
         return self.executor.run(plan).deleted_data_files
@@ -176,6 +179,8 @@ class TagLifecycle:
         new = Tag(name, target, self.clock(), retained, old.source)
         plan = self._release_plan(old, delete_tag_file=False)
         if plan is not None:
+            if self.executor.noncurrent is not None:
+                plan.noncurrent = self.executor.noncurrent.to_dict()  # a run with a retention deletes nothing here either
             # Active at once: whoever finishes it (this call, or the next maintenance run after a
             # crash) frees only what no tag holds then, the old or the new version of this one.
             self.plans.publish(plan)

@@ -227,6 +227,14 @@ class SnapshotManager:
         self.write_earliest_hint(snapshot.id)
         self.storage.create_exclusive(snapshot_path(snapshot.id), snapshot.to_json())
 
+    def republish(self, snapshot: Snapshot) -> bool:
+        """Publish a snapshot a rollback discarded again, above the latest (undoing the rollback,
+        core/lifecycle/noncurrent/undo.py); False, writing nothing, when a commit took the id meanwhile."""
+        if not self.storage.create_exclusive(snapshot_path(snapshot.id), snapshot.to_json()):
+            return False
+        self.write_latest_hint(snapshot.id)
+        return True
+
     # -- ids -----------------------------------------------------------------
 
     def list_ids(self) -> list[int]:

@@ -51,6 +51,8 @@ class SnapshotPoint:
     deleted_files: int | None = 0
     #: A keep-history rollback: the snapshot whose state this one restored.
     rollback_to: int | None = None
+    #: Removed by a run with a retention and restorable until purged: that run's id (``snaptable undo``).
+    restorable_run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -160,9 +162,13 @@ def build_timeline(table: "Table", *, now=None) -> Timeline:
             name=tag.name, snapshot_id=tag.snapshot_id, source=tag.source, create_time_millis=tag.create_time_millis,
             expires_at_millis=tag.expires_at_millis, snapshot_expired=expired, id_reused=reused,
         ))
+    restorable = _restorable(table) if numbered else {}
+    for snapshot_id, (snapshot, _run_id) in restorable.items():
+        shown.setdefault(snapshot_id, (snapshot, False))
     counts = _file_counts(table, [snapshot for snapshot, _kept in shown.values()])
     points = {
-        i: _point(snapshot, kept, i in window and kept, counts.get(i)) for i, (snapshot, kept) in shown.items()
+        i: _point(snapshot, kept, i in window and kept, counts.get(i), restorable.get(i, (None, None))[1])
+        for i, (snapshot, kept) in shown.items()
     }
 
     earliest = history[0].id if history else None
@@ -217,7 +223,22 @@ def _file_counts(table: "Table", snapshots: list) -> dict[int, Any]:
         return found
 
 
-def _point(snapshot, retained: bool, pending: bool, counts) -> SnapshotPoint:
+def _restorable(table: "Table") -> dict[int, tuple[Any, str]]:
+    """The snapshots runs with a retention removed and an undo would bring back, by id: (snapshot, run id)."""
+    from airflow_snaptable.core.native.snapshot import Snapshot
+
+    found: dict[int, tuple[Any, str]] = {}
+    try:
+        for entry in table.noncurrent_journal().entries():
+            for text in entry.snapshots:
+                snapshot = Snapshot.from_json(text.encode(), where="noncurrent journal")
+                found[snapshot.id] = (snapshot, entry.run.run_id)
+    except SnapTableError:
+        return {}  # the picture shows what it can read; verify names an unreadable entry
+    return found
+
+
+def _point(snapshot, retained: bool, pending: bool, counts, restorable_run_id: str | None = None) -> SnapshotPoint:
     summary = snapshot.summary or {}
     target = summary.get(ROLLBACK_SUMMARY_KEY)
     return SnapshotPoint(
@@ -232,6 +253,7 @@ def _point(snapshot, retained: bool, pending: bool, counts) -> SnapshotPoint:
         added_files=None if counts is None else counts.added,
         deleted_files=None if counts is None else counts.deleted,
         rollback_to=target if isinstance(target, int) and not isinstance(target, bool) else None,
+        restorable_run_id=None if retained else restorable_run_id,
     )
 
 

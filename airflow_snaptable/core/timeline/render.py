@@ -258,13 +258,16 @@ def _snapshots(timeline: Timeline, layout: _Layout) -> list[str]:
     for point in timeline.snapshots:
         x, y = layout.x(point.id), layout.y(point.total_records)
         state = "kept only by a tag (expired)" if not point.retained else ("removed by the next expiry" if point.id in pending else "retained")
+        if point.restorable_run_id is not None:
+            state = f"removed, restorable until purged: snaptable undo <table> {point.restorable_run_id}"
         lines = [f"snapshot {point.id}: {point.kind}", f"committed {format_millis(point.time_millis)} by {point.commit_user}",
                  f"{point.total_records} records ({point.delta_records:+d}), " + (
                      "files changed: unknown" if point.added_files is None else f"+{point.added_files} / -{point.deleted_files} files"), state]
         if point.rollback_to is not None:
             lines.append(f"restores the state of snapshot {point.rollback_to}")
         attrs = _attrs(snapshot_id=point.id, kind=point.kind, records=point.total_records, time_millis=point.time_millis,
-                       retained=point.retained, pending_expiry=point.id in pending, rollback_to=point.rollback_to)
+                       retained=point.retained, pending_expiry=point.id in pending, rollback_to=point.rollback_to,
+                       restorable_run_id=point.restorable_run_id)
         out.append(
             f'<g class="snapshot"{attrs}><title>{esc(chr(10).join(lines))}</title>'
             f'<line class="grid" x1="{x}" y1="{y + 9}" x2="{x}" y2="{AXIS_Y}"/>'

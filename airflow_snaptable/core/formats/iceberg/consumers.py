@@ -151,9 +151,11 @@ class IcebergConsumers:
         self.consumer(consumer_id)  # ConsumerNotFoundError when there is none
         self._write(consumer_id, None)
 
-    def expire(self, now_millis: int, expiration_time=None) -> list[str]:
+    def expire(self, now_millis: int, expiration_time=None,
+               record: Callable[[list[Consumer]], None] | None = None) -> list[str]:
         """Delete the consumers not updated for ``expiration_time`` (default: the table property
-        ``consumer.expiration-time``); returns their ids."""
+        ``consumer.expiration-time``); returns their ids. ``record``: a run with a retention records them,
+        as they were, before they go (core/formats/iceberg/noncurrent.py)."""
         if expiration_time is not None:
             expiration = millis(duration_argument(expiration_time, "expiration_time"))
         else:
@@ -161,10 +163,19 @@ class IcebergConsumers:
             if raw is None:
                 return []
             expiration = millis(duration_argument(raw, "table property consumer.expiration-time"))
-        expired = [c.id for c in self.consumers() if c.update_time_millis < now_millis - expiration]
-        for consumer_id in expired:
-            self._write(consumer_id, None)
-        return expired
+        expired = [c for c in self.consumers() if c.update_time_millis < now_millis - expiration]
+        if expired and record is not None:
+            record(expired)
+        for consumer in expired:
+            self._write(consumer.id, None)
+        return [c.id for c in expired]
+
+    def restore(self, consumer: Consumer) -> bool:
+        """Write back a consumer an expiry removed (undo), unless one of that id exists now; whether it did."""
+        if self.get(consumer.id) is not None:
+            return False
+        self._write(consumer.id, consumer)
+        return True
 
     def _write(self, consumer_id: str, consumer: Consumer | None) -> None:
         """One catalog commit: the consumer's property and ref, or their removal (``None``)."""

@@ -42,6 +42,9 @@ from airflow_snaptable.core.formats.iceberg.files import LIFECYCLE_DIR, Locator,
 from airflow_snaptable.core.formats.iceberg.retention import Retention, RetentionSettings, ancestors, plan_retention
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.io.table_paths import checked_relative_path
+from airflow_snaptable.core.formats.iceberg.journal import journal_of
+from airflow_snaptable.core.formats.iceberg.noncurrent import record_expiry
+from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentRun
 
 PLAN_DIR = f"{LIFECYCLE_DIR}/plan"
 METADATA_DIR = "metadata"
@@ -65,6 +68,8 @@ class IcebergDeletionPlan:
     #: Bytes of each file the plan names (what ``bytes_freed`` adds up, for the files actually deleted).
     sizes: dict[str, int] = field(default_factory=dict)
     delete_files: bool = True
+    #: A run with a retention (core/lifecycle/noncurrent/): it records what it removes and deletes no file.
+    noncurrent: dict | None = None
     name: str = field(default_factory=lambda: f"expire-{uuid.uuid4().hex}.json")
 
     def to_json(self) -> bytes:
@@ -103,10 +108,11 @@ class IcebergDeletionPlan:
 
 
 class IcebergExpiry:
-    def __init__(self, table_loader, storage: Storage):
+    def __init__(self, table_loader, storage: Storage, noncurrent: NoncurrentRun | None = None):
         #: ``table_loader()`` -> the pyiceberg table as the catalog has it now
         self.load = table_loader
         self.storage = storage
+        self.noncurrent = noncurrent
 
     # -- planning -------------------------------------------------------------------------------
 
@@ -189,7 +195,12 @@ class IcebergExpiry:
             if dry_run or (not plan.expired_ids and not plan.removed_refs):
                 after = _main_ancestry(table.metadata, without=set(plan.expired_ids))
                 return self._result(plan, before, after, dry_run=dry_run, recovered=recovered)
+            if self.noncurrent is not None:
+                plan.noncurrent = self.noncurrent.to_dict()
             self.storage.write_bytes(f"{PLAN_DIR}/{plan.name}", plan.to_json())
+            if self.noncurrent is not None:
+                # Before the commit: a crash after it leaves an entry for what the commit removed.
+                record_expiry(self.storage, self.noncurrent, _entry_key(plan), table.metadata, plan)
             try:
                 # The journal is this plan's fence: a consumer that moves from now on sees it and backs
                 # out (core/formats/iceberg/consumers.py). Whatever committed before it (a consumer, a ref, a
@@ -199,6 +210,7 @@ class IcebergExpiry:
                 committed = self._commit(table, plan)
             except CommitConflictError:
                 self.storage.delete(f"{PLAN_DIR}/{plan.name}")
+                self._drop_entry(plan)
                 attempt += 1
                 if attempt >= COMMIT_ATTEMPTS:
                     raise
@@ -214,9 +226,21 @@ class IcebergExpiry:
                     f"{table.name()}: the catalog applied the expiry over a concurrent commit; the snapshots are "
                     "removed, no file was deleted (orphan removal frees them)"
                 )
-            self._delete(plan, committed.metadata, committed.metadata_location)
+            if plan.noncurrent is None:
+                self._delete(plan, committed.metadata, committed.metadata_location)
             self.storage.delete(f"{PLAN_DIR}/{plan.name}")
-            return self._result(plan, before, _main_ancestry(committed.metadata), dry_run=False, recovered=recovered)
+            result = self._result(plan, before, _main_ancestry(committed.metadata), dry_run=False, recovered=recovered)
+            if plan.noncurrent is not None:
+                result.run_id = plan.noncurrent["run_id"]
+                result.noncurrent_data_files, result.deleted_data_files = result.deleted_data_files, 0
+                result.noncurrent_manifest_files, result.deleted_manifest_files = result.deleted_manifest_files, 0
+                result.noncurrent_bytes, result.bytes_freed = result.bytes_freed, 0
+                result.deleted_snapshot_files = 0
+            return result
+
+    def _drop_entry(self, plan: IcebergDeletionPlan) -> None:
+        if plan.noncurrent is not None:
+            journal_of(self.storage).delete([f"entry-{plan.noncurrent['run_id']}-{_entry_key(plan)}.json"])
 
     def _commit(self, table, plan: IcebergDeletionPlan):
         from pyiceberg.exceptions import CommitFailedException
@@ -286,9 +310,11 @@ class IcebergExpiry:
                 live = reach(ManifestReader(self.storage, locator), table.metadata.snapshots, only_live=True)
                 plan.content_files = [p for p in plan.content_files if p not in live.content_files]
                 plan.manifests = [p for p in plan.manifests if p not in live.manifests]
-                if not dry_run:
+                if not dry_run and plan.noncurrent is None:
                     self._delete(plan, table.metadata, table.metadata_location)
-                deleted += len(plan.content_files) if plan.delete_files else 0
+                deleted += len(plan.content_files) if plan.delete_files and plan.noncurrent is None else 0
+            elif not dry_run:
+                self._drop_entry(plan)  # not committed: the entry records nothing removed
             if not dry_run:
                 self.storage.delete(rel)
         return deleted
@@ -312,6 +338,10 @@ class IcebergExpiry:
             result.manifest_files = list(plan.manifest_lists + plan.manifests)
             result.snapshot_files = list(plan.metadata_files + plan.statistics_files)
         return result
+
+
+def _entry_key(plan: IcebergDeletionPlan) -> str:
+    return plan.name[len("expire-"):-len(".json")]
 
 
 def _metadata_version(path: str) -> int | None:

@@ -20,6 +20,8 @@ from datetime import timedelta
 from airflow_snaptable.core.formats.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach, statistics_entries
 from airflow_snaptable.core.lifecycle.orphans import OrphanResult, cutoff_millis
 from airflow_snaptable.core.io.storage import Storage
+from airflow_snaptable.core.lifecycle.noncurrent.journal import JournalEntry, NoncurrentRun, entry_key
+from airflow_snaptable.core.formats.iceberg.journal import journal_of
 
 DEFAULT_WINDOW = timedelta(days=3)
 #: Loads of the metadata after the first, while commits keep coming during the read of the valid files.
@@ -37,7 +39,11 @@ def valid_files(table, storage: Storage, reader: ManifestReader | None = None) -
     return valid
 
 
-def remove_orphan_files(table_loader, storage: Storage, now_millis: int, older_than=None, dry_run: bool = True) -> OrphanResult:
+def remove_orphan_files(
+    table_loader, storage: Storage, now_millis: int, older_than=None, dry_run: bool = True, noncurrent: NoncurrentRun | None = None
+) -> OrphanResult:
+    """``noncurrent``: a run with a retention records the orphans (core/lifecycle/noncurrent/) instead of deleting them.
+    Noncurrent files of earlier runs are never orphans."""
     cutoff = cutoff_millis(now_millis, DEFAULT_WINDOW if older_than is None else older_than)
     # Candidates first, then what is valid: a file committed in between is valid.
     candidates = [
@@ -53,10 +59,15 @@ def remove_orphan_files(table_loader, storage: Storage, now_millis: int, older_t
             break
         table = latest
         valid |= valid_files(table, storage, reader)
-    orphans = sorted((rel, size) for rel, size, _mtime in candidates if rel not in valid)
-    if not dry_run:
-        storage.delete_files([rel for rel, _size in orphans])
+    held = journal_of(storage).held_paths()
+    orphans = sorted((rel, size) for rel, size, _mtime in candidates if rel not in valid and rel not in held)
     result = OrphanResult(older_than_millis=cutoff, dry_run=dry_run)
+    if not dry_run and noncurrent is not None:
+        if orphans:
+            journal_of(storage).write(JournalEntry(noncurrent, entry_key("orphans", orphans[0][0], str(len(orphans))), data_files=orphans))
+            result.run_id = noncurrent.run_id
+    elif not dry_run:
+        storage.delete_files([rel for rel, _size in orphans])
     for rel, size in orphans:
         result.add(rel, size)  # lists at most MAX_LISTED_ORPHANS, counts all
     return result

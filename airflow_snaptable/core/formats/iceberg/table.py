@@ -20,7 +20,8 @@ What is shared is the contract: the actions, their checks, results and front end
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from airflow_snaptable.core.native.consumers import Consumer
 from airflow_snaptable.core.errors import (
@@ -49,12 +50,25 @@ from airflow_snaptable.core.lifecycle.periodic_tags import PeriodicTagResult, re
 from airflow_snaptable.core.native.tags import IF_EXISTS, UNRECORDED, Tag
 from airflow_snaptable.core.arguments.times import duration_argument, millis, to_millis
 from airflow_snaptable.core.formats.native.verify import VerifyResult
+from airflow_snaptable.core.arguments.checks import check_int
+from airflow_snaptable.core.formats.iceberg.journal import journal_of
+from airflow_snaptable.core.formats.iceberg.noncurrent import IcebergNoncurrent, record_refs
+from airflow_snaptable.core.lifecycle.noncurrent.journal import JournalEntry, NoncurrentJournal, NoncurrentRun, entry_key
+from airflow_snaptable.core.lifecycle.noncurrent.purge import PurgeResult
+from airflow_snaptable.core.lifecycle.noncurrent.trash import RunSummary, trash
+from airflow_snaptable.core.lifecycle.noncurrent.undo import UndoResult
+
+#: The table property giving deleting runs a retention in days (core/lifecycle/noncurrent/), as the option
+#: ``noncurrent-days`` does on this package's and Paimon tables.
+NONCURRENT_DAYS_PROPERTY = "snaptable.noncurrent-days"
 
 FORMAT = "iceberg"
 
 
 class IcebergTable:
     format = FORMAT
+    #: The run with a retention the deleting calls inside :meth:`retaining_noncurrent` belong to (None: they delete).
+    _noncurrent: NoncurrentRun | None = None
 
     def __init__(self, uri: str, catalog_properties: dict[str, Any], clock: Callable[[], int]):
         self._uri = uri
@@ -266,6 +280,8 @@ class IcebergTable:
         from pyiceberg.table.update import RemoveSnapshotRefUpdate
 
         tag = self.tag(name)
+        if self._noncurrent is not None:
+            record_refs(self.storage, self._noncurrent, entry_key("tag", name), self.refresh().metadata, [name], {name: None})
         self.ref_commit(
             lambda m: (RemoveSnapshotRefUpdate(ref_name=name),),
             lambda m: (existing_tag(self, m, name, tag.snapshot_id),),
@@ -293,6 +309,10 @@ class IcebergTable:
             return tuple(RemoveSnapshotRefUpdate(ref_name=name) for name in expired)
 
         if past_their_age(self.refresh().metadata):
+            if self._noncurrent is not None:
+                # Every tag past its age now; one a concurrent change kept is found back at undo.
+                record_refs(self.storage, self._noncurrent, entry_key("tags", *expired), self.iceberg.metadata, list(expired),
+                            dict.fromkeys(expired))
             self.ref_commit(past_their_age, lambda m: unchanged_since(self.iceberg))
         return list(expired)
 
@@ -327,6 +347,8 @@ class IcebergTable:
                 raise InvalidArgumentError(f"snapshot {snapshot_id} is not an ancestor of the current snapshot of {self._uri}")
             target = snapshot_id
         current = metadata.current_snapshot_id
+        if self._noncurrent is not None:
+            record_refs(self.storage, self._noncurrent, entry_key("rollback", str(current)), metadata, [MAIN], {MAIN: target})
         self.ref_commit(
             lambda m: (SetSnapshotRefUpdate(
                 ref_name=MAIN, type=SnapshotRefType.BRANCH, snapshot_id=existing_snapshot(self, m, target, "main was rolled back to it"),
@@ -357,7 +379,34 @@ class IcebergTable:
             now=now_ms, older_than=cutoff, retain_last=retain_min or retain_last, retain_max=retain_max, limit=limit,
             snapshot_ids=list(snapshot_ids or []),
         )
-        return IcebergExpiry(self.refresh, self.storage).run(settings, dry_run=dry_run, delete_files=delete_files)
+        return IcebergExpiry(self.refresh, self.storage, self._noncurrent).run(settings, dry_run=dry_run, delete_files=delete_files)
+
+    # -- recoverable deletes (core/formats/iceberg/noncurrent.py) ---------------------------------------
+
+    @contextmanager
+    def retaining_noncurrent(self, days: int | None, operation: str) -> Iterator[NoncurrentRun | None]:
+        """As ``Table.retaining_noncurrent``; ``days`` None: the table property ``snaptable.noncurrent-days``."""
+        if days is None:
+            days = self.properties.get(NONCURRENT_DAYS_PROPERTY)
+        days = None if days is None else check_int(int(days) if isinstance(days, str) and days.isdigit() else days, "noncurrent_days", minimum=0)
+        previous = self._noncurrent
+        self._noncurrent = None if days is None else NoncurrentRun.start(days, operation)
+        try:
+            yield self._noncurrent
+        finally:
+            self._noncurrent = previous
+
+    def noncurrent_journal(self) -> NoncurrentJournal:
+        return journal_of(self.storage)
+
+    def undo(self, run_id: str) -> UndoResult:
+        return IcebergNoncurrent(self).undo(run_id)
+
+    def purge(self, *, now=None) -> PurgeResult:
+        return IcebergNoncurrent(self).purge(None if now is None else to_millis(now))
+
+    def trash(self) -> list[RunSummary]:
+        return trash(None, journal_of(self.storage))
 
     def verify(self) -> VerifyResult:
         """What is wrong with the table, reported, never raised (core/formats/iceberg/verify.py)."""
@@ -367,7 +416,7 @@ class IcebergTable:
 
     def remove_orphan_files(self, *, older_than=None, dry_run: bool = True, now=None) -> OrphanResult:
         now_ms = self.clock() if now is None else to_millis(now)
-        return remove_orphan_files(self.refresh, self.storage, now_ms, older_than, dry_run)
+        return remove_orphan_files(self.refresh, self.storage, now_ms, older_than, dry_run, self._noncurrent)
 
     # -- what is not there yet ---------------------------------------------------------------------
 
@@ -394,7 +443,12 @@ class IcebergTable:
         self.consumer_manager.delete(consumer_id)
 
     def expire_consumers(self, *, now=None, expiration_time=None) -> list[str]:
-        return self.consumer_manager.expire(self.clock() if now is None else to_millis(now), expiration_time)
+        run = self._noncurrent
+        record = None if run is None else (
+            lambda expired: journal_of(self.storage).write(
+                JournalEntry(run, "consumers", consumers=[c.to_json().decode() for c in expired]))
+        )
+        return self.consumer_manager.expire(self.clock() if now is None else to_millis(now), expiration_time, record)
 
     def clean(self, *args, **kwargs):
         self._unsupported("Hudi cleaning policies")

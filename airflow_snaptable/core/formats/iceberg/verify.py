@@ -21,6 +21,8 @@ outside the table location (``write.data.path``) are not checked: they are not l
 
 from __future__ import annotations
 
+from airflow_snaptable.core.formats.iceberg.journal import journal_of
+
 import io
 import time
 
@@ -103,7 +105,8 @@ def verify_iceberg(table) -> VerifyResult:
         {"path": rel, "recorded_size": size, "actual_size": present[rel], "referenced_by": used[rel]}
         for rel, size in sorted(recorded.items()) if rel in present and present[rel] != size
     ]
-    result.unreferenced_files = sorted(rel for rel in present if rel not in used and rel != VERSION_HINT)
+    held = journal_of(table.storage).held_paths()  # noncurrent: kept on purpose until purged
+    result.unreferenced_files = sorted(rel for rel in present if rel not in used and rel != VERSION_HINT and rel not in held)
     result.corrupt_metadata += _corrupt_lifecycle(storage, metadata)
     result.future_snapshots = _future(snapshots, metadata.properties or {})
     return result

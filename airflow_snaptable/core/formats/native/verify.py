@@ -21,6 +21,7 @@ from airflow_snaptable.core.lifecycle.intents import INTENT_DIR, INTENT_PREFIX, 
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.formats.native.files import NativeFiles, written_sizes
 from airflow_snaptable.core.lifecycle.deletion_plans import PLAN_DIR, DeletionPlan
+from airflow_snaptable.core.lifecycle.noncurrent.journal import JOURNAL_DIR, JournalEntry, NoncurrentJournal, run_of_entry
 from airflow_snaptable.core.lifecycle.readds import READD_DIR, is_entry_name, parse_entry
 from airflow_snaptable.core.native.snapshot import Snapshot, SnapshotManager, snapshot_path
 from airflow_snaptable.core.io.storage import Storage
@@ -125,7 +126,15 @@ def verify(
             result.missing_files.append({"path": path, "referenced_by": owner})
     result.missing_files.sort(key=lambda m: m["path"])
     unreferenced = {path for path in present if path not in used.data_files and path not in used.metadata_files}
-    result.unreferenced_files = sorted(unreferenced.union(leftovers))
+    unreferenced = sorted(unreferenced.union(leftovers))
+    try:
+        # Noncurrent files (a run's with a retention, undoable until purged) are kept on purpose.
+        noncurrent = NoncurrentJournal(lifecycle or storage).held_paths()
+    except CorruptMetadataError:
+        noncurrent = None  # the entry is reported corrupt above; its files are reported as they are
+    if noncurrent is not None and unreferenced:
+        unreferenced = [p for p, held in zip(unreferenced, noncurrent.contains(unreferenced).tolist()) if not held]
+    result.unreferenced_files = unreferenced
     return result
 
 
@@ -182,6 +191,8 @@ def _corrupt_lifecycle_files(storage: Storage, lifecycle: Storage, parse_consume
         (lifecycle, INTENT_DIR, lambda n: n.startswith(INTENT_PREFIX) and n.endswith(".json"),
          lambda rel, data: Intent.from_json(data, lifecycle.full_uri(rel))),
         (lifecycle, READD_DIR, is_entry_name, lambda rel, data: parse_entry(data, lifecycle.full_uri(rel))),
+        (lifecycle, JOURNAL_DIR, lambda n: run_of_entry(n) is not None,
+         lambda rel, data: JournalEntry.from_json(data, lifecycle.full_uri(rel))),
     ]
     corrupt: list[dict] = []
     for root, directory, wanted, parse in checks:

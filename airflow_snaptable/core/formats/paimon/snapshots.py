@@ -208,6 +208,15 @@ class PaimonSnapshotStore:
         self.write_earliest_hint(snapshot.id)
         self.storage.create_exclusive(snapshot_path(snapshot.id), raw.encode("utf-8"))
 
+    def republish(self, snapshot: Snapshot) -> bool:
+        """Write a snapshot a rollback discarded back above the latest, as Paimon's own document (undoing the
+        rollback, core/lifecycle/noncurrent/undo.py); False, writing nothing, when a commit took the id."""
+        document(snapshot, self.storage.uri)  # raises unless it carries its own Paimon JSON
+        if not self.storage.create_exclusive(snapshot_path(snapshot.id), snapshot.summary[RAW_KEY].encode("utf-8")):
+            return False
+        self.write_latest_hint(snapshot.id)
+        return True
+
     def write_earliest_hint(self, snapshot_id: int) -> None:
         self.storage.write_bytes(EARLIEST_HINT, str(snapshot_id).encode(), durable=False)
 

@@ -58,6 +58,12 @@ class ExpireResult:
     recovered_data_files: int = 0
     #: skip_missing: metadata of the expired snapshots that was already gone (what it named is left for orphan cleaning).
     missing_metadata: list[str] = field(default_factory=list)
+    #: A run with a retention (``noncurrent_days``) deletes none of them: the files it made noncurrent instead,
+    #: undoable by ``run_id`` until purged (core/lifecycle/noncurrent/).
+    noncurrent_data_files: int = 0
+    noncurrent_manifest_files: int = 0
+    noncurrent_bytes: int = 0
+    run_id: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -164,6 +170,12 @@ class SnapshotExpiry:
             result.deleted_manifest_files += len(outcome.deleted_manifest_files)
             result.bytes_freed += outcome.bytes_freed + sum(read.file_size(i) for i in plan.snapshot_ids)
             result.protected_data_files += outcome.protected_data_files
+            result.noncurrent_data_files += outcome.noncurrent_data_files
+            result.noncurrent_manifest_files += outcome.noncurrent_manifest_files
+            result.noncurrent_bytes += outcome.noncurrent_bytes
+            if plan.noncurrent is not None:
+                result.run_id = plan.noncurrent["run_id"]
+                result.bytes_freed -= sum(read.file_size(i) for i in plan.snapshot_ids)  # nothing freed: recorded
             result.missing_metadata += plan_missing or []
             result.earliest_after = plan.fence
             expired += len(plan.snapshot_ids)

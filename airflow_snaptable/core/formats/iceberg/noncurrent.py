@@ -1,0 +1,283 @@
+"""Recoverable deletes on Apache Iceberg tables (core/lifecycle/noncurrent/ holds the rules; this is the format's part).
+
+- The journal lives in the table's ``snaptable/noncurrent/`` (Iceberg's own orphan cleaning never
+  looks there; neither does ours).
+- Expiry with a retention writes its entry (the removed snapshots as Iceberg's snapshot JSON, the
+  removed refs, main's dropped ``snapshot-log`` entries, the files it would delete) before its
+  catalog commit, and deletes nothing after it (core/formats/iceberg/expire.py).
+- Undo puts the snapshots, their log entries and the refs back in ONE catalog commit, holding only
+  on the metadata it checked (core/formats/iceberg/requirements.py). Iceberg's ``add-snapshot``
+  refuses a snapshot older than the last sequence number, so the snapshots go back through
+  :class:`RestoreSnapshotsUpdate`, applied by the catalog's own metadata update in process (the SQL,
+  in-memory, Hive and Glue catalogs of pyiceberg); the table's last sequence number stays.
+- Purge keeps every file the current metadata reaches (orphan cleaning's valid set) and what the
+  runs not yet due would bring back.
+"""
+
+from __future__ import annotations
+
+import json
+
+from airflow_snaptable.core.errors import (
+    DependentRunError,
+    RunNotFoundError,
+    RunPurgedError,
+    UndoInvariantError,
+    UndoRefusedError,
+)
+from airflow_snaptable.core.formats.iceberg.files import Locator, ManifestReader, reach
+from airflow_snaptable.core.formats.iceberg.journal import journal_of
+from airflow_snaptable.core.io.storage import Storage
+from airflow_snaptable.core.lifecycle.noncurrent.journal import (
+    PURGE_PREFIX,
+    UNDO_PREFIX,
+    UNDONE_PREFIX,
+    JournalEntry,
+    NoncurrentRun,
+    real_now_millis,
+)
+from airflow_snaptable.core.lifecycle.noncurrent.purge import PurgeResult
+from airflow_snaptable.core.lifecycle.noncurrent.undo import UndoResult, check_run_id
+from airflow_snaptable.core.lifecycle.progress import delete_with_progress
+
+def snapshot_json(snapshot) -> str:
+    return snapshot.model_dump_json(by_alias=True, exclude_none=True)
+
+
+def record_expiry(storage: Storage, run: NoncurrentRun, key: str, metadata, plan) -> None:
+    """The entry of an Iceberg expiry plan (``IcebergDeletionPlan``), written before its commit."""
+    journal = journal_of(storage)
+    if journal.has(run.run_id, key):
+        return
+    expired = set(plan.expired_ids)
+    snapshots = sorted((metadata.snapshot_by_id(i) for i in expired), key=lambda s: (s.sequence_number or 0, s.timestamp_ms))
+    refs = {name: metadata.refs[name].model_dump_json(by_alias=True, exclude_none=True) for name in plan.removed_refs}
+    log = [entry.model_dump(by_alias=True) for entry in metadata.snapshot_log if entry.snapshot_id in expired]
+    sizes = plan.sizes
+    data = [(p, sizes.get(p, 0)) for p in plan.content_files]
+    other = [(p, sizes.get(p, 0)) for p in plan.metadata_files + plan.manifest_lists + plan.manifests + plan.statistics_files]
+    journal.write(JournalEntry(
+        run, key, snapshots=[snapshot_json(s) for s in snapshots], refs=refs, refs_after=dict.fromkeys(plan.removed_refs),
+        log=log, data_files=data, metadata_files=other,
+    ))
+
+
+def record_refs(storage: Storage, run: NoncurrentRun, key: str, metadata, names: list[str], after: dict[str, int | None]) -> None:
+    """Refs a run removes or moves (tag deletion and expiry, rollback of ``main``), before its commit."""
+    refs = {name: metadata.refs[name].model_dump_json(by_alias=True, exclude_none=True) for name in names if name in metadata.refs}
+    journal_of(storage).write(JournalEntry(run, key, refs=refs, refs_after=dict(after)))
+
+
+# -- undo -----------------------------------------------------------------------------------------
+
+
+def _restore_update_class():
+    """The update that puts expired snapshots back (see the module doc), registered once with pyiceberg."""
+    global _RESTORE
+    if _RESTORE is not None:
+        return _RESTORE
+    from typing import Literal
+
+    from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Snapshot, SnapshotLogEntry
+    from pyiceberg.table.update import IcebergBaseModel, _apply_table_update, _TableMetadataUpdateContext
+    from pydantic import Field
+
+    class RestoreSnapshotsUpdate(IcebergBaseModel):
+        action: Literal["snaptable-restore-snapshots"] = Field(default="snaptable-restore-snapshots")
+        snapshots: list[Snapshot]
+        log: list[SnapshotLogEntry]
+
+    @_apply_table_update.register(RestoreSnapshotsUpdate)
+    def _(update: RestoreSnapshotsUpdate, base: TableMetadata, context: _TableMetadataUpdateContext) -> TableMetadata:
+        missing = [s for s in update.snapshots if base.snapshot_by_id(s.snapshot_id) is None]
+        known = {(e.snapshot_id, e.timestamp_ms) for e in base.snapshot_log}
+        log = sorted(list(base.snapshot_log) + [e for e in update.log if (e.snapshot_id, e.timestamp_ms) not in known],
+                     key=lambda e: e.timestamp_ms)
+        context.add_update(update)
+        return base.model_copy(update={"snapshots": list(base.snapshots) + missing, "snapshot_log": log})
+
+    _RESTORE = RestoreSnapshotsUpdate
+    return _RESTORE
+
+
+_RESTORE = None
+
+
+class IcebergNoncurrent:
+    def __init__(self, table):
+        """:param table: the IcebergTable (core/formats/iceberg/table.py)."""
+        self.table = table
+        self.storage = table.storage
+        self.journal = journal_of(self.storage)
+
+    def undo(self, run_id: str) -> UndoResult:
+        check_run_id(run_id)
+        journal = self.journal
+        names = journal.entry_names(run_id)
+        if not names:
+            if journal.marked(UNDONE_PREFIX, run_id):
+                journal.unmark(UNDO_PREFIX, run_id)
+                return UndoResult(run_id, already_undone=True)
+            if journal.marked(PURGE_PREFIX, run_id):
+                raise RunPurgedError(f"run {run_id} was purged: its files are deleted")
+            raise RunNotFoundError(f"no noncurrent run {run_id} on {self.table.uri}")
+        entries = [e for e in (journal.read(n) for n in names) if e is not None]
+        result = UndoResult(run_id, entries[0].run.operation if entries else None)
+        marked_before = journal.marked(UNDO_PREFIX, run_id)
+        journal.mark(UNDO_PREFIX, run_id)
+        try:
+            if journal.marked(PURGE_PREFIX, run_id):
+                raise RunPurgedError(f"run {run_id} is being purged (or was): its files may be gone")
+            self._commit(run_id, entries, result)
+        except UndoRefusedError:
+            if not marked_before:
+                journal.unmark(UNDO_PREFIX, run_id)
+            raise
+        result.released_files = sum(len(e.files) for e in entries)
+        journal.mark(UNDONE_PREFIX, run_id)
+        journal.delete(names)
+        journal.unmark(UNDO_PREFIX, run_id)
+        return result
+
+    def _commit(self, run_id: str, entries: list[JournalEntry], result: UndoResult) -> None:
+        from pyiceberg.exceptions import CommitFailedException
+        from pyiceberg.table.refs import SnapshotRef
+        from pyiceberg.table.snapshots import Snapshot, SnapshotLogEntry
+        from pyiceberg.table.update import SetSnapshotRefUpdate
+
+        from airflow_snaptable.core.formats.iceberg.requirements import unchanged_since
+
+        table = self.table.refresh()
+        metadata = table.metadata
+        snapshots = [Snapshot.model_validate_json(text) for e in entries for text in e.snapshots]
+        missing = [s for s in snapshots if metadata.snapshot_by_id(s.snapshot_id) is None]
+        restored_ids = {s.snapshot_id for s in missing}
+        for snapshot in missing:
+            parent = snapshot.parent_snapshot_id
+            if parent is not None and parent not in restored_ids and metadata.snapshot_by_id(parent) is None:
+                later = self._run_holding(parent, run_id)
+                if later:
+                    raise DependentRunError(f"snapshot {parent} (the parent of {snapshot.snapshot_id}) was removed by run {later}: undo it first")
+        refs: list[tuple[str, SnapshotRef]] = []
+        for entry in entries:
+            for name, text in entry.refs.items():
+                ref = SnapshotRef.model_validate_json(text)
+                current = metadata.refs.get(name)
+                expected = entry.refs_after.get(name)
+                now_at = None if current is None else current.snapshot_id
+                if now_at == ref.snapshot_id:
+                    continue  # back already
+                if now_at != expected:
+                    raise UndoInvariantError(
+                        f"a ref names one state: {name!r} now points at {now_at}, not where run {run_id} left it ({expected})"
+                    )
+                if metadata.snapshot_by_id(ref.snapshot_id) is None and ref.snapshot_id not in restored_ids:
+                    raise RunPurgedError(f"run {run_id}: ref {name!r} names snapshot {ref.snapshot_id}, which is gone")
+                refs.append((name, ref))
+        self._check_files(run_id, table, missing)
+        Restore = _restore_update_class()
+        updates = []
+        if missing:
+            log = [SnapshotLogEntry.model_validate(d) for e in entries for d in e.log]
+            updates.append(Restore(snapshots=sorted(missing, key=lambda s: (s.sequence_number or 0)), log=log))
+        for name, ref in refs:
+            updates.append(SetSnapshotRefUpdate(
+                ref_name=name, type=ref.snapshot_ref_type, snapshot_id=ref.snapshot_id, max_ref_age_ms=ref.max_ref_age_ms,
+                max_snapshot_age_ms=ref.max_snapshot_age_ms, min_snapshots_to_keep=ref.min_snapshots_to_keep,
+            ))
+        if updates:
+            try:
+                table.catalog.commit_table(table, unchanged_since(table), tuple(updates))
+            except CommitFailedException as exc:
+                raise UndoInvariantError(f"the table changed while the undo was checked; run it again: {exc}") from exc
+        result.restored_snapshot_ids = sorted(s.snapshot_id for s in missing)
+        result.restored_tags = sorted(name for name, _ref in refs)
+        from airflow_snaptable.core.native.consumers import Consumer
+
+        for entry in entries:
+            for text in entry.consumers:
+                consumer = Consumer.from_json(text.encode(), f"noncurrent run {run_id}")
+                if self.table.consumer_manager.restore(consumer):  # one written since is left as it is
+                    result.restored_consumers.append(consumer.id)
+
+    def _check_files(self, run_id: str, table, snapshots: list) -> None:
+        """Every file the snapshots coming back reach is there (invariant 1)."""
+        if not snapshots:
+            return
+        try:
+            reached = reach(ManifestReader(self.storage, Locator(table.location())), snapshots, only_live=True)
+        except Exception as exc:  # noqa: BLE001 - a manifest list or manifest that is gone
+            raise RunPurgedError(f"run {run_id}: metadata of what it removed is gone ({exc}); invariant 1 would break") from exc
+        for path in sorted(reached.all()):
+            if not self.storage.exists(path):
+                raise RunPurgedError(f"run {run_id}: {path} is gone: the snapshots it removed would not be readable (invariant 1)")
+
+    def _run_holding(self, snapshot_id: int, not_run: str) -> str | None:
+        for entry in self.journal.entries():
+            if entry.run.run_id != not_run and any(json.loads(t)["snapshot-id"] == snapshot_id for t in entry.snapshots):
+                return entry.run.run_id
+        return None
+
+    # -- purge --------------------------------------------------------------------------------------
+
+    def purge(self, now_millis: int | None = None) -> PurgeResult:
+        from airflow_snaptable.core.formats.iceberg.orphans import valid_files
+
+        real = real_now_millis()
+        judged = real if now_millis is None else min(now_millis, real)
+        result = PurgeResult(judged_at_millis=judged)
+        journal = self.journal
+        undoing = journal.marked_runs(UNDO_PREFIX)
+        run_ids = journal.run_ids()
+        for stale in journal.marked_runs(PURGE_PREFIX) - set(run_ids):
+            journal.unmark(PURGE_PREFIX, stale)
+        purging: set[str] = set()
+        for run_id in run_ids:
+            first = next(iter(journal.entries(run_id)), None)
+            if first is None:
+                continue
+            if run_id in undoing:
+                result.undoing_run_ids.append(run_id)
+            elif first.run.purge_after_millis > judged:
+                result.waiting_run_ids.append(run_id)
+            else:
+                journal.mark(PURGE_PREFIX, run_id)
+                if journal.marked(UNDO_PREFIX, run_id):
+                    journal.unmark(PURGE_PREFIX, run_id)
+                    result.undoing_run_ids.append(run_id)
+                else:
+                    purging.add(run_id)
+        if not purging:
+            return result
+        from pyiceberg.table.snapshots import Snapshot
+
+        def live() -> tuple[str, set[str]]:
+            # Read after the marks: the current metadata's files, and what the runs not purged would bring back.
+            table = self.table.refresh()
+            keep = set(valid_files(table, self.storage))
+            waiting = []
+            for entry in journal.entries():
+                if entry.run.run_id not in purging:
+                    keep.update(path for path, _size in entry.files)
+                    waiting += [Snapshot.model_validate_json(t) for t in entry.snapshots]
+            if waiting:
+                keep |= reach(ManifestReader(self.storage, Locator(table.location())), waiting, only_live=False).all()
+            return table.metadata_location, keep
+
+        location, keep = live()
+        for run_id in sorted(purging):
+            for name in journal.entry_names(run_id):
+                entry = journal.read(name)
+                if entry is not None and entry.files:
+                    if self.table.refresh().metadata_location != location:
+                        location, keep = live()  # a commit meanwhile (an undo, a re-added file): read again
+                    doomed = [(p, s) for p, s in entry.files if p not in keep]
+                    result.kept_referenced_files += len(entry.files) - len(doomed)
+                    delete_with_progress("purging noncurrent files", [p for p, _s in doomed], self.storage.delete_files)
+                    result.deleted_files += len(doomed)
+                    result.bytes_freed += sum(s for _p, s in doomed)
+                journal.delete([name])
+            journal.unmark(PURGE_PREFIX, run_id)
+            result.purged_run_ids.append(run_id)
+        return result

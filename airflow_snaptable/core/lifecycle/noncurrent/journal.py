@@ -1,0 +1,234 @@
+"""The noncurrent journal: what a deleting run removed, recorded before it unpublished anything.
+
+A run with a retention (``noncurrent_days``) deletes no data or metadata file. Each of its
+deletion plans (and each tag, consumer or orphan batch it removes outside a plan) writes one
+*entry* first, ``noncurrent/entry-<run id>-<key>.json`` in the engine's storage (the store's
+``lifecycle``), holding:
+
+- the snapshots, tags and consumers it removes, as they were (their own JSON);
+- the files only they held (data files, and metadata files by their path under the table),
+  which stay where they are: they are *noncurrent*.
+
+Rules:
+
+- The entry is written before the plan unpublishes (or the tag or consumer file goes): a crash
+  leaves an entry for a removal that may not have happened, never a removal without an entry.
+  An entry once written is never rewritten by a rerun (the snapshots it records may be gone).
+- Noncurrent files are neither orphans nor missing (core/lifecycle/orphans.py,
+  core/formats/native/verify.py): :meth:`NoncurrentJournal.held_paths`.
+- Undo (undo.py) and purge (purge.py) exclude each other per run through markers written
+  *before* each checks for the other's: ``undo-<run>.json`` and ``purge-<run>.json``.
+  Either purge sees the undo marker and leaves the run alone, or undo sees the purge marker
+  and refuses. ``undone-<run>.json`` records a finished undo, so undoing again is a no-op.
+- A file's retention is measured against the real clock from the run's real start time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from airflow_snaptable.core.errors import CorruptMetadataError
+from airflow_snaptable.core.io.path_set import PathHashSet, PathHashSetBuilder
+from airflow_snaptable.core.io.storage import Storage
+from airflow_snaptable.core.io.table_paths import checked_relative_path
+
+JOURNAL_DIR = "noncurrent"
+ENTRY_PREFIX = "entry-"
+UNDO_PREFIX = "undo-"
+PURGE_PREFIX = "purge-"
+UNDONE_PREFIX = "undone-"
+DAY_MILLIS = 86_400_000
+
+#: The operations a run records (what ``snaptable trash`` shows).
+EXPIRE_SNAPSHOTS = "expire-snapshots"
+DELETE_TAG = "delete-tag"
+EXPIRE_TAGS = "expire-tags"
+ROLLBACK = "rollback"
+EXPIRE_CONSUMERS = "expire-consumers"
+CLEAN = "clean"
+REMOVE_ORPHANS = "remove-orphan-files"
+
+
+def real_now_millis() -> int:
+    """The real clock: retention is never measured against a caller's ``now``."""
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class NoncurrentRun:
+    """One deleting run with a retention: its id, its retention in days, when it really started."""
+
+    run_id: str
+    days: int
+    at_millis: int
+    operation: str
+
+    @classmethod
+    def start(cls, days: int, operation: str) -> "NoncurrentRun":
+        return cls(uuid.uuid4().hex, days, real_now_millis(), operation)
+
+    @property
+    def purge_after_millis(self) -> int:
+        return self.at_millis + self.days * DAY_MILLIS
+
+    def to_dict(self) -> dict:
+        return {"run_id": self.run_id, "days": self.days, "at_millis": self.at_millis, "operation": self.operation}
+
+    @classmethod
+    def from_dict(cls, doc: dict) -> "NoncurrentRun":
+        run = cls(str(doc["run_id"]), int(doc["days"]), int(doc["at_millis"]), str(doc["operation"]))
+        if not run.run_id.isalnum() or run.days < 0:
+            raise ValueError(f"not a noncurrent run: {doc!r}")
+        return run
+
+
+def entry_key(*parts: str) -> str:
+    """A key made of anything (tag names, plan ids) that is safe in a file name and unique per input."""
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+
+
+@dataclass
+class JournalEntry:
+    """What one step of a run removed (see the module doc)."""
+
+    run: NoncurrentRun
+    key: str
+    #: Snapshots it removed, as their JSON text, ascending ids.
+    snapshots: list[str] = field(default_factory=list)
+    #: True when they were discarded above the history (a rollback), not expired below it.
+    above: bool = False
+    #: A rollback to an expired snapshot published it again first: its id (undo unpublishes it).
+    restored: int | None = None
+    #: Tags and consumers it removed, as their JSON text.
+    tags: list[str] = field(default_factory=list)
+    consumers: list[str] = field(default_factory=list)
+    #: Formats whose history is refs (Apache Iceberg): the refs it removed or moved, as their JSON text by name,
+    #: the snapshot ids it left them at (None: removed), and the history log entries it dropped.
+    refs: dict[str, str] = field(default_factory=dict)
+    refs_after: dict[str, int | None] = field(default_factory=dict)
+    log: list[dict] = field(default_factory=list)
+    #: Files only they held: (path relative to the table's file root, bytes).
+    data_files: list[tuple[str, int]] = field(default_factory=list)
+    metadata_files: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{ENTRY_PREFIX}{self.run.run_id}-{self.key}.json"
+
+    @property
+    def files(self) -> list[tuple[str, int]]:
+        return self.data_files + self.metadata_files
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "run": self.run.to_dict(), "key": self.key, "snapshots": self.snapshots, "above": self.above, "restored": self.restored,
+                "tags": self.tags, "consumers": self.consumers,
+                "data_files": [list(f) for f in self.data_files], "metadata_files": [list(f) for f in self.metadata_files],
+                "refs": self.refs, "refs_after": self.refs_after, "log": self.log,
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str) -> "JournalEntry":
+        try:
+            doc = json.loads(data)
+            entry = cls(
+                NoncurrentRun.from_dict(doc["run"]), str(doc["key"]), snapshots=list(doc["snapshots"]), above=bool(doc["above"]),
+                restored=None if doc.get("restored") is None else int(doc["restored"]),
+                tags=list(doc["tags"]), consumers=list(doc["consumers"]),
+                refs={str(k): str(v) for k, v in doc.get("refs", {}).items()},
+                refs_after={str(k): (None if v is None else int(v)) for k, v in doc.get("refs_after", {}).items()},
+                log=list(doc.get("log", [])),
+                data_files=[(str(p), int(s)) for p, s in doc["data_files"]],
+                metadata_files=[(str(p), int(s)) for p, s in doc["metadata_files"]],
+            )
+        except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
+            raise CorruptMetadataError(f"{where}: cannot parse noncurrent journal entry: {exc}") from exc
+        for path, _size in entry.files:
+            # What purge deletes must be inside the table, as a plan's files are.
+            checked_relative_path(path, "noncurrent file", where)
+        return entry
+
+
+def run_of_entry(name: str) -> str | None:
+    if not (name.startswith(ENTRY_PREFIX) and name.endswith(".json")):
+        return None
+    return name[len(ENTRY_PREFIX):].split("-", 1)[0]
+
+
+class NoncurrentJournal:
+    """Reads and writes the journal of one table. Reading fails closed: an unreadable entry is an error,
+    as the files it holds must not silently become orphans."""
+
+    def __init__(self, storage: Storage, directory: str = JOURNAL_DIR):
+        """:param directory: where under ``storage`` (an Iceberg table keeps it in its ``snaptable/`` directory)."""
+        self.storage = storage
+        self.directory = directory
+
+    # -- entries --------------------------------------------------------------------------------
+
+    def write(self, entry: JournalEntry) -> None:
+        self.storage.write_bytes(f"{self.directory}/{entry.name}", entry.to_json())
+
+    def has(self, run_id: str, key: str) -> bool:
+        return self.storage.exists(f"{self.directory}/{ENTRY_PREFIX}{run_id}-{key}.json")
+
+    def names(self) -> list[str]:
+        return [n for n in self.storage.list_names(self.directory) if run_of_entry(n) is not None]
+
+    def run_ids(self) -> list[str]:
+        return sorted({run_of_entry(n) for n in self.names()})
+
+    def entry_names(self, run_id: str) -> list[str]:
+        return [n for n in self.names() if run_of_entry(n) == run_id]
+
+    def read(self, name: str) -> JournalEntry | None:
+        path = f"{self.directory}/{name}"
+        try:
+            data = self.storage.read_bytes(path)
+        except FileNotFoundError:
+            return None  # purged or undone while we listed
+        return JournalEntry.from_json(data, where=self.storage.full_uri(path))
+
+    def entries(self, run_id: str | None = None) -> Iterator[JournalEntry]:
+        """Entries one at a time (memory: one entry, whatever the journal's size)."""
+        for name in self.names():
+            if run_id is None or run_of_entry(name) == run_id:
+                entry = self.read(name)
+                if entry is not None:
+                    yield entry
+
+    def delete(self, names: list[str]) -> None:
+        for name in names:
+            self.storage.delete(f"{self.directory}/{name}")
+
+    def held_paths(self) -> PathHashSet:
+        """Every noncurrent file still recorded: not an orphan, not to be reported missing or unreferenced."""
+        builder = PathHashSetBuilder()
+        for entry in self.entries():
+            builder.add_paths(path for path, _size in entry.files)
+        return builder.build()
+
+    # -- markers --------------------------------------------------------------------------------
+
+    def _marker(self, prefix: str, run_id: str) -> str:
+        return f"{self.directory}/{prefix}{run_id}.json"
+
+    def mark(self, prefix: str, run_id: str) -> None:
+        self.storage.write_bytes(self._marker(prefix, run_id), json.dumps({"run_id": run_id, "at_millis": real_now_millis()}).encode())
+
+    def marked(self, prefix: str, run_id: str) -> bool:
+        return self.storage.exists(self._marker(prefix, run_id))
+
+    def unmark(self, prefix: str, run_id: str) -> None:
+        self.storage.delete(self._marker(prefix, run_id))
+
+    def marked_runs(self, prefix: str) -> set[str]:
+        return {n[len(prefix):-len(".json")] for n in self.storage.list_names(self.directory) if n.startswith(prefix) and n.endswith(".json")}

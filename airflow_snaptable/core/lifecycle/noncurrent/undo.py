@@ -1,0 +1,288 @@
+"""Undo: bringing back what a run with a retention removed, exactly as it was.
+
+Rules:
+
+- Everything is checked before anything is written; a refusal is a typed error
+  (core/errors.py ``UndoRefusedError``) and changes nothing on storage:
+  - ``RunPurgedError``: a purge of the run started, or a file the restored snapshots or tags
+    reference is gone (they would not be readable: invariant 1);
+  - ``DependentRunError``: a later run expired the snapshots right after this run's (or
+    discarded those right before a rollback's): undo it first;
+  - ``UndoInvariantError``: the snapshot id is used by another commit now (invariant 4: one
+    commit per id), a tag of the same name points at another state, the history would have a gap.
+- Undo marks the run (``undo-<run>.json``) before it checks for a purge of it; purge marks before it
+  checks for an undo (core/lifecycle/noncurrent/journal.py): never both on one run.
+- Each step is idempotent: a snapshot or tag that is back already (same commit, same tag) is
+  skipped, so a rerun after a crash finishes the undo. The journal entries go last, then the
+  mark; ``undone-<run>.json`` makes undoing again a no-op that says so.
+- Expired snapshots go back below the earliest, newest first (the history stays contiguous at each
+  step); a rollback's discarded snapshots go back above the latest, oldest first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from airflow_snaptable.core.errors import (
+    DependentRunError,
+    InvalidArgumentError,
+    MissingMetadataError,
+    RunNotFoundError,
+    RunPurgedError,
+    SnapshotNotFoundError,
+    TagNotFoundError,
+    UndoInvariantError,
+    UndoRefusedError,
+    UnsupportedOperationError,
+)
+from airflow_snaptable.core.lifecycle.deletion_plans import PlanManager
+from airflow_snaptable.core.lifecycle.intents import TAG as TAG_INTENT, Intent, IntentManager
+from airflow_snaptable.core.lifecycle.noncurrent.journal import (
+    PURGE_PREFIX,
+    UNDO_PREFIX,
+    UNDONE_PREFIX,
+    JournalEntry,
+    NoncurrentJournal,
+)
+from airflow_snaptable.core.lifecycle.store import TableStore
+from airflow_snaptable.core.native.consumers import Consumer
+from airflow_snaptable.core.native.snapshot import Snapshot
+from airflow_snaptable.core.native.tags import Tag
+
+
+@dataclass
+class UndoResult:
+    run_id: str
+    operation: str | None = None
+    restored_snapshot_ids: list[int] = field(default_factory=list)
+    restored_tags: list[str] = field(default_factory=list)
+    restored_consumers: list[str] = field(default_factory=list)
+    #: Noncurrent files of the run that are current again (or, for orphans, plain files again).
+    released_files: int = 0
+    #: The run was undone before: nothing was done this time.
+    already_undone: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def check_run_id(run_id: object) -> str:
+    if not isinstance(run_id, str) or not run_id.isalnum() or not run_id.isascii() or len(run_id) > 64:
+        raise InvalidArgumentError(f"run_id must be the id a run printed (letters and digits), got {run_id!r}")
+    return run_id
+
+
+@dataclass
+class _UndoPlan:
+    """What the checks found to do."""
+
+    below: list[Snapshot] = field(default_factory=list)  # descending ids
+    above: list[Snapshot] = field(default_factory=list)  # ascending ids
+    tags: list[Tag] = field(default_factory=list)
+    consumers: list[Consumer] = field(default_factory=list)
+    leftovers: list[str] = field(default_factory=list)  # snapshot copies unpublishing moved aside
+    #: The snapshot a rollback to an expired one published again: unpublished once the discarded ones are back.
+    restored: Snapshot | None = None
+    files: int = 0
+
+
+class NoncurrentUndo:
+    def __init__(self, store: TableStore, executor):
+        """:param executor: the table's PlanExecutor (core/lifecycle/plan_executor.py): interrupted plans finish first."""
+        self.store = store
+        self.executor = executor
+        self.journal = NoncurrentJournal(store.lifecycle)
+
+    def undo(self, run_id: str) -> UndoResult:
+        check_run_id(run_id)
+        journal = self.journal
+        # An interrupted plan of this run (or of any) finishes first: it records, it never deletes.
+        self.executor.finish_all()
+        names = journal.entry_names(run_id)
+        if not names:
+            if journal.marked(UNDONE_PREFIX, run_id):
+                journal.unmark(UNDO_PREFIX, run_id)  # a crash after the entries went
+                return UndoResult(run_id, already_undone=True)
+            if journal.marked(PURGE_PREFIX, run_id):
+                raise RunPurgedError(f"run {run_id} was purged: its files are deleted")
+            raise RunNotFoundError(f"no noncurrent run {run_id} on {self.store.uri} (never run with noncurrent_days, or purged)")
+        entries = [e for e in (journal.read(n) for n in names) if e is not None]
+        result = UndoResult(run_id, entries[0].run.operation if entries else None)
+        marked_before = journal.marked(UNDO_PREFIX, run_id)
+        journal.mark(UNDO_PREFIX, run_id)
+        try:
+            if journal.marked(PURGE_PREFIX, run_id):
+                raise RunPurgedError(f"run {run_id} is being purged (or was): its files may be gone")
+            plan = self._checked(run_id, entries)
+        except UndoRefusedError:
+            if not marked_before:
+                journal.unmark(UNDO_PREFIX, run_id)  # refused: as if never asked
+            raise
+        self._apply(plan, result)
+        result.released_files = plan.files
+        journal.mark(UNDONE_PREFIX, run_id)
+        journal.delete(names)
+        journal.unmark(UNDO_PREFIX, run_id)
+        return result
+
+    # -- checks: nothing is written until every one passed ---------------------------------------
+
+    def _checked(self, run_id: str, entries: list[JournalEntry]) -> _UndoPlan:
+        snapshots = self.store.snapshots
+        plan = _UndoPlan()
+        below: dict[int, Snapshot] = {}
+        above: dict[int, Snapshot] = {}
+        for entry in entries:
+            where = f"noncurrent run {run_id}"
+            for text in entry.snapshots:
+                snapshot = Snapshot.from_json(text.encode(), where=where)
+                (above if entry.above else below)[snapshot.id] = snapshot
+            if entry.restored is not None:
+                plan.restored = self.store.snapshots.snapshot(entry.restored) if self.store.snapshots.exists(entry.restored) else None
+            plan.tags += [Tag.from_json(text.encode(), where) for text in entry.tags]
+            plan.consumers += [Consumer.from_json(text.encode(), where) for text in entry.consumers]
+            if entry.key.endswith("u"):
+                plan.leftovers += [path for path, _size in entry.metadata_files]
+            else:
+                plan.files += len(entry.files)
+        if PlanManager(self.store).plans():  # (finish_all ran: one active now started meanwhile)
+            raise UndoInvariantError("a deletion plan is in flight on the table (another expiry or rollback): undo when it finished")
+        plan.below = self._missing_below(run_id, below)
+        plan.above = self._missing_above(run_id, above, plan.restored)
+        self._check_tags(plan.tags)
+        self._check_files(run_id, plan)
+        return plan
+
+    def _same(self, snapshot: Snapshot) -> bool | None:
+        """True: that commit is there; False: another commit holds its id; None: the id is free."""
+        snapshots = self.store.snapshots
+        try:
+            return snapshots.identity(snapshots.snapshot(snapshot.id)) == snapshots.identity(snapshot)
+        except SnapshotNotFoundError:
+            return None
+
+    def _missing_below(self, run_id: str, recorded: dict[int, Snapshot]) -> list[Snapshot]:
+        missing = []
+        for snapshot_id in sorted(recorded):
+            same = self._same(recorded[snapshot_id])
+            if same is False:
+                raise UndoInvariantError(
+                    f"invariant 4 (one commit per snapshot id): snapshot {snapshot_id} is another commit now"
+                )
+            if same is None:
+                missing.append(recorded[snapshot_id])
+        if not missing:
+            return []
+        ids = [s.id for s in missing]
+        if ids != list(range(ids[0], ids[-1] + 1)):
+            raise UndoInvariantError(f"invariant 1 (a contiguous history): snapshots {ids} of the run are not contiguous")
+        earliest = self.store.snapshots.earliest_id()
+        if earliest is not None and ids[-1] + 1 != earliest:
+            if ids[-1] + 1 < earliest:
+                later = self._run_holding(ids[-1] + 1, run_id)
+                raise DependentRunError(
+                    f"snapshots {ids[-1] + 1}..{earliest - 1} were removed after run {run_id}"
+                    + (f" by run {later}: undo it first" if later else " for good (no noncurrent run holds them)")
+                )
+            raise UndoInvariantError(f"invariant 1 (a contiguous history): the earliest snapshot is {earliest}, below the run's")
+        return list(reversed(missing))
+
+    def _missing_above(self, run_id: str, recorded: dict[int, Snapshot], restored: Snapshot | None) -> list[Snapshot]:
+        missing = []
+        for snapshot_id in sorted(recorded):
+            same = self._same(recorded[snapshot_id])
+            if same is False:
+                raise UndoInvariantError(
+                    f"invariant 4 (one commit per snapshot id): snapshot {snapshot_id}, which the rollback discarded, "
+                    "is another commit now (a commit landed after the rollback)"
+                )
+            if same is None:
+                missing.append(recorded[snapshot_id])
+        if not missing:
+            return []
+        if not hasattr(self.store.snapshots, "republish"):
+            raise UnsupportedOperationError(f"undoing a rollback is not supported on this table's format ({self.store.uri})")
+        latest = self.store.snapshots.latest_id() or 0
+        if restored is not None:
+            # The rollback left only the snapshot it restored: the discarded ones replace it.
+            if latest != restored.id or self.store.snapshots.earliest_id() != restored.id:
+                raise UndoInvariantError(
+                    f"invariant 4 (no successful commit is lost): commits landed after the rollback to snapshot {restored.id}"
+                )
+            return missing
+        if missing[0].id != latest + 1:
+            raise UndoInvariantError(
+                f"invariant 1 (a contiguous history): the latest snapshot is {latest}, the rollback discarded from {missing[0].id}"
+            )
+        return missing
+
+    def _run_holding(self, snapshot_id: int, not_run: str) -> str | None:
+        for entry in self.journal.entries():
+            if entry.run.run_id != not_run and any(
+                Snapshot.from_json(t.encode(), "journal").id == snapshot_id for t in entry.snapshots
+            ):
+                return entry.run.run_id
+        return None
+
+    def _check_tags(self, tags: list[Tag]) -> None:
+        identity = self.store.snapshots.identity
+        for tag in tags:
+            try:
+                current = self.store.tags.tag(tag.name)
+            except TagNotFoundError:
+                continue
+            if identity(current.snapshot) != identity(tag.snapshot) or current.create_time_millis != tag.create_time_millis:
+                raise UndoInvariantError(
+                    f"a tag name names one state: tag {tag.name!r} exists again, on snapshot {current.snapshot_id}"
+                )
+
+    def _check_files(self, run_id: str, plan: _UndoPlan) -> None:
+        """Every file the snapshots and tags coming back reference is there (invariant 1)."""
+        restored = sorted(plan.below + plan.above, key=lambda s: s.id)
+        if not restored and not plan.tags:
+            return
+        files = self.store.files
+        try:
+            used = files.referenced_by(restored, plan.tags)
+        except MissingMetadataError as exc:
+            raise RunPurgedError(f"run {run_id}: metadata of what it removed is gone ({exc}); invariant 1 would break") from exc
+        for path in sorted(used.data_files):
+            if not files.exists(path):
+                raise RunPurgedError(
+                    f"run {run_id}: {path} is gone (purged by another run, or deleted): the snapshots and tags it "
+                    "removed would not be readable (invariant 1)"
+                )
+
+    # -- applying: each step idempotent ---------------------------------------------------------
+
+    def _apply(self, plan: _UndoPlan, result: UndoResult) -> None:
+        snapshots = self.store.snapshots
+        for snapshot in plan.below:
+            snapshots.restore(snapshot)
+            result.restored_snapshot_ids.append(snapshot.id)
+        for snapshot in plan.above:
+            if not snapshots.republish(snapshot) and self._same(snapshot) is not True:
+                raise UndoInvariantError(f"invariant 4 (one commit per snapshot id): a commit took snapshot id {snapshot.id}")
+            result.restored_snapshot_ids.append(snapshot.id)
+        if plan.below:
+            snapshots.write_earliest_hint(min(s.id for s in plan.below))
+        if plan.restored is not None and plan.above:
+            # The discarded history is back above it; the copy the rollback restored goes (its tag keeps it).
+            snapshots.write_earliest_hint(plan.above[0].id)
+            self.store.files.delete(list(snapshots.unpublish([plan.restored.id]) or []))
+        intents = IntentManager(self.store.lifecycle)
+        for tag in plan.tags:
+            # Announced like any new tag: a plan that starts now sees the intent and keeps its files.
+            intent = intents.announce(Intent(TAG_INTENT, tag=tag))
+            try:
+                self.store.tags.create(tag)  # False: back already (checked the same above)
+            finally:
+                intents.withdraw(intent)
+            result.restored_tags.append(tag.name)
+        for consumer in plan.consumers:
+            current = self.store.consumers.get(consumer.id)
+            if current is None or current.next_snapshot < consumer.next_snapshot:
+                self.store.consumers.write(consumer)  # never moves a consumer back
+                result.restored_consumers.append(consumer.id)
+        # The snapshot files unpublishing moved aside are copies of what is back now.
+        self.store.files.delete(plan.leftovers)

@@ -1,0 +1,158 @@
+"""Recoverable deletes on Apache Iceberg tables (issue 26), judged by pyiceberg.
+
+With ``noncurrent_days`` 10, expiry (with a tag and a branch around), tag deletion and rollback delete
+no file; undo puts the snapshots, their history and the refs back in one catalog commit, and pyiceberg
+reads every snapshot and ref exactly as before. With 0, purge deletes exactly the files the plain
+expiry deletes.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from airflow_snaptable.core import Table
+from airflow_snaptable.core.errors import RunPurgedError, UndoInvariantError
+from tests.iceberg.conftest import IcebergEnv, files_on_disk, read_everything, rows
+
+FAR = "2100-01-01T00:00:00"
+
+
+def _open(env) -> Table:
+    return Table.open("iceberg://db.orders", catalog=env.properties)
+
+
+def _history(env):
+    table = env.create()
+    for n in range(4):
+        table.append(rows(n))
+    table = table.refresh()
+    ids = [s.snapshot_id for s in table.metadata.snapshots]
+    table.manage_snapshots().create_tag(ids[1], "t1").create_branch(ids[2], "audit").commit()
+    table = table.refresh()
+    table.append(rows(50, "b"), branch="audit")
+    table.overwrite(rows(99, "c"))
+    return table.refresh(), ids
+
+
+OPERATIONS = {
+    "expire": lambda t, ids: t.expire_snapshots(retain_min=1, older_than=FAR),
+    "delete-tag": lambda t, ids: t.delete_tag("t1"),
+    "rollback": lambda t, ids: t.rollback_to(ids[2]),
+}
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+def test_with_a_retention_nothing_is_deleted_and_undo_brings_back_what_pyiceberg_read(iceberg_env, operation):
+    table, ids = _history(iceberg_env)
+    before, files = read_everything(table), files_on_disk(iceberg_env.location())
+    ours = _open(iceberg_env)
+    with ours.retaining_noncurrent(10, operation) as run:
+        OPERATIONS[operation](ours, ids)
+    assert files_on_disk(iceberg_env.location()) >= files, "a run with a retention deletes no file"
+    assert read_everything(table) != before
+    assert _open(iceberg_env).verify().ok, _open(iceberg_env).verify().to_dict()
+    assert _open(iceberg_env).remove_orphan_files(older_than="0 s", dry_run=True).orphan_count == 0
+    [summary] = _open(iceberg_env).trash()
+    assert summary.run_id == run.run_id
+    result = _open(iceberg_env).undo(run.run_id)
+    assert read_everything(table) == before
+    assert _open(iceberg_env).trash() == []
+    assert _open(iceberg_env).undo(run.run_id).already_undone
+    if operation == "expire":
+        assert sorted(result.restored_snapshot_ids) == sorted(set(before["snapshots"]) - {before["refs"]["main"], ids[1], before["refs"]["audit"]})
+        # pyiceberg's time travel by timestamp sees the history again.
+        assert table.refresh().snapshot_as_of_timestamp(table.metadata.snapshot_by_id(ids[0]).timestamp_ms).snapshot_id == ids[0]
+
+
+def test_with_zero_days_purge_deletes_exactly_what_the_plain_expiry_deletes(tmp_path):
+    envs = []
+    for name in ("plain", "retained"):
+        (tmp_path / name / "warehouse").mkdir(parents=True)
+        envs.append(IcebergEnv({"type": "sql", "uri": f"sqlite:///{tmp_path / name}/catalog.db",
+                                "warehouse": f"file://{tmp_path / name / 'warehouse'}"}, str(tmp_path / name / "warehouse")))
+    plain, retained = envs
+    for env in envs:
+        _history(env)
+    before = {env.warehouse: files_on_disk(env.location()) for env in envs}
+    _open(plain).expire_snapshots(retain_min=1, older_than=FAR)
+    ours = _open(retained)
+    with ours.retaining_noncurrent(0, "expire"):
+        ours.expire_snapshots(retain_min=1, older_than=FAR)
+    assert files_on_disk(retained.location()) >= before[retained.warehouse]
+    result = _open(retained).purge()
+    # File names are random per table: compare by kind and count, and each table's left files are its reachable ones.
+    plain_gone = before[plain.warehouse] - files_on_disk(plain.location())
+    retained_gone = before[retained.warehouse] - files_on_disk(retained.location())
+    assert len(plain_gone) == len(retained_gone) == result.deleted_files
+    assert sorted(p.split("/")[0] for p in plain_gone) == sorted(p.split("/")[0] for p in retained_gone)
+    assert _open(retained).verify().ok
+
+
+def test_undo_refuses_when_a_ref_was_moved_since_and_when_a_file_is_gone(iceberg_env):
+    table, ids = _history(iceberg_env)
+    ours = _open(iceberg_env)
+    with ours.retaining_noncurrent(10, "delete-tag") as run:
+        ours.delete_tag("t1")
+    table.refresh().manage_snapshots().create_tag(ids[3], "t1").commit()
+    with pytest.raises(UndoInvariantError, match="t1"):
+        _open(iceberg_env).undo(run.run_id)
+    with ours.retaining_noncurrent(10, "expire") as expiry:
+        ours.expire_snapshots(retain_min=1, older_than=FAR)
+    entries = list(_open(iceberg_env).noncurrent_journal().entries(expiry.run_id))
+    # A manifest list of an expired snapshot: undo would publish a snapshot that cannot be read.
+    gone = next(p for entry in entries for p, _s in entry.files if p.rsplit("/", 1)[-1].startswith("snap-"))
+    os.remove(os.path.join(iceberg_env.location(), gone))
+    with pytest.raises(RunPurgedError, match="invariant 1"):
+        _open(iceberg_env).undo(expiry.run_id)
+
+
+def test_consumer_expiry_is_undone(iceberg_env):
+    table = iceberg_env.create(properties={"consumer.expiration-time": "1 h"})
+    for n in range(3):
+        table.append(rows(n))
+    ours = _open(iceberg_env)
+    ours.update_consumer("reader", 2)
+    position = ours.consumer("reader")
+    with ours.retaining_noncurrent(10, "expire-consumers") as run:
+        assert ours.expire_consumers(now=FAR) == ["reader"]
+    assert _open(iceberg_env).consumers() == []
+    result = _open(iceberg_env).undo(run.run_id)
+    assert result.restored_consumers == ["reader"] and _open(iceberg_env).consumer("reader") == position
+
+
+def _fresh_env(tmp_path, name: str) -> IcebergEnv:
+    (tmp_path / name / "warehouse").mkdir(parents=True)
+    return IcebergEnv({"type": "sql", "uri": f"sqlite:///{tmp_path / name}/catalog.db",
+                       "warehouse": f"file://{tmp_path / name / 'warehouse'}"}, str(tmp_path / name / "warehouse"))
+
+
+def test_a_crash_anywhere_in_a_noncurrent_expiry_deletes_nothing_and_every_run_is_undone_after(tmp_path):
+    from tests.conftest import FailAt, InjectedCrash
+
+    def expire(table) -> None:
+        with table.retaining_noncurrent(10, "expire"):
+            table.expire_snapshots(retain_min=1, older_than=FAR)
+
+    count = _fresh_env(tmp_path, "count")
+    _history(count)
+    counter = FailAt(10**9)
+    ours = _open(count)
+    ours.storage.on_operation = counter
+    expire(ours)
+    for n in range(1, counter.seen + 1):
+        env = _fresh_env(tmp_path, f"crash-{n}")
+        table, _ids = _history(env)
+        before, files = read_everything(table), files_on_disk(env.location())
+        crashing = _open(env)
+        crashing.storage.on_operation = FailAt(n)
+        with pytest.raises(InjectedCrash):
+            expire(crashing)
+        assert files_on_disk(env.location()) >= files, f"crash at {n}: a file was deleted"
+        expire(_open(env))  # the rerun finishes (or drops) the interrupted plan, then expires
+        assert files_on_disk(env.location()) >= files
+        for summary in reversed(_open(env).trash()):
+            _open(env).undo(summary.run_id)
+        assert read_everything(table) == before, f"crash at {n}"
+        assert _open(env).verify().ok
