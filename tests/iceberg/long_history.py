@@ -31,8 +31,9 @@ def _write(path: str, schema, metadata: dict, records: list) -> None:
         fastavro.writer(f, schema, records, codec="deflate", metadata=meta)
 
 
-def build_long_history(catalog, template_name: str, name: str, n: int, width: int | None = None) -> str:
-    """Register ``name``: ``template_name``'s one snapshot and ``n`` appends after it; returns its location."""
+def build_long_history(catalog, template_name: str, name: str, n: int, width: int | None = None, data_files: bool = False) -> str:
+    """Register ``name``: ``template_name``'s one snapshot and ``n`` appends after it; returns its location.
+    ``data_files``: each append's data file is written too (a copy of the template's)."""
     template = catalog.load_table(template_name)
     location = template.location()
     root = location[len("file://"):] if location.startswith("file://") else location
@@ -41,6 +42,8 @@ def build_long_history(catalog, template_name: str, name: str, n: int, width: in
     manifest_schema, manifest_meta, entries = _read(list_records[0]["manifest_path"][len("file://"):])
     with open(template.metadata_location[len("file://"):]) as f:
         doc = json.load(f)
+    template_data = entries[0]["data_file"]["file_path"]
+    data_bytes = open(template_data[len("file://"):], "rb").read() if data_files else b""
 
     records = list_records
     parent_id = snapshot.snapshot_id
@@ -53,6 +56,10 @@ def build_long_history(catalog, template_name: str, name: str, n: int, width: in
         entry["snapshot_id"] = snapshot_id
         entry["sequence_number"] = None
         entry["data_file"]["file_path"] = f"{location}/data/long-{i}.parquet"
+        if data_files:
+            os.makedirs(f"{root}/data", exist_ok=True)
+            with open(f"{root}/data/long-{i}.parquet", "wb") as f:
+                f.write(data_bytes)
         manifest_path = f"{location}/metadata/long-{i}-m0.avro"
         _write(f"{root}/metadata/long-{i}-m0.avro", manifest_schema, {**manifest_meta}, [entry])
         own = dict(list_records[0], manifest_path=manifest_path, added_snapshot_id=snapshot_id,
