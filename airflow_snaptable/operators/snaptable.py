@@ -293,3 +293,9 @@ RollbackOperator = SnapTableRollbackOperator
 RemoveOrphanFilesOperator = SnapTableRemoveOrphanFilesOperator
 CompactOperator = SnapTableCompactOperator
 AdvanceConsumerOperator = SnapTableAdvanceConsumerOperator
+
+
+class SnapTableExpireDataOperator(SnapTableBaseOperator):
+    """Delete the rows older than a retention by a time column (``snaptable expire-data``)."""
+
+    action = core_actions.ExpireData

@@ -34,6 +34,7 @@ from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.formats.iceberg.orphans import DEFAULT_WINDOW as ICEBERG_ORPHAN_WINDOW
 from airflow_snaptable.core.lifecycle.orphans import DEFAULT_ORPHAN_WINDOW
 from airflow_snaptable.core.lifecycle.periodic_tags import FORMATTERS, PERIODS, TIME_SOURCES
+from airflow_snaptable.core.actions.data_expiry import ExpireData
 from airflow_snaptable.core.actions.hudi_clean import Clean, CreateSavepoint, DeleteSavepoint, RestoreSavepoint
 from airflow_snaptable.core.table import Table
 from airflow_snaptable.core.native.tags import IF_EXISTS
@@ -325,6 +326,7 @@ ACTIONS: dict[str, type[Action]] = {
         CreateSavepoint,
         DeleteSavepoint,
         RestoreSavepoint,
+        ExpireData,
     )
 }
 

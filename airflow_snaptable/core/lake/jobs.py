@@ -28,7 +28,7 @@ from airflow_snaptable.core.arguments.table_options import OPTION_SPECS
 
 ICEBERG = "iceberg"
 #: Jobs whose action can plan without changing the table (``dry_run=True``).
-DRY_RUNNABLE = frozenset({"snapshot-expiry", "orphan-file-removal", "clean"})
+DRY_RUNNABLE = frozenset({"snapshot-expiry", "orphan-file-removal", "clean", "data-expiry"})
 
 
 @dataclass
@@ -173,6 +173,16 @@ def _data_compaction(settings: dict, table, dry_run: bool) -> JobPlan:
     return _plan(actions.Compact, table, arguments, [])
 
 
+def _data_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
+    retention = settings.get("retention")
+    arguments = {
+        "column": settings.get("column"),
+        "retention": f"{retention:g} s" if isinstance(retention, (int, float)) else retention,
+        "dry_run": dry_run,
+    }
+    return _plan(actions.ExpireData, table, arguments, [])
+
+
 def _no_settings(action: type[Action]) -> Callable[[dict, Any, bool], JobPlan]:
     return lambda settings, table, dry_run: _plan(action, table, {}, [])
 
@@ -188,6 +198,7 @@ _PLANNERS: dict[str, Callable[[dict, Any, bool], JobPlan]] = {
     "tag-expiry": _no_settings(actions.ExpireTags),
     "periodic-tags": _periodic_tags,
     "data-compaction": _data_compaction,
+    "data-expiry": _data_expiry,
     "snapshot-expiry": _snapshot_expiry,
     "clean": _clean,
     "orphan-file-removal": _orphan_file_removal,
