@@ -10,6 +10,7 @@ appends land beside it untouched.
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.lifecycle.data_expiry import DataExpiryResult, cutoff_scalar, old_rows
@@ -31,7 +32,7 @@ def expire_data(write: TableWrite, read_files, column: str, cutoff_millis: int, 
     deleted, rewritten, kept_rows = [], [], []
     for data_file in files:
         old = old_rows(read_files([data_file], columns=[column]).column(column), cutoff)
-        count = pa.compute.sum(old).as_py() or 0
+        count = pc.sum(old).as_py() or 0
         if count == 0:
             continue
         result.rows_deleted += count
@@ -39,7 +40,7 @@ def expire_data(write: TableWrite, read_files, column: str, cutoff_millis: int, 
             deleted.append(data_file)
             continue
         rows = read_files([data_file])
-        kept_rows.append(rows.filter(pa.compute.invert(old_rows(rows.column(column), cutoff))))
+        kept_rows.append(rows.filter(pc.invert(old_rows(rows.column(column), cutoff))))
         rewritten.append(data_file)
     result.data_files_removed = sorted(f.path for f in deleted + rewritten)
     gone = {f.path for f in deleted}
