@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import io
 from dataclasses import dataclass, field
 from typing import Collection, Iterable
-
-import fastavro
 
 from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, PathOutsideTableError
 from airflow_snaptable.core.io.storage import Storage
