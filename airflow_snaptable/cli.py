@@ -317,6 +317,11 @@ def render_result(result: Any) -> str:
     return str(result)
 
 
+def add_data_commands(commands) -> None:
+    """Commands that delete rows by a rule (``expire-data``: rows older than a retention)."""
+    add_action_command(commands, "expire-data", actions.ExpireData)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="snaptable", description="Inspect and maintain snapshot tables.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -353,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_action_command(commands, "compact", actions.Compact)
     add_file_rewrite_commands(commands)
     add_action_command(commands, "clean", actions.Clean)
+    add_data_commands(commands)
 
     savepoint = commands.add_parser("savepoint", help="create, delete or restore savepoints (Hudi)")
     savepoint_commands = savepoint.add_subparsers(dest="savepoint_command", required=True)

@@ -44,6 +44,8 @@ from airflow_snaptable.core.lifecycle.tags import TagLifecycle
 from airflow_snaptable.core.native.tags import Tag, TagManager
 from airflow_snaptable.core.native.commit import FileStoreCommit
 from airflow_snaptable.core.write.compaction import compact
+from airflow_snaptable.core.write.data_expiry import expire_data as expire_native_data
+from airflow_snaptable.core.lifecycle.data_expiry import DataExpiryResult, check_column, cutoff_millis
 from airflow_snaptable.core.write.external_files import commit_external_files
 from airflow_snaptable.core.lifecycle.deletion_plans import PlanManager
 from airflow_snaptable.core.write.rows import TableWrite
@@ -222,6 +224,19 @@ class Table:
     def delete(self, partitions: list[dict], *, commit_user: str | None = None, commit_identifier: int | None = None) -> Snapshot:
         """Remove every row of ``partitions`` as a new snapshot (commit kind DELETE)."""
         return self._write().delete(partitions, commit_user, commit_identifier)
+
+    def expire_data(self, column: str, retention, *, dry_run: bool = False, now=None) -> DataExpiryResult:
+        """Delete the rows whose time ``column`` is older than ``retention`` (e.g. ``"30 d"``) before ``now``,
+        dropping files (and partitions) of old rows only, in one commit (core/lifecycle/data_expiry.py).
+        A Paimon table fails closed: its rows are its own engine's to write."""
+        if self.format != NATIVE_FORMAT:
+            raise UnsupportedOperationError(
+                f"data expiry is not supported on {self.format} table {self.uri} yet: its own engine writes its rows "
+                "(Paimon: the table option partition.expiration-time expires partitions on its writes)"
+            )
+        cutoff = cutoff_millis(retention, self.clock() if now is None else to_millis(now))
+        write = self._write()
+        return expire_native_data(write, self.read_files, check_column(column), cutoff, check_bool(dry_run, "dry_run"))
 
     def compact(
         self,

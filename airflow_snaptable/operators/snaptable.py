@@ -319,3 +319,9 @@ class SnapTablePurgeOperator(SnapTableBaseOperator):
     """Delete the noncurrent files whose retention has passed (never one the live metadata references)."""
 
     action = core_actions.Purge
+
+
+class SnapTableExpireDataOperator(SnapTableBaseOperator):
+    """Delete the rows older than a retention by a time column (``snaptable expire-data``)."""
+
+    action = core_actions.ExpireData

@@ -58,6 +58,7 @@ REQUIRED = {
     "restore-savepoint": {"snapshot_id": 1},
     "rollback": {"snapshot_id": 1},
     "update-consumer": {"consumer_id": "c", "next_snapshot": 1},
+    "expire-data": {"column": "ts", "retention": "1 d"},
 }
 
 

@@ -4,7 +4,8 @@
   Python values and text become one;
 - ``maintenance.py``: the actions (``ExpireSnapshots``, ``CreateTag``, ``Rollback``, ...), the
   registry ``ACTIONS``, and ``action_from_json`` / ``build_action`` / ``run_action``;
-- ``hudi_clean.py``: the actions of Hudi's cleaning policies and savepoints.
+- ``hudi_clean.py``: the actions of Hudi's cleaning policies and savepoints;
+- ``data_expiry.py``: data expiry (rows older than a retention, by a time column).
 
 ``airflow_snaptable.core.actions`` is the public face (docs/lifecycle.md): every action and the
 functions that build and run them are importable from here.
@@ -29,6 +30,7 @@ from airflow_snaptable.core.actions.contract import (
     check_time_or_duration,
     valid_name,
 )
+from airflow_snaptable.core.actions.data_expiry import ExpireData
 from airflow_snaptable.core.actions.hudi_clean import Clean, CreateSavepoint, DeleteSavepoint, RestoreSavepoint
 from airflow_snaptable.core.actions.noncurrent import Purge, Trash, Undo
 from airflow_snaptable.core.actions.maintenance import (
@@ -69,6 +71,7 @@ __all__ = [
     "DeleteSavepoint",
     "DeleteTag",
     "ExpireConsumers",
+    "ExpireData",
     "ExpireSnapshots",
     "ExpireTags",
     "Param",

@@ -38,6 +38,7 @@ from airflow_snaptable.core.formats.iceberg.orphans import DEFAULT_WINDOW as ICE
 from airflow_snaptable.core.lifecycle import orphans
 from airflow_snaptable.core.lifecycle.orphans import DEFAULT_ORPHAN_WINDOW
 from airflow_snaptable.core.lifecycle.periodic_tags import FORMATTERS, PERIODS, TIME_SOURCES
+from airflow_snaptable.core.actions.data_expiry import ExpireData
 from airflow_snaptable.core.actions.noncurrent import Purge, Trash, Undo, noncurrent_days_arg, run_retaining
 from airflow_snaptable.core.actions.hudi_clean import Clean, CreateSavepoint, DeleteSavepoint, RestoreSavepoint
 from airflow_snaptable.core.actions.table_files import RewriteManifests
@@ -383,6 +384,7 @@ ACTIONS: dict[str, type[Action]] = {
         Undo,
         Purge,
         Trash,
+        ExpireData,
     )
 }
 

@@ -99,7 +99,7 @@ def relative_to_location(uri: str, location: str) -> str | None:
     return found.path[len(prefix):]
 
 
-def _is_normal_relative(path: str) -> bool:
+def is_normal_relative(path: str) -> bool:
     """Fast: a non-empty relative path without empty, ``.`` or ``..`` components (most paths pass the
     first line: a dot only in file extensions)."""
     if not path or path[0] == "/" or path[-1] == "/" or "//" in path:
@@ -119,7 +119,7 @@ def checked_relative_path(path: object, what: str, where: str = "") -> str:
     at = f"{where}: " if where else ""
     if not isinstance(path, str):
         raise CorruptMetadataError(f"{at}{what} {path!r} is not a path")
-    if _is_normal_relative(path):
+    if is_normal_relative(path):
         return path
     normal = normal_path(path)
     if path.startswith("/") or normal == ".." or normal.startswith("../"):

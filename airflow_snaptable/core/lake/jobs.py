@@ -28,7 +28,7 @@ from airflow_snaptable.core.arguments.table_options import OPTION_SPECS, parse_d
 
 ICEBERG = "iceberg"
 #: Jobs whose action can plan without changing the table (``dry_run=True``).
-DRY_RUNNABLE = frozenset({"snapshot-expiry", "orphan-file-removal", "clean", "manifest-rewrite"})
+DRY_RUNNABLE = frozenset({"snapshot-expiry", "orphan-file-removal", "clean", "manifest-rewrite", "data-expiry"})
 
 
 @dataclass
@@ -206,6 +206,16 @@ def _explicit_consumer_expiration(table) -> timedelta | None:
     return table.options.get("consumer.expiration-time") if "consumer.expiration-time" in table.schema.options else None
 
 
+def _data_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
+    retention = settings.get("retention")
+    arguments = {
+        "column": settings.get("column"),
+        "retention": f"{retention:g} s" if isinstance(retention, (int, float)) else retention,
+        "dry_run": dry_run,
+    }
+    return _plan(actions.ExpireData, table, arguments, [])
+
+
 def _no_settings(action: type[Action]) -> Callable[[dict, Any, bool], JobPlan]:
     return lambda settings, table, dry_run: _plan(action, table, {key.replace("-", "_"): v for key, v in settings.items()}, [])
 
@@ -222,6 +232,7 @@ _PLANNERS: dict[str, Callable[[dict, Any, bool], JobPlan]] = {
     "periodic-tags": _periodic_tags,
     "data-compaction": _data_compaction,
     "manifest-rewrite": _manifest_rewrite,
+    "data-expiry": _data_expiry,
     "snapshot-expiry": _snapshot_expiry,
     "clean": _clean,
     "orphan-file-removal": _orphan_file_removal,

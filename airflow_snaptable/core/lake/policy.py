@@ -81,6 +81,11 @@ def one_of(choices: Iterable[str]) -> Check:
     return check
 
 
+def column_name(value: Any, where: str) -> None:
+    if not isinstance(value, str) or not value:
+        _fail(where, "a column name", value)
+
+
 def duration(value: Any, where: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         _fail(where, "a duration such as '10 min' (or seconds)", value)
@@ -144,6 +149,10 @@ JOBS: dict[str, JobSpec] = {
             help="rewrite each partition's small files into fewer files (Iceberg: bin-pack, one replace snapshot)",
         ),
         *file_rewrite_jobs(),
+        JobSpec(
+            "data-expiry", {"column": column_name, "retention": duration}, frozenset({NATIVE_FORMAT, "iceberg"}),
+            help="delete the rows older than a retention by a time column (Paimon's partition.expiration-time)",
+        ),
         JobSpec(
             "snapshot-expiry",
             {"min-snapshots-to-keep": integer(1), "max-snapshot-age-hours": number(0), "max-snapshots": integer(1), **RETAINING},
@@ -311,6 +320,10 @@ def _check_combination(job: ResolvedJob, label: str) -> None:
         period, delay = settings.get("period"), settings.get("delay")
         if period is not None and delay is not None and parse_duration(delay) >= PERIODS[period]:
             raise InvalidPolicyError(f"policy: {where}: delay ({delay}) must be shorter than the period ({period})")
+    elif job.job == "data-expiry" and job.enabled:
+        missing = [key for key in ("column", "retention") if key not in settings]
+        if missing:
+            raise InvalidPolicyError(f"policy: {where}: data-expiry needs {' and '.join(missing)}")
     elif job.job == "clean" and job.enabled:
         policy = settings.get("policy")
         if policy is None:

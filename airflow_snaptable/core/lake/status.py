@@ -4,7 +4,8 @@ Per job: ``status`` (``Successful`` | ``Failed`` | ``Disabled`` | ``Not_Yet_Run`
 ``lastRunTimestamp`` (ISO-8601, UTC), ``failureMessage``, and for a job that ran its ``runId``,
 ``durationMs``, the action ``arguments`` it ran with, ``notes`` (where the table's own setting won
 over the policy) and what it did: ``snapshotsExpired``, ``filesDeleted`` per kind, ``bytesDeleted``,
-``tagsCreated`` / ``tagsDeleted``, ``consumersExpired``, ``snapshotCommitted``.
+``tagsCreated`` / ``tagsDeleted``, ``consumersExpired``, ``snapshotCommitted``, and for data
+expiry ``rowsDeleted`` and ``partitionsDropped``.
 
 Where it is kept, so that any process reads it:
 
@@ -195,7 +196,21 @@ def _summarize(job: str, result: Any) -> dict[str, Any]:
         return {"snapshotCommitted": _committed(result)}
     if job == "manifest-rewrite":
         return {"snapshotCommitted": _committed(result), "manifests": result.get("manifests_after") if isinstance(result, dict) else None}
+    if job == "data-expiry":
+        return data_expiry_summary(result)
     return {}
+
+
+def data_expiry_summary(result: Any) -> dict[str, Any]:
+    """A data expiry's rows deleted, the data files it took out, and its commit."""
+    if not isinstance(result, dict):
+        return {}
+    return {
+        "rowsDeleted": result.get("rows_deleted", 0),
+        "filesDeleted": {"data": len(result.get("data_files_removed") or [])},
+        "partitionsDropped": list(result.get("partitions_dropped") or []),
+        "snapshotCommitted": result.get("snapshot_id"),
+    }
 
 
 def _committed(result) -> Any:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from airflow_snaptable.core.errors import CommitConflictError, CorruptMetadataError, UnsupportedMetadataError
 from airflow_snaptable.core.lifecycle.expiry.run import ExpireResult
 from airflow_snaptable.core.formats.iceberg.consumers import held_by_consumers
-from airflow_snaptable.core.formats.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach, statistics_entries
+from airflow_snaptable.core.formats.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, ManifestRef, reach, statistics_entries
 from airflow_snaptable.core.formats.iceberg.retention import Retention, RetentionSettings, ancestors, plan_retention
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.io.table_paths import checked_relative_path
@@ -126,7 +126,8 @@ class IcebergExpiry:
         retained = [s for s in metadata.snapshots if s.snapshot_id not in expired]
         locator = Locator(table.location())
         reader = ManifestReader(self.storage, locator)
-        gone = [metadata.snapshot_by_id(i) for i in retention.expired_ids]
+        by_id = {s.snapshot_id: s for s in metadata.snapshots}
+        gone = [by_id[i] for i in retention.expired_ids]
         self._fill_files(plan, reader, gone, retained)
         plan.statistics_files = self._statistics(metadata, locator, expired)
         plan.sizes.update(_statistics_sizes(metadata, locator))
@@ -135,22 +136,50 @@ class IcebergExpiry:
 
     @staticmethod
     def _fill_files(plan: IcebergDeletionPlan, reader: ManifestReader, gone: list, retained: list) -> None:
-        reader.prefetch_lists(retained)
-        kept_lists = {reader.locator.inside(s.manifest_list, "manifest list") for s in retained}
-        kept_manifests = {
-            reader.locator.inside(m.path, "manifest"): m for s in retained for m in reader.manifests_of(s)
-        }
-        exclusive = reach(reader, gone, only_live=False, manifest_filter=lambda m: reader.locator.relative(m.path) not in kept_manifests)
-        candidates = set(exclusive.content_files)
+        locator = reader.locator
+        expired_ids = {s.snapshot_id for s in gone}
+        kept_lists = {locator.inside(s.manifest_list, "manifest list") for s in retained}
+        # Every list, retained and expired, parents first: a record a list shares with its parent's
+        # is the parent's, taken when the parent was, unless the two sit on different sides.
+        side_of = {s.snapshot_id: s.snapshot_id in expired_ids for s in list(gone) + list(retained)}
+        kept_manifests: dict[str, ManifestRef] = {}
+        gone_manifests: dict[str, ManifestRef] = {}
+        sizes: dict[str, int] = {}
+        # An expired append's list may be read by its head (manifest_lists.walk_lists): what that
+        # could miss is only ever left behind, since every retained list is read whole.
+        def read_by_head(snapshot) -> bool:
+            summary = snapshot.summary
+            operation = getattr(getattr(summary, "operation", None), "value", None)
+            return side_of[snapshot.snapshot_id] and operation == "append"
+
+        for snapshot, decoded in reader.walk(list(retained) + list(gone), read_by_head):
+            expired = side_of[snapshot.snapshot_id]
+            # A list read by its head shares the rest with its parent, taken on the parent's side.
+            same_side = decoded.shares_parent and (side_of.get(snapshot.parent_snapshot_id) == expired or not decoded.complete)
+            side = gone_manifests if expired else kept_manifests
+            if expired:
+                sizes[locator.inside(snapshot.manifest_list, "manifest list")] = decoded.size
+            for manifest in decoded.added if same_side else decoded.records:
+                rel = locator.inside(manifest.path, "manifest")
+                if rel not in side:
+                    side[rel] = manifest
+        exclusive = [m for rel, m in gone_manifests.items() if rel not in kept_manifests]
+        candidates: dict[str, int] = {}
+        for manifest, entries in reader.iter_entries(exclusive):
+            sizes[locator.inside(manifest.path, "manifest")] = manifest.length
+            for entry in entries:
+                candidates[locator.inside(entry.path, "data file")] = entry.size
+        content = set(candidates)
         if gone and plan.delete_files:
             # A candidate any retained manifest names live stays (Java's ReachableFileCleanup). All of them
             # are read before anything is deleted, even with no candidate: a retained manifest that is
             # missing or unreadable means a table no file may be deleted from.
-            candidates -= reader.live_paths(kept_manifests.values(), candidates)
-        plan.manifest_lists = sorted(exclusive.manifest_lists - kept_lists)
-        plan.manifests = sorted(set(exclusive.manifests) - set(kept_manifests))
-        plan.content_files = sorted(candidates)
-        plan.sizes = {p: exclusive.bytes[p] for p in plan.manifest_lists + plan.manifests + plan.content_files if p in exclusive.bytes}
+            content -= reader.live_paths(kept_manifests.values(), content)
+        plan.manifest_lists = sorted({locator.inside(s.manifest_list, "manifest list") for s in gone} - kept_lists)
+        plan.manifests = sorted(set(gone_manifests) - set(kept_manifests))
+        plan.content_files = sorted(content)
+        plan.sizes = {p: sizes[p] for p in plan.manifest_lists + plan.manifests if p in sizes}
+        plan.sizes.update((p, candidates[p]) for p in plan.content_files)
 
     @staticmethod
     def _statistics(metadata, locator: Locator, expired: set[int]) -> list[str]:
@@ -205,7 +234,11 @@ class IcebergExpiry:
                 # The journal is this plan's fence: a consumer that moves from now on sees it and backs
                 # out (core/formats/iceberg/consumers.py). Whatever committed before it (a consumer, a ref, a
                 # retention setting) is seen here; what commits after it fails the commit's requirement.
-                if self.load().metadata_location != table.metadata_location:
+                # A catalog that checks requirements here fails the commit on any change since the plan
+                # (AssertMetadataUnchanged): for it the commit is that check, without another load.
+                from airflow_snaptable.core.formats.iceberg.requirements import checks_requirements_here
+
+                if not checks_requirements_here(table.catalog) and self.load().metadata_location != table.metadata_location:
                     raise CommitConflictError(f"{table.name()}: the table changed while the expiry was planned")
                 committed = self._commit(table, plan)
             except CommitConflictError:

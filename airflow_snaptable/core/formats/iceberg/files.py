@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import io
 from dataclasses import dataclass, field
 from typing import Collection, Iterable
 
-import fastavro
-
 from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, PathOutsideTableError
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.io.table_paths import relative_to_location, split_uri
+from airflow_snaptable.core.io.table_paths import is_normal_relative, relative_to_location, split_uri
 
 #: This package's own directory under the table location (deletion plans): never an orphan.
 LIFECYCLE_DIR = "snaptable"
@@ -64,12 +61,18 @@ class Locator:
         self.location = location
         #: Manifest lists name the same manifests over and over (a W1 table: 20,000 names, 200 distinct).
         self._known: dict[str, str | None] = {}
+        #: The location as the metadata spells it: most URIs are it, a slash and a normal path.
+        self._prefix = location.rstrip("/") + "/"
 
     def relative(self, uri: str) -> str | None:
         """The normal path of ``uri`` relative to the location; None when it is not inside."""
         if uri in self._known:
             return self._known[uri]
-        rel = relative_to_location(uri, self.location) if isinstance(uri, str) else None
+        if isinstance(uri, str) and uri.startswith(self._prefix) and is_normal_relative(uri[len(self._prefix):]):
+            # The location's own text, then a normal relative path: the normal form changes neither.
+            rel = uri[len(self._prefix):]
+        else:
+            rel = relative_to_location(uri, self.location) if isinstance(uri, str) else None
         self._known[uri] = rel
         return rel
 
@@ -107,6 +110,8 @@ class ManifestRef:
     #: Never a bound on the paths a manifest names: a file put back (``add_files`` after a delete)
     #: comes again with a new, higher number.
     sequence_number: int
+    #: The snapshot that added the manifest (None where a version 1 list leaves it out).
+    added_snapshot_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,31 @@ class ManifestReader:
         for path, rows in records.items():
             self._manifests[path] = [_entry_ref(r, wanted[path][0], path) for r in rows]
 
+    def walk(self, snapshots: Iterable, read_by_head=None):
+        """Each snapshot with its decoded manifest list, parents first, each record a list shares
+        with its parent's decoded once (manifest_lists.py). Nothing is cached: memory stays
+        bounded on a long history."""
+        from airflow_snaptable.core.formats.iceberg.manifest_lists import walk_lists
+
+        return walk_lists(self.storage, self.locator, snapshots, _manifest_ref, read_by_head)
+
+    def iter_entries(self, manifests: Iterable[ManifestRef]):
+        """Each manifest with its entries (deleted ones included), read in bounded batches, each
+        once; those read before (``prefetch``) come from memory, the others are not kept."""
+        manifests = list({m.path: m for m in manifests}.values())
+        for start in range(0, len(manifests), _LIVE_BATCH):
+            batch = manifests[start:start + _LIVE_BATCH]
+            wanted = {m.path: self.locator.inside(m.path, "manifest") for m in batch if m.path not in self._manifests}
+            contents = self.storage.read_many(list(wanted.values())) if wanted else {}
+            for manifest in batch:
+                if manifest.path in self._manifests:
+                    yield manifest, self._manifests[manifest.path]
+                    continue
+                data = contents.pop(wanted[manifest.path], None)
+                if data is None:
+                    raise MissingMetadataError(f"{manifest.path} does not exist")
+                yield manifest, [_entry_ref(r, manifest, manifest.path) for r in _decoded(manifest.path, data, None)]
+
     def live_paths(self, manifests: Iterable[ManifestRef], among: Collection[str]) -> set[str]:
         """The paths of ``among`` (relative to the location) that a live entry of ``manifests`` names.
 
@@ -211,15 +241,14 @@ _LIVE_BATCH = 1000
 
 
 def _decoded(where: str, data: bytes, project) -> list:
-    """Every record of an Avro file, each through ``project`` (a record to what is kept) if given."""
+    """Every record of an Avro file, each through ``project`` (a record to what is kept) if given.
+
+    Manifests carry the table schema in their header: it is parsed once per distinct schema
+    (manifest_lists.py), not once per file."""
+    from airflow_snaptable.core.formats.iceberg.manifest_lists import read_records
+
     with _collection_paused():
-        try:
-            records = fastavro.reader(io.BytesIO(data))
-            return list(records) if project is None else [project(r, where) for r in records]
-        except CorruptMetadataError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
-            raise CorruptMetadataError(f"{where}: cannot read: {type(exc).__name__}: {exc}") from exc
+        return read_records(where, data, project)
 
 
 def _live_entry(record: dict, where: str) -> tuple[int, str]:
@@ -253,6 +282,7 @@ def _manifest_ref(record: dict, where: str) -> ManifestRef:
             path=record["manifest_path"],
             length=int(record["manifest_length"]),
             sequence_number=int(record.get("sequence_number") or 0),
+            added_snapshot_id=None if record.get("added_snapshot_id") is None else int(record["added_snapshot_id"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptMetadataError(f"{where}: not an Iceberg manifest list ({type(exc).__name__}: {exc})") from exc
@@ -273,17 +303,19 @@ def _entry_ref(record: dict, manifest: ManifestRef, where: str) -> EntryRef:
 def reach(reader: ManifestReader, snapshots: Iterable, *, only_live: bool, manifest_filter=None) -> Reached:
     """The files ``snapshots`` reference. ``only_live``: a manifest's DELETED entries are not
     references (the snapshot does not read them); else every entry counts (a candidate for
-    deletion). ``manifest_filter(manifest) -> bool`` skips manifests that cannot matter."""
+    deletion). ``manifest_filter(manifest) -> bool`` skips manifests that cannot matter.
+
+    The lists are walked parents first and each record a list shares with its parent's is
+    taken once (manifest_lists.py); the manifests are read in bounded batches, each once."""
     reached = Reached()
     locator = reader.locator
-    snapshots = list(snapshots)
-    reader.prefetch_lists(snapshots)
     to_read: dict[str, ManifestRef] = {}
-    for snapshot in snapshots:
+    for snapshot, decoded in reader.walk(snapshots):
         list_rel = locator.inside(snapshot.manifest_list, "manifest list")
         reached.manifest_lists.add(list_rel)
-        reached.bytes[list_rel] = reader.list_size(snapshot)
-        for manifest in reader.manifests_of(snapshot):
+        reached.bytes[list_rel] = decoded.size
+        # Shared records are the parent's, which this walk took already: the parent is among ``snapshots``.
+        for manifest in decoded.added if decoded.shares_parent else decoded.records:
             rel = locator.inside(manifest.path, "manifest")
             if rel in reached.manifests:
                 continue
@@ -291,9 +323,8 @@ def reach(reader: ManifestReader, snapshots: Iterable, *, only_live: bool, manif
             reached.bytes[rel] = manifest.length
             if manifest_filter is None or manifest_filter(manifest):
                 to_read[rel] = manifest
-    reader.prefetch(to_read.values())
-    for manifest in to_read.values():
-        for entry in reader.entries(manifest):
+    for manifest, entries in reader.iter_entries(to_read.values()):
+        for entry in entries:
             if only_live and entry.status == DELETED:
                 continue
             path = locator.inside(entry.path, "data file")

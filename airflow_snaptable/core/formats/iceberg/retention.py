@@ -64,9 +64,11 @@ def _int_property(properties: dict, key: str, default: int, minimum: int) -> int
 
 def ancestors(metadata, snapshot_id: int | None) -> list:
     """The snapshot and its ancestors, newest first, while they are in the metadata."""
+    # One index per walk: ``snapshot_by_id`` scans the list, n times over a history of n.
+    by_id = {s.snapshot_id: s for s in metadata.snapshots}
     found = []
-    while snapshot_id is not None:
-        snapshot = metadata.snapshot_by_id(snapshot_id)
+    while snapshot_id is not None and len(found) <= len(by_id):
+        snapshot = by_id.get(snapshot_id)
         if snapshot is None:
             break
         found.append(snapshot)

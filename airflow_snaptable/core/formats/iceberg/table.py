@@ -408,6 +408,17 @@ class IcebergTable:
     def trash(self) -> list[RunSummary]:
         return trash(None, journal_of(self.storage))
 
+    def expire_data(self, column: str, retention, *, dry_run: bool = False, now=None):
+        """Delete the rows whose time ``column`` is older than ``retention`` before ``now``, through
+        pyiceberg's delete (core/formats/iceberg/data_expiry.py)."""
+        from airflow_snaptable.core.formats.iceberg.data_expiry import expire_data
+        from airflow_snaptable.core.lifecycle.data_expiry import check_column, cutoff_millis
+
+        cutoff = cutoff_millis(retention, self.clock() if now is None else to_millis(now))
+        if not isinstance(dry_run, bool):
+            raise InvalidArgumentError(f"dry_run must be True or False, got {dry_run!r}")
+        return expire_data(self.refresh(), check_column(column), cutoff, dry_run)
+
     def verify(self) -> VerifyResult:
         """What is wrong with the table, reported, never raised (core/formats/iceberg/verify.py)."""
         from airflow_snaptable.core.formats.iceberg.verify import verify_iceberg

@@ -74,15 +74,11 @@ def verify_iceberg(table) -> VerifyResult:
         use(stats.statistics_path, f"statistics of snapshot {stats.snapshot_id}", stats.file_size_in_bytes)
 
     # Manifest lists, then the manifests they name, then the files those hold: each read once.
-    lists = {s.manifest_list: (use(s.manifest_list, f"snapshot {s.snapshot_id}"), f"snapshot {s.snapshot_id}") for s in snapshots}
+    # A list that shares its parent's records is decoded only up to them (manifest_lists.py): the
+    # manifests it shares were named first by the parent.
     manifests = {}
-    for uri, records in _read_avro(storage, {uri: rel for uri, (rel, _owner) in lists.items() if rel}, result).items():
-        owner = lists[uri][1]
-        try:
-            refs = [_manifest_ref(record, uri) for record in records]
-        except CorruptMetadataError as exc:
-            result.corrupt_metadata.append({"path": lists[uri][0], "error": str(exc)})
-            continue
+    for snapshot, refs in _list_records(storage, snapshots, use, result):
+        owner = f"snapshot {snapshot.snapshot_id}"
         for ref in refs:
             if ref.path not in manifests:
                 manifests[ref.path] = (ref, owner, use(ref.path, owner, ref.length))
@@ -110,6 +106,49 @@ def verify_iceberg(table) -> VerifyResult:
     result.corrupt_metadata += _corrupt_lifecycle(storage, metadata)
     result.future_snapshots = _future(snapshots, metadata.properties or {})
     return result
+
+
+def _list_records(storage, snapshots: list, use, result: VerifyResult):
+    """Each snapshot whose manifest list is there and reads, with the records it does not share
+    with its parent's list (all of them when it shares none); parents first. A list that cannot
+    be read goes into ``result``; its children then share nothing."""
+    from airflow_snaptable.core.formats.iceberg.manifest_lists import ListDecoder, parents_first
+
+    decoder = ListDecoder(_manifest_ref)
+    order = parents_first(snapshots)
+    rels = {s.snapshot_id: use(s.manifest_list, f"snapshot {s.snapshot_id}") for s in order}
+    decoded: dict[int, object] = {}
+    for start in range(0, len(order), 128):
+        batch = order[start:start + 128]
+        contents = _read_many(storage, sorted({rels[s.snapshot_id] for s in batch if rels[s.snapshot_id]}), result)
+        for s in batch:
+            data = contents.get(rels[s.snapshot_id])
+            if data is None:
+                continue  # outside the location, or missing (reported) or unreadable (reported)
+            try:
+                current = decoder.decode(s.manifest_list, data, decoded.get(s.parent_snapshot_id))
+            except CorruptMetadataError as exc:
+                result.corrupt_metadata.append({"path": rels[s.snapshot_id], "error": str(exc)})
+                continue
+            decoded[s.snapshot_id] = current
+            if len(decoded) > 64:
+                decoded.pop(next(iter(decoded)))
+            yield s, current.added if current.shares_parent else current.records
+
+
+def _read_many(storage, rels: list[str], result: VerifyResult) -> dict[str, bytes]:
+    try:
+        return storage.read_many(rels)
+    except CorruptMetadataError:  # a directory where a file should be: read one by one
+        contents = {}
+        for rel in rels:
+            try:
+                contents[rel] = storage.read_bytes(rel)
+            except FileNotFoundError:
+                continue
+            except CorruptMetadataError as exc:
+                result.corrupt_metadata.append({"path": rel, "error": str(exc)})
+        return contents
 
 
 def _read_avro(storage, rels: dict[str, str], result: VerifyResult) -> dict[str, list[dict]]:
