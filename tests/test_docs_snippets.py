@@ -185,6 +185,7 @@ def run_block(block: Block, workdir: Path, env: dict[str, str]) -> str:
         target = workdir / block.file
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(block.code, encoding="utf-8")
+        compile(block.code, str(target), "exec")  # a DAG file a document shows is at least valid Python
         return ""
     if block.language == "bash":
         command = ["bash", "-e", "-o", "pipefail", "-c", block.code]
