@@ -66,7 +66,7 @@ def test_the_cli_draws_a_bar_on_a_terminal_only(tmp_path):
     table = Table.create(str(tmp_path / "t"), SCHEMA, partition_by=["p"])
     table.append(make_rows(range(6)))
     _orphans(table, 3)
-    command = [sys.executable, "-m", "airflow_snaptable.cli", "clean-orphans", table.uri, "--older-than", "1 d", "--json"]
+    command = [sys.executable, "-m", "airflow_snaptable.cli", "clean-orphans", table.uri, "--older-than", "1 d", "--no-dry-run", "--json"]
     leader, follower = pty.openpty()
     proc = subprocess.run(command, stderr=follower, stdout=subprocess.PIPE, timeout=120)
     os.close(follower)
