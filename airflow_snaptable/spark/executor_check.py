@@ -36,15 +36,17 @@ def _probe():
         import sys as _sys
 
         python = "%d.%d.%d" % tuple(_sys.version_info[:3])
+        version = None
         try:
             import airflow_snaptable  # noqa: F401 - what the executors must import
 
+            version = str(airflow_snaptable.__version__)
             # The core imports its compiled dependencies: a package built for another Python fails here.
             import airflow_snaptable.core.io.storage  # noqa: F401
 
-            yield (python, str(airflow_snaptable.__version__), None, socket.gethostname())
+            yield (python, version, None, socket.gethostname())
         except BaseException as exc:  # noqa: BLE001 - the executors' answer, sent back to the driver
-            yield (python, None, "%s: %s" % (type(exc).__name__, exc), socket.gethostname())
+            yield (python, version, "%s: %s" % (type(exc).__name__, exc), socket.gethostname())
 
     return probe
 
@@ -65,6 +67,12 @@ def check_reports(reports: list[ExecutorReport], driver_version: str, driver_pyt
     driver_python = driver_python or (sys.version_info[0], sys.version_info[1])
     wanted_python = f"{driver_python[0]}.{driver_python[1]}"
     wrong_python = sorted({r.python for r in reports if ".".join(r.python.split(".")[:2]) != wanted_python})
+    versions = sorted({r.version for r in reports if r.version and r.version != driver_version})
+    if versions:  # the first thing to fix: another version may also lack what this one imports
+        raise ExecutionEnvironmentError(
+            f"version mismatch: the driver runs airflow-snaptable {driver_version}, the executors {', '.join(versions)};"
+            " ship the driver's version (runner_ship='auto'), rebuild the prebuilt archive, or upgrade the nodes"
+        )
     failed = [r for r in reports if r.error]
     if failed:
         first = failed[0]
@@ -83,12 +91,6 @@ def check_reports(reports: list[ExecutorReport], driver_version: str, driver_pyt
             f"the Spark executors run Python {', '.join(wrong_python)}, the driver Python {wanted_python}: compiled dependencies"
             f" (pyarrow, numpy) and pickled functions need the same version; set spark.pyspark.python to a Python {wanted_python}"
         )
-    versions = sorted({r.version for r in reports if r.version and r.version != driver_version})
-    if versions:
-        raise ExecutionEnvironmentError(
-            f"version mismatch: the driver runs airflow-snaptable {driver_version}, the executors {', '.join(versions)};"
-            " ship the driver's version (runner_ship='auto'), rebuild the prebuilt archive, or upgrade the nodes"
-        )
 
 
 def check_executors(spark) -> list[ExecutorReport]:
@@ -99,6 +101,11 @@ def check_executors(spark) -> list[ExecutorReport]:
     master = conf.get("spark.master", "")
     if master.startswith("local") or conf.get(CHECK_CONF, "true").strip().lower() == "false":
         return []
-    reports = probe_executors(spark.sparkContext)
+    try:
+        reports = probe_executors(spark.sparkContext)
+    except Exception as exc:  # noqa: BLE001 - the probe could not even run: Spark's reason, explained
+        from airflow_snaptable.spark.failures import describe
+
+        raise ExecutionEnvironmentError(f"the Spark executors could not run the start-up check: {describe(exc)}") from exc
     check_reports(reports, str(airflow_snaptable.__version__))
     return reports
