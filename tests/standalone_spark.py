@@ -108,7 +108,7 @@ class StandaloneCluster:
                     status = json.load(response)
                 if any(w.get("state") == "ALIVE" for w in status.get("workers", [])):
                     return
-            except OSError:
+            except (OSError, ValueError):  # not listening yet, or a page served before the JSON view is up
                 pass
             time.sleep(0.5)
         raise RuntimeError(f"the Spark worker did not register: {self.logs()}")

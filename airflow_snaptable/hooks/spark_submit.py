@@ -89,6 +89,8 @@ def check_spark_submit_kwargs(kwargs: Mapping[str, Any]) -> None:
     unknown = sorted(set(kwargs) - (set(inspect.signature(SparkSubmitHook.__init__).parameters) - {"self"}))
     if unknown:
         raise InvalidArgumentError(f"spark_submit_kwargs: SparkSubmitHook takes no argument(s) {unknown}")
+    if kwargs.get("deploy_mode") == "cluster":
+        raise InvalidArgumentError("spark runner: deploy_mode='cluster' is not supported (the driver must run on the worker)")
 
 
 class SparkSubmitRunner:
@@ -124,6 +126,11 @@ class SparkSubmitRunner:
                 handle.write(action.to_json())  # the action holds no credentials
             conf = {str(k): str(v) for k, v in (settings.spark_conf or {}).items()}
             connection = spark_connection(settings.spark_conn_id, kwargs)
+            if connection.get("deploy_mode") == "cluster":
+                raise InvalidArgumentError(
+                    "spark runner: deploy mode 'cluster' is not supported (the driver must run here to read the "
+                    "action file and write the result file); use client mode"
+                )
             master = str(connection.get("master", ""))
             check_master_reachable(master, settings.spark_connect_timeout)
             archives, ship_conf = ship_arguments(settings.runner_ship, master, conf)
@@ -138,11 +145,6 @@ class SparkSubmitRunner:
                 **kwargs,
             )
             connection = getattr(submit, "_connection", {})
-            if connection.get("deploy_mode") == "cluster":
-                raise InvalidArgumentError(
-                    "spark runner: deploy mode 'cluster' is not supported (the driver must run here to read the "
-                    "action file and write the result file); use client mode"
-                )
             env = spark_environment(storage_options, env_vars, str(connection.get("master", "")), connection.get("spark_binary"))
             if catalog:
                 env[CATALOG_ENV] = json.dumps(dict(catalog))
