@@ -40,32 +40,6 @@ import sys
 if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.abspath(__file__)):
     sys.path.pop(0)
 
-
-
-def _import_shipped_package() -> None:
-    """Make the package importable on a driver that lacks it (cluster deploy mode: the driver runs on a
-    node): Spark unpacks ``spark.archives`` on the driver too, when the session starts, so the shipped
-    archive's ``site-packages`` goes on the path. Only pyspark (Spark's own) is needed for that."""
-    try:
-        import airflow_snaptable  # noqa: F401
-        return
-    except ImportError:
-        pass
-    from pyspark import SparkFiles
-    from pyspark.sql import SparkSession
-
-    SparkSession.builder.getOrCreate()
-    root = SparkFiles.getRootDirectory()
-    for alias in ("snaptable_env", "env"):
-        for site in (os.path.join(root, alias, "site-packages"), os.path.join(alias, "site-packages")):
-            if os.path.isdir(os.path.join(site, "airflow_snaptable")):
-                sys.path.insert(0, os.path.abspath(site))
-                return
-
-
-if __name__ == "__main__":
-    _import_shipped_package()
-
 import argparse  # noqa: E402
 import json  # noqa: E402
 from typing import Any  # noqa: E402
