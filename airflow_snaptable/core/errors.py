@@ -112,6 +112,12 @@ class PathOutsideTableError(UnsupportedMetadataError):
     Nothing is deleted there: what the lifecycle cannot place inside the table is not its to delete."""
 
 
+class ExecutionEnvironmentError(SnapTableError):
+    """Where an action runs cannot run it: a Spark master that does not answer, executors that lack
+    this package or a module it needs, run another Python or another version of the package, or an
+    archive to ship that does not exist. The message names what was found and the way out."""
+
+
 class StorageError(SnapTableError):
     """The storage failed in a way the table format cannot interpret (not a plain 'not found')."""
 

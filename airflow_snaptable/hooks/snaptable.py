@@ -40,7 +40,7 @@ from airflow_snaptable.core.formats.foreign import is_iceberg_uri
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.io.storage import check_malformed_uri
 from airflow_snaptable.core.io.storage_options import parse_storage_options
-from airflow_snaptable.hooks.spark_submit import RunnerSettings, SparkSubmitRunner
+from airflow_snaptable.hooks.spark_submit import DEFAULT_CONNECT_TIMEOUT, RunnerSettings, SparkSubmitRunner
 
 if TYPE_CHECKING:
     from airflow_snaptable.core.table import Table
@@ -302,6 +302,8 @@ class SnapTableHook(BaseHook):
         spark_conn_id: str = "spark_default",
         spark_conf: dict[str, Any] | None = None,
         spark_submit_kwargs: dict[str, Any] | None = None,
+        runner_ship: str = "auto",
+        spark_connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> dict[str, Any]:
         """Run ``action`` and return core's result ``{"action", "table", "result"}``.
 
@@ -314,10 +316,13 @@ class SnapTableHook(BaseHook):
             job in a private file instead (hooks/spark_secrets.py).
         :param spark_submit_kwargs: More ``SparkSubmitHook`` arguments (``driver_memory``,
             ``jars``, ``packages``, ``properties_file``, ``env_vars`` ...).
+        :param runner_ship: What the executors get: ``"auto"`` (this package and its dependencies, as
+            an archive built once and cached), ``"none"`` (the cluster has them), or a prebuilt archive's URI.
+        :param spark_connect_timeout: Seconds the Spark master has to accept a connection.
         """
         if not isinstance(action, core_actions.Action):
             action = core_actions.action_from_json(action)
-        settings = RunnerSettings(runner, spark_conn_id, spark_conf, spark_submit_kwargs)
+        settings = RunnerSettings(runner, spark_conn_id, spark_conf, spark_submit_kwargs, runner_ship, spark_connect_timeout)
         options = self.storage_options(action.table)
         self.log.info("Running %s on %s (%s runner, storage options %s)", action.name, action.table, runner, describe_options(options))
         if settings.runner == "local":

@@ -28,10 +28,14 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_snaptable.core import actions as core_actions
-from airflow_snaptable.core.errors import InvalidArgumentError, UnsupportedOperationError
+from airflow_snaptable.core.errors import ExecutionEnvironmentError, InvalidArgumentError, UnsupportedOperationError
 from airflow_snaptable.core.io.storage_options import STORAGE_OPTIONS_ENV
 
 RUNNERS = ("local", "spark")
+#: ``runner_ship`` values besides a prebuilt archive's URI (see :func:`ship_arguments`).
+SHIP_MODES = ("auto", "none")
+#: Seconds to wait for the Spark master to accept a connection before failing (``spark_connect_timeout``).
+DEFAULT_CONNECT_TIMEOUT = 15.0
 #: SparkSubmitHook arguments the runner sets itself.
 _RESERVED_SPARK_ARGS = {"application_args", "conf", "conn_id"}
 
@@ -47,16 +51,27 @@ class RunnerSettings:
         in a private file instead (hooks/spark_secrets.py).
     :param spark_submit_kwargs: More ``SparkSubmitHook`` arguments (``driver_memory``, ``jars``,
         ``packages``, ``properties_file``, ``env_vars``, ``name`` ...).
+    :param runner_ship: What the executors get: ``"auto"`` (on a non-local master, an archive of this
+        package and its dependencies, built once and cached, see spark/shipping.py), ``"none"`` (the
+        cluster has the package), or the URI of a prebuilt archive (``hdfs:///libs/snaptable-env.tar.gz``).
+    :param spark_connect_timeout: Seconds the Spark master (``spark://``, ``k8s://``) has to accept a
+        connection before the task fails (Spark itself retries for about a minute).
     """
 
     runner: str = "local"
     spark_conn_id: str = "spark_default"
     spark_conf: Mapping[str, Any] | None = None
     spark_submit_kwargs: Mapping[str, Any] | None = None
+    runner_ship: str = "auto"
+    spark_connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
 
     def __post_init__(self) -> None:
         if self.runner not in RUNNERS:
             raise InvalidArgumentError(f"runner must be one of {', '.join(RUNNERS)}; got {self.runner!r}")
+        check_runner_ship(self.runner_ship)
+        timeout = self.spark_connect_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+            raise InvalidArgumentError(f"spark_connect_timeout must be seconds in (0, 3600], got {timeout!r}")
         if self.spark_conf is not None and not isinstance(self.spark_conf, Mapping):
             raise InvalidArgumentError(f"spark_conf must be a dict, got {type(self.spark_conf).__name__}")
         if self.spark_submit_kwargs:
@@ -101,7 +116,7 @@ class SparkSubmitRunner:
             )
         doc = self._submit_job(
             "--action-file", action.to_json(), f"snaptable-{action.name}", storage_options, catalog,
-            lambda error: spark_job_error(action, error),
+            lambda error: spark_job_error(action, error), subject=f"snaptable {action.name} on {action.table}",
         )
         if doc is None:
             raise AirflowException(f"the snaptable Spark job for {action.name} on {action.table} wrote no result")
@@ -120,7 +135,8 @@ class SparkSubmitRunner:
         def error(doc: Mapping[str, Any]) -> Exception:
             return AirflowException(f"the snaptable lake job ({tables} tables) failed in Spark: {doc.get('type')}: {doc.get('message')}")
 
-        doc = self._submit_job("--lake-file", json.dumps(lake_job), f"snaptable-lake-{tables}-tables", storage_options, catalog, error)
+        doc = self._submit_job("--lake-file", json.dumps(lake_job), f"snaptable-lake-{tables}-tables", storage_options, catalog, error,
+                               subject=f"the snaptable lake job ({tables} tables)")
         if doc is None:
             raise AirflowException(f"the snaptable lake job ({tables} tables) wrote no result")
         if doc.get("error"):
@@ -129,7 +145,7 @@ class SparkSubmitRunner:
 
     def _submit_job(
         self, argument: str, document: str, name: str, storage_options: Mapping[str, Any] | None,
-        catalog: Mapping[str, Any] | None, job_error,
+        catalog: Mapping[str, Any] | None, job_error, *, subject: str,
     ) -> dict[str, Any] | None:
         """spark-submit of the job with ``argument`` naming a file holding ``document``; the result file's document.
 
@@ -150,7 +166,19 @@ class SparkSubmitRunner:
             result_file = os.path.join(workdir, "result.json")
             with open(document_file, "w", encoding="utf-8") as handle:
                 handle.write(document)  # actions and lake documents hold no credentials
-            submit = SnapTableSparkSubmitHook(
+            connection = spark_connection(settings.spark_conn_id, kwargs)
+            if connection.get("deploy_mode") == "cluster":
+                raise InvalidArgumentError(
+                    "spark runner: deploy mode 'cluster' is not supported (the driver must run here to read the "
+                    "action file and write the result file); use client mode"
+                )
+            master = str(connection.get("master", ""))
+            check_master_reachable(master, settings.spark_connect_timeout)
+            archives, ship_conf = ship_arguments(settings.runner_ship, master, conf)
+            conf = {**conf, **ship_conf}
+            if archives:
+                kwargs["archives"] = ",".join(a for a in (kwargs.get("archives"), archives) if a)
+            submit = recording_submit_hook(SnapTableSparkSubmitHook)(
                 conf=conf,
                 conn_id=settings.spark_conn_id,
                 name=kwargs.pop("name", name),
@@ -158,11 +186,6 @@ class SparkSubmitRunner:
                 **kwargs,
             )
             connection = getattr(submit, "_connection", {})
-            if connection.get("deploy_mode") == "cluster":
-                raise InvalidArgumentError(
-                    "spark runner: deploy mode 'cluster' is not supported (the driver must run here to read the "
-                    "action file and write the result file); use client mode"
-                )
             env = spark_environment(storage_options or {}, env_vars, str(connection.get("master", "")), connection.get("spark_binary"))
             require_spark_binary(connection.get("spark_binary") or "spark-submit", env.get("PATH"))
             hand_off_secrets(workdir, env, storage_options, catalog, secret_conf, keep=env_vars)
@@ -173,7 +196,7 @@ class SparkSubmitRunner:
                 doc = _read_result(result_file)
                 if doc and doc.get("error"):
                     raise job_error(doc["error"]) from exc
-                raise
+                raise submit_failure(subject, getattr(submit, "output_tail", ())) from exc
             finally:
                 self._submit = None
             return _read_result(result_file)
@@ -196,6 +219,153 @@ def spark_job_error(action: core_actions.Action, error: Mapping[str, Any]) -> Ex
     return AirflowException(message)
 
 
+def check_runner_ship(value: Any) -> None:
+    """``"auto"``, ``"none"`` or an archive's path or URI (a ``#alias`` fragment names its directory)."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgumentError(f"runner_ship must be 'auto', 'none' or an archive's URI, got {value!r}")
+    if value in SHIP_MODES:
+        return
+    path = value.split("#", 1)[0]
+    if not path.endswith((".tar.gz", ".tgz", ".tar", ".zip", ".jar")):
+        raise InvalidArgumentError(
+            f"runner_ship must be 'auto', 'none' or an archive Spark unpacks (.tar.gz, .tgz, .tar, .zip), got {value!r}"
+        )
+
+
+def spark_connection(conn_id: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The master and deploy mode SparkSubmitHook resolves from the connection (and ``spark_binary``)."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    extra = {k: kwargs[k] for k in ("spark_binary", "deploy_mode") if k in kwargs}
+    return dict(getattr(SparkSubmitHook(conn_id=conn_id, **extra), "_connection", {}) or {})
+
+
+def master_addresses(master: str) -> list[tuple[str, int]]:
+    """The host:port pairs a master URL names: ``spark://h1:7077,h2:7077`` (standalone, with standby
+    masters), ``k8s://https://h:6443``; none for ``local``, ``yarn`` (found from the Hadoop config)."""
+    from urllib.parse import urlsplit
+
+    if master.startswith("spark://"):
+        pairs = []
+        for part in master[len("spark://"):].split(","):
+            host, _, port = part.strip().rstrip("/").rpartition(":")
+            pairs.append((host or part, int(port) if port.isdigit() else 7077))
+        return pairs
+    if master.startswith("k8s://"):
+        url = urlsplit(master[len("k8s://"):] if "://" in master[len("k8s://"):] else "https://" + master[len("k8s://"):])
+        return [(url.hostname or "", url.port or (443 if url.scheme == "https" else 80))]
+    return []
+
+
+def check_master_reachable(master: str, timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None:
+    """Fail in ``timeout`` seconds when no master named by the URL accepts a connection.
+
+    Spark's own client retries a dead standalone master for about a minute and then reports a
+    stopped SparkContext; one TCP connection answers the same question at once.
+    """
+    import socket
+    import time
+
+    addresses = master_addresses(master)
+    if not addresses:
+        return
+    deadline = time.monotonic() + timeout
+    errors = []
+    while True:
+        for host, port in addresses:
+            try:
+                with socket.create_connection((host, port), timeout=max(0.1, min(5.0, deadline - time.monotonic()))):
+                    return
+            except socket.gaierror as exc:  # an unknown name does not come to exist by waiting
+                errors.append(f"{host}:{port}: {exc.strerror or exc}")
+                deadline = time.monotonic()
+            except OSError as exc:
+                errors.append(f"{host}:{port}: {exc.strerror or exc}")
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+    raise ExecutionEnvironmentError(
+        f"the Spark master {master} did not accept a connection within {timeout:g} s ({errors[-1]}): check the "
+        "Spark connection's host and port and that the master is up; spark_connect_timeout sets how long to wait"
+    )
+
+
+def ship_arguments(runner_ship: str, master: str, conf: Mapping[str, str]) -> tuple[str | None, dict[str, str]]:
+    """The ``--archives`` entry and the Spark conf that put the package on the executors' Python path.
+
+    ``"auto"`` ships the cached archive of this environment (spark/shipping.py) to a non-local master
+    (a local master's executors are this Python); ``"none"`` ships nothing; any other value is a
+    prebuilt archive's URI, shipped as it is (a missing local file fails here, before Spark starts).
+    """
+    import logging
+
+    from airflow_snaptable.spark.shipping import ARCHIVE_ALIAS, cached_archive, executor_pythonpath
+
+    if runner_ship == "none" or (runner_ship == "auto" and master.startswith("local")):
+        return None, {}
+    if runner_ship == "auto":
+        archive = cached_archive()
+        logging.getLogger(__name__).info(
+            "Shipping %s (%.1f MB, %s in %.1f s) to the executors",
+            archive.path, archive.size / 1e6, "built" if archive.built else "found in the cache", archive.seconds,
+        )
+        uri, alias = archive.path, ARCHIVE_ALIAS
+    else:
+        uri, _, alias = runner_ship.partition("#")
+        alias = alias or ARCHIVE_ALIAS
+        local = uri[len("file://"):] if uri.startswith("file://") else (uri if "://" not in uri else None)
+        if local is not None and not os.path.isfile(local):
+            raise ExecutionEnvironmentError(
+                f"runner_ship names the archive {uri}, which does not exist: build it with "
+                "'python -m airflow_snaptable.spark.shipping DIR' and copy it there, or use runner_ship='auto'"
+            )
+    path = executor_pythonpath(alias)
+    extra = {"spark.executorEnv.PYTHONPATH": os.pathsep.join(p for p in (path, conf.get("spark.executorEnv.PYTHONPATH")) if p)}
+    if "spark.pyspark.python" in conf and "spark.pyspark.driver.python" not in conf:
+        # spark.pyspark.python names the nodes' Python; without this the driver (here) would run it too.
+        extra["spark.pyspark.driver.python"] = sys.executable
+    return f"{uri}#{alias}", extra
+
+
+def recording_submit_hook(base: type | None = None):
+    """``base`` (default: the Spark provider's SparkSubmitHook) keeping the last lines spark-submit printed:
+    the cause of a failure that never reached the job (no master, a missing archive) is only there."""
+    from collections import deque
+
+    if base is None:
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook as base
+
+    class RecordingSparkSubmitHook(base):
+        output_tail: deque
+
+        def _process_spark_submit_log(self, itr):
+            self.output_tail = deque(maxlen=400)
+
+            def recorded():
+                for line in itr:
+                    self.output_tail.append(line)
+                    yield line
+
+            return super()._process_spark_submit_log(recorded())
+
+    return RecordingSparkSubmitHook
+
+
+def submit_failure(name: str, output: Any) -> Exception:
+    """A spark-submit that failed before the job wrote a result: the cause found in its output, and a way out."""
+    from airflow_snaptable.spark.failures import explain, python_error
+
+    lines = [str(line).rstrip() for line in output or ()]
+    text = "\n".join(lines)
+    cause = explain(text)
+    where = f"spark-submit of {name} failed"
+    if cause is not None:
+        return ExecutionEnvironmentError(f"{where}: {cause.what}; {cause.way_out}")
+    error = python_error(text)
+    tail = " | ".join(line.strip() for line in lines[-5:] if line.strip())
+    return AirflowException(f"{where}: {error or tail or 'no output'}")
+
+
 def spark_environment(storage_options: Mapping[str, Any], env_vars: Mapping[str, Any], master: str, binary: str | None) -> dict[str, str]:
     """The spark-submit process environment: credentials go here, never on the command line."""
     env = dict(os.environ)
@@ -207,6 +377,10 @@ def spark_environment(storage_options: Mapping[str, Any], env_vars: Mapping[str,
     env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if master.startswith("local"):
         env.setdefault("PYSPARK_PYTHON", sys.executable)
+    elif env.get("PYSPARK_PYTHON") == sys.executable and "PYSPARK_PYTHON" not in env_vars:
+        # This worker's own interpreter, inherited: a path of this host that the nodes do not have.
+        # The nodes' Python comes from spark.pyspark.python, env_vars, or the cluster's default.
+        del env["PYSPARK_PYTHON"]
     return env
 
 

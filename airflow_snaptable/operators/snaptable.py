@@ -25,7 +25,7 @@ from airflow_snaptable.core import actions as core_actions
 from airflow_snaptable.core.actions.contract import ActionField
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, SnapTableHook
-from airflow_snaptable.hooks.spark_submit import RunnerSettings
+from airflow_snaptable.hooks.spark_submit import DEFAULT_CONNECT_TIMEOUT, RunnerSettings
 from airflow_snaptable.operators.links import TableTimelineLink
 from airflow_snaptable.operators.task_errors import errors_naming_task
 
@@ -56,6 +56,10 @@ class SnapTableBaseOperator(BaseOperator):
     :param spark_submit_kwargs: More ``SparkSubmitHook`` arguments (``driver_memory``,
         ``executor_memory``, ``num_executors``, ``jars``, ``packages``, ``properties_file``,
         ``env_vars``, ``name`` ...), checked when the DAG is parsed.
+    :param runner_ship: With ``runner="spark"``, what the executors get: ``"auto"`` (on a cluster, an
+        archive of this package and its dependencies, built once per version and cached), ``"none"``
+        (the nodes have them), or the URI of a prebuilt archive (docs/spark-cluster.md).
+    :param spark_connect_timeout: Seconds the Spark master has to accept a connection (default 15).
     :param openlineage_inject_parent_job_info: With ``runner="spark"``, pass this task's OpenLineage
         parent job information to the Spark job's conf (default: the ``[openlineage]
         spark_inject_parent_job_info`` setting, as for the Spark provider).
@@ -76,6 +80,8 @@ class SnapTableBaseOperator(BaseOperator):
         spark_conn_id: str = "spark_default",
         spark_conf: dict[str, Any] | None = None,
         spark_submit_kwargs: dict[str, Any] | None = None,
+        runner_ship: str = "auto",
+        spark_connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         openlineage_inject_parent_job_info: bool = conf.getboolean(
             "openlineage", "spark_inject_parent_job_info", fallback=False
         ),
@@ -84,14 +90,16 @@ class SnapTableBaseOperator(BaseOperator):
         super().__init__(**kwargs)
         if not isinstance(table, str) or not table.strip():
             raise InvalidArgumentError(f"{self.task_id}: table must be a non-empty string (a URI or a name), got {table!r}")
-        with errors_naming_task(self.task_id):
-            RunnerSettings(runner, spark_conn_id, spark_conf, spark_submit_kwargs)  # checked when the DAG is parsed
+        with errors_naming_task(self.task_id):  # checked when the DAG is parsed
+            RunnerSettings(runner, spark_conn_id, spark_conf, spark_submit_kwargs, runner_ship, spark_connect_timeout)
         self.table = table
         self.snaptable_conn_id = snaptable_conn_id
         self.runner = runner
         self.spark_conn_id = spark_conn_id
         self.spark_conf = spark_conf
         self.spark_submit_kwargs = spark_submit_kwargs
+        self.runner_ship = runner_ship
+        self.spark_connect_timeout = spark_connect_timeout
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -149,6 +157,8 @@ class SnapTableBaseOperator(BaseOperator):
             spark_conn_id=self.spark_conn_id,
             spark_conf=spark_conf,
             spark_submit_kwargs=self.spark_submit_kwargs,
+            runner_ship=self.runner_ship,
+            spark_connect_timeout=self.spark_connect_timeout,
         )
         self._lineage = (result["action"], result["table"], self._latest_snapshot_id(result["table"]))
         self._describe_asset_event(context, result)

@@ -129,7 +129,11 @@ def _session(app_name: str, secrets=None):
     builder = SparkSession.builder.appName(app_name).config("spark.redaction.regex", _redaction_regex())
     for key, value in (secrets.spark_conf if secrets is not None else {}).items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    from airflow_snaptable.spark.executor_check import check_executors
+
+    check_executors(spark)  # before any work: executors that cannot run the package fail here, clearly
+    return spark
 
 
 def _lake_job(text: str):

@@ -185,12 +185,11 @@ class SparkDeleter(_ExecutorJobs):
 
 
 def _first_line(exc: BaseException) -> str:
-    # Py4J errors carry the whole Java and Python stack traces; the first line names the cause.
-    text = str(exc).strip()
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:500]
-    return type(exc).__name__
+    # Py4J errors carry the whole Java and Python stack traces: their first line says only which call
+    # failed, so the cause found in the rest (a missing module, a lost executor ...) and its way out follow.
+    from airflow_snaptable.spark.failures import describe
+
+    return describe(exc)
 
 
 class DistributedStorage(Storage):

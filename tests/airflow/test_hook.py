@@ -354,3 +354,43 @@ def test_azure_and_gcs_credentials_in_storage_options_are_masked(monkeypatch, ro
     for leaked in ("-key", "-conn", "-credential"):
         assert SECRET + leaked not in str(redact(f"failed with {options['connection_string']} {SECRET}{leaked}"))
     assert "myaccount" in str(redact("account myaccount"))  # names are not secrets
+
+
+def test_runner_ship_and_connect_timeout_are_checked_when_made():
+    from airflow_snaptable.hooks.spark_submit import RunnerSettings
+
+    for bad in ("", "maybe", "s3://b/env.whl", 3):
+        with pytest.raises(InvalidArgumentError, match="runner_ship"):
+            RunnerSettings("spark", runner_ship=bad)
+    for bad in (0, -1, True, "15"):
+        with pytest.raises(InvalidArgumentError, match="spark_connect_timeout"):
+            RunnerSettings("spark", spark_connect_timeout=bad)
+    RunnerSettings("spark", runner_ship="hdfs:///libs/snaptable-env.tar.gz#env", spark_connect_timeout=2.5)
+
+
+def test_shipping_puts_the_archive_on_the_executors_path_and_keeps_the_driver_here(tmp_path):
+    import sys
+
+    from airflow_snaptable.hooks.spark_submit import ship_arguments
+
+    assert ship_arguments("auto", "local[2]", {}) == (None, {})  # local executors are this Python
+    assert ship_arguments("none", "spark://h:7077", {}) == (None, {})
+    archive = tmp_path / "env.tar.gz"
+    archive.write_bytes(b"")
+    archives, conf = ship_arguments(str(archive), "spark://h:7077", {"spark.pyspark.python": "/opt/py/bin/python", "spark.executorEnv.PYTHONPATH": "/x"})
+    assert archives == f"{archive}#snaptable_env"
+    assert conf["spark.executorEnv.PYTHONPATH"].startswith("snaptable_env/site-packages") and conf["spark.executorEnv.PYTHONPATH"].endswith(":/x")
+    assert conf["spark.pyspark.driver.python"] == sys.executable
+    archives, conf = ship_arguments("hdfs:///libs/venv.tar.gz#env", "yarn", {})
+    assert archives == "hdfs:///libs/venv.tar.gz#env" and "env/lib/python" in conf["spark.executorEnv.PYTHONPATH"]
+
+
+def test_this_workers_python_is_not_sent_to_a_cluster(monkeypatch):
+    import sys
+
+    from airflow_snaptable.hooks.spark_submit import spark_environment
+
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    assert spark_environment({}, {}, "local[2]", None)["PYSPARK_PYTHON"] == sys.executable
+    assert "PYSPARK_PYTHON" not in spark_environment({}, {}, "spark://h:7077", None)
+    assert spark_environment({}, {"PYSPARK_PYTHON": sys.executable}, "spark://h:7077", None)["PYSPARK_PYTHON"] == sys.executable

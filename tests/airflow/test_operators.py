@@ -386,9 +386,12 @@ def test_spark_runner_operator_passes_its_settings(monkeypatch, orders):
     monkeypatch.setattr("airflow_snaptable.hooks.snaptable.SnapTableHook.run_action", fake_run_action)
     op = ops.SnapTableExpireSnapshotsOperator(
         task_id="t", table="orders", retain_max=3, runner="spark", spark_conn_id="spark_x", spark_conf={"spark.a": "{{ params.v }}"},
-        spark_submit_kwargs={"driver_memory": "2g"},
+        spark_submit_kwargs={"driver_memory": "2g"}, runner_ship="none", spark_connect_timeout=3,
     )
     run(op, params={"v": "b"})
     (action, kwargs), = calls
     assert action.retain_max == 3 and action.table == orders.uri
-    assert kwargs == {"runner": "spark", "spark_conn_id": "spark_x", "spark_conf": {"spark.a": "b"}, "spark_submit_kwargs": {"driver_memory": "2g"}}
+    assert kwargs == {
+        "runner": "spark", "spark_conn_id": "spark_x", "spark_conf": {"spark.a": "b"}, "spark_submit_kwargs": {"driver_memory": "2g"},
+        "runner_ship": "none", "spark_connect_timeout": 3,
+    }
