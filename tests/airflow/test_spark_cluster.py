@@ -127,10 +127,10 @@ def test_expiry_of_our_paimon_and_iceberg_tables_deletes_on_executors_without_th
     events = str(tmp_path / "events")
     common = dict(runner="spark", spark_conn_id=CONN, spark_conf=spark_conf(standalone, events), retain_min=1, time_retained="0 s")
     started = time.monotonic()
-    ours_result = run(ops.SnapshotExpireOperator(task_id="ours", table="orders", retain_max=1, **common))["result"]
-    paimon_result = run(ops.SnapshotExpireOperator(task_id="paimon", table=paimon_root, retain_max=1, **common))["result"]
+    ours_result = run(ops.SnapTableExpireSnapshotsOperator(task_id="ours", table="orders", retain_max=1, **common))["result"]
+    paimon_result = run(ops.SnapTableExpireSnapshotsOperator(task_id="paimon", table=paimon_root, retain_max=1, **common))["result"]
     iceberg_result = run(
-        ops.SnapshotExpireOperator(task_id="iceberg", table="iceberg://db.orders", retain_max=2, **common)
+        ops.SnapTableExpireSnapshotsOperator(task_id="iceberg", table="iceberg://db.orders", retain_max=2, **common)
     )["result"]
     print(f"three submits to the standalone cluster: {time.monotonic() - started:.1f} s")
 
