@@ -156,3 +156,59 @@ def test_a_crash_anywhere_in_a_noncurrent_expiry_deletes_nothing_and_every_run_i
             _open(env).undo(summary.run_id)
         assert read_everything(table) == before, f"crash at {n}"
         assert _open(env).verify().ok
+
+
+def test_an_expiry_starting_during_an_undo_backs_out_and_the_undo_restores_everything(iceberg_env, monkeypatch):
+    from airflow_snaptable.core.errors import UndoInProgressError
+    from airflow_snaptable.core.formats.iceberg import noncurrent
+
+    table, _ids = _history(iceberg_env)
+    before = read_everything(table)
+    ours = _open(iceberg_env)
+    with ours.retaining_noncurrent(10, "expire") as run:
+        ours.expire_snapshots(retain_min=3, older_than=FAR)
+    raced: list[BaseException] = []
+    commit = noncurrent.IcebergNoncurrent._commit
+
+    def expiry_meanwhile(self, *args, **kwargs):
+        # The undo has marked the run and checked for plans: a plain expiry starts now.
+        try:
+            _open(iceberg_env).expire_snapshots(retain_min=1, older_than=FAR)
+        except UndoInProgressError as exc:
+            raced.append(exc)
+        return commit(self, *args, **kwargs)
+
+    monkeypatch.setattr(noncurrent.IcebergNoncurrent, "_commit", expiry_meanwhile)
+    _open(iceberg_env).undo(run.run_id)
+    assert raced, "the expiry ran while the undo was marked"
+    assert read_everything(table) == before
+
+
+def test_an_undo_starting_while_an_expiry_is_planned_refuses(iceberg_env, monkeypatch):
+    from airflow_snaptable.core.formats.iceberg import expire
+
+    table, _ids = _history(iceberg_env)
+    ours = _open(iceberg_env)
+    with ours.retaining_noncurrent(10, "expire") as run:
+        ours.expire_snapshots(retain_min=3, older_than=FAR)
+    after_first = read_everything(table)
+    refused: list[BaseException] = []
+    commit = expire.IcebergExpiry._commit
+
+    def undo_meanwhile(self, *args, **kwargs):
+        # The plain expiry has written its plan and is about to commit: the undo starts now.
+        if not refused:
+            try:
+                _open(iceberg_env).undo(run.run_id)
+            except UndoInvariantError as exc:
+                refused.append(exc)
+        return commit(self, *args, **kwargs)
+
+    monkeypatch.setattr(expire.IcebergExpiry, "_commit", undo_meanwhile)
+    _open(iceberg_env).expire_snapshots(retain_min=1, older_than=FAR)
+    monkeypatch.undo()
+    assert refused, "the undo ran while an expiry was between its plan and its delete"
+    # The expiry went through; everything left (snapshots and refs) is readable, nothing restored was lost.
+    after = read_everything(table)
+    assert after["snapshots"] and all(after_first["snapshots"][i] == data for i, data in after["snapshots"].items())
+    assert after["refs"] == after_first["refs"]

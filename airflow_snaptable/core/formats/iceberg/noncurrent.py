@@ -113,7 +113,11 @@ class IcebergNoncurrent:
 
     def undo(self, run_id: str) -> UndoResult:
         check_run_id(run_id)
+        from airflow_snaptable.core.formats.iceberg.expire import IcebergExpiry
+
         journal = self.journal
+        # Not finish_pending here: a plan up may be a live expiry's, which that would drop under it.
+        expiry = IcebergExpiry(self.table.refresh, self.storage)
         names = journal.entry_names(run_id)
         if not names:
             if journal.marked(UNDONE_PREFIX, run_id):
@@ -129,6 +133,12 @@ class IcebergNoncurrent:
         try:
             if journal.marked(PURGE_PREFIX, run_id):
                 raise RunPurgedError(f"run {run_id} is being purged (or was): its files may be gone")
+            # The mark is up: an expiry that writes its plan from now on backs out; one that wrote it before
+            # may delete what this would restore.
+            if expiry.plans_in_flight():
+                raise UndoInvariantError(
+                    "an expiry is in flight on the table (or crashed: the next expiry finishes its plan): undo when it finished"
+                )
             self._commit(run_id, entries, result)
         except UndoRefusedError:
             if not marked_before:
