@@ -241,3 +241,32 @@ def test_a_commit_re_referencing_a_noncurrent_file_while_a_purge_runs_keeps_it(t
     assert result.purged_run_ids == [run_id] and result.kept_referenced_files == 1
     assert os.path.exists(os.path.join(work, path))
     assert Table.open(work).verify().ok
+
+
+def test_a_commit_re_referencing_a_file_while_purge_deletes_others_of_the_same_entry_keeps_it(template, tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    from airflow_snaptable.core.lifecycle.noncurrent import purge as purge_module
+    from airflow_snaptable.core.native.manifest import DataFile
+
+    monkeypatch.setattr(purge_module, "PURGE_RECHECK_FILES", 1, raising=False)
+    uri, _model = template
+    work = _copy(uri, tmp_path / "work")
+    run_id = _expire(_open(work), 0)
+    files = [f for e in NoncurrentJournal(Table.open(work).storage).entries(run_id) for f in e.data_files]
+    entry = next(e for e in NoncurrentJournal(Table.open(work).storage).entries(run_id) if len(e.data_files) >= 2)
+    (first, _), (path, size) = entry.data_files[0], entry.data_files[-1]
+    partition = int(path.split("p=")[1].split("/")[0])
+    rows = pq.read_metadata(os.path.join(work, path)).num_rows
+    assert files
+
+    def commit() -> None:
+        _open(work).commit_files([DataFile(path, (partition,), rows, size)])
+
+    purging = _open(work)
+    # The purge deletes the entry's first file: the commit naming its last one lands now.
+    purging.storage.on_operation = PauseAt("delete", first, commit)
+    result = purging.purge()
+    assert result.purged_run_ids == [run_id] and result.kept_referenced_files == 1
+    assert os.path.exists(os.path.join(work, path))
+    assert Table.open(work).verify().ok
