@@ -212,3 +212,38 @@ def test_an_undo_starting_while_an_expiry_is_planned_refuses(iceberg_env, monkey
     after = read_everything(table)
     assert after["snapshots"] and all(after_first["snapshots"][i] == data for i, data in after["snapshots"].items())
     assert after["refs"] == after_first["refs"]
+
+
+def test_a_file_added_back_while_purge_deletes_others_of_the_same_entry_is_kept(iceberg_env, monkeypatch):
+    from airflow_snaptable.core.lifecycle.noncurrent import purge as purge_module
+
+    monkeypatch.setattr(purge_module, "PURGE_RECHECK_FILES", 1, raising=False)
+    table, _ids = _history(iceberg_env)
+    table.manage_snapshots().remove_tag("t1").remove_branch("audit").commit()  # every old data file is freed
+    table = table.refresh()
+    ours = _open(iceberg_env)
+    with ours.retaining_noncurrent(0, "expire") as run:
+        ours.expire_snapshots(retain_min=1, older_than=FAR)
+    [entry] = [e for e in ours.noncurrent_journal().entries(run.run_id) if e.files]
+    data = [p for p, _s in entry.files if p.endswith(".parquet") and "/metadata/" not in f"/{p}"]
+    assert len(entry.files) >= 2 and data
+    added = next(p for p in reversed(data) if p != entry.files[0][0])
+    purging = _open(iceberg_env)
+    storage_class = type(purging.storage)
+    delete_files = storage_class.delete_files
+    calls: list[int] = []
+
+    def add_back_meanwhile(self, paths):
+        if not calls:
+            calls.append(1)
+            # The purge deletes the entry's first file: a commit adds the last data file back now.
+            table.refresh().add_files([self.full_uri(added)])
+        return delete_files(self, paths)
+
+    monkeypatch.setattr(storage_class, "delete_files", add_back_meanwhile)
+    result = purging.purge()
+    monkeypatch.undo()
+    assert calls and result.purged_run_ids == [run.run_id]
+    assert os.path.exists(os.path.join(iceberg_env.location(), added)) or added in files_on_disk(iceberg_env.location())
+    read_everything(table.refresh())
+    assert _open(iceberg_env).verify().ok

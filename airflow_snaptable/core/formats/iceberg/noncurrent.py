@@ -36,6 +36,7 @@ from airflow_snaptable.core.lifecycle.noncurrent.journal import (
     NoncurrentRun,
     real_now_millis,
 )
+from airflow_snaptable.core.lifecycle.noncurrent import purge as purge_module
 from airflow_snaptable.core.lifecycle.noncurrent.purge import PurgeResult
 from airflow_snaptable.core.lifecycle.noncurrent.undo import UndoResult, check_run_id
 from airflow_snaptable.core.lifecycle.progress import delete_with_progress
@@ -279,11 +280,14 @@ class IcebergNoncurrent:
         for run_id in sorted(purging):
             for name in journal.entry_names(run_id):
                 entry = journal.read(name)
-                if entry is not None and entry.files:
+                # Checked right before each slice is deleted, as on our tables (core/lifecycle/noncurrent/purge.py).
+                files = entry.files if entry is not None else []
+                for first in range(0, len(files), purge_module.PURGE_RECHECK_FILES):
+                    chunk = files[first:first + purge_module.PURGE_RECHECK_FILES]
                     if self.table.refresh().metadata_location != location:
                         location, keep = live()  # a commit meanwhile (an undo, a re-added file): read again
-                    doomed = [(p, s) for p, s in entry.files if p not in keep]
-                    result.kept_referenced_files += len(entry.files) - len(doomed)
+                    doomed = [(p, s) for p, s in chunk if p not in keep]
+                    result.kept_referenced_files += len(chunk) - len(doomed)
                     delete_with_progress("purging noncurrent files", [p for p, _s in doomed], self.storage.delete_files)
                     result.deleted_files += len(doomed)
                     result.bytes_freed += sum(s for _p, s in doomed)
