@@ -293,10 +293,6 @@ class IcebergExpiry:
         self.storage.delete_files(plan.manifests)
         self.storage.delete_files(plan.content_files + plan.statistics_files)
 
-    def plans_in_flight(self) -> list[str]:
-        """The names of the expiry plans up now (a run between its plan and its delete, or a crashed one)."""
-        return sorted(n for n in self.storage.list_names(PLAN_DIR) if n.startswith("expire-") and n.endswith(".json"))
-
     def finish_pending(self, dry_run: bool = False) -> int:
         """Finish the plans a crashed run left; the number of data and delete files it deleted
         (``dry_run``: would delete, deleting nothing)."""

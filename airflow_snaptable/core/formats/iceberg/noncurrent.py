@@ -26,7 +26,7 @@ from airflow_snaptable.core.errors import (
     UndoRefusedError,
 )
 from airflow_snaptable.core.formats.iceberg.files import Locator, ManifestReader, reach
-from airflow_snaptable.core.formats.iceberg.journal import journal_of
+from airflow_snaptable.core.formats.iceberg.journal import expiry_plans_in_flight, journal_of
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.lifecycle.noncurrent.journal import (
     PURGE_PREFIX,
@@ -114,11 +114,7 @@ class IcebergNoncurrent:
 
     def undo(self, run_id: str) -> UndoResult:
         check_run_id(run_id)
-        from airflow_snaptable.core.formats.iceberg.expire import IcebergExpiry
-
         journal = self.journal
-        # Not finish_pending here: a plan up may be a live expiry's, which that would drop under it.
-        expiry = IcebergExpiry(self.table.refresh, self.storage)
         names = journal.entry_names(run_id)
         if not names:
             if journal.marked(UNDONE_PREFIX, run_id):
@@ -136,7 +132,8 @@ class IcebergNoncurrent:
                 raise RunPurgedError(f"run {run_id} is being purged (or was): its files may be gone")
             # The mark is up: an expiry that writes its plan from now on backs out; one that wrote it before
             # may delete what this would restore.
-            if expiry.plans_in_flight():
+            # (Not finished here: a plan up may be a live expiry's, which finishing would drop under it.)
+            if expiry_plans_in_flight(self.storage):
                 raise UndoInvariantError(
                     "an expiry is in flight on the table (or crashed: the next expiry finishes its plan): undo when it finished"
                 )
