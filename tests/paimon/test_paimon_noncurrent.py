@@ -29,7 +29,11 @@ OPERATIONS = {
     "expire-pk": ("pk", lambda t: t.expire_snapshots(**EXPIRE)),
     "delete-tag": ("app", lambda t: t.delete_tag("t4")),
     "rollback": ("app", lambda t: t.rollback_to(3)),
+    "clean": ("app", lambda t: t.clean("KEEP_LATEST_COMMITS", commits_retained=2)),
+    "rollback-to-an-expired-tag": ("app", lambda t: t.rollback_to(tag="t2")),
 }
+#: Operations whose subject is a tag of an expired snapshot: the history is expired plainly first.
+AFTER_EXPIRY = {"rollback-to-an-expired-tag"}
 
 
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))
@@ -37,6 +41,8 @@ def test_with_a_retention_nothing_is_deleted_and_undo_brings_back_what_pypaimon_
     name, call = OPERATIONS[operation]
     warehouse = paimon.copy(tmp_path / "w")
     table_dir = os.path.join(warehouse, "db.db", name)
+    if operation in AFTER_EXPIRY:
+        _open(warehouse, name).expire_snapshots(**EXPIRE)
     before = table_files(table_dir)
     table = _open(warehouse, name)
     snapshots = [s.id for s in table.snapshots()]
