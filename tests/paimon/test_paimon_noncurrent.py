@@ -7,6 +7,7 @@ With 0, purge deletes exactly the files the plain operation deletes.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -92,3 +93,20 @@ def test_orphan_removal_with_a_retention_keeps_the_orphans_noncurrent_and_purge_
     assert _open(warehouse, "app").remove_orphan_files(older_than="1 h").orphan_count == 0  # noncurrent: not an orphan
     assert _open(warehouse, "app").verify().ok
     assert _open(warehouse, "app").purge().deleted_files == 1 and not os.path.exists(stray)
+
+
+def test_consumer_expiry_with_a_retention_is_undone_as_paimon_wrote_it(paimon, tmp_path):
+    warehouse = paimon.copy(tmp_path / "w")
+    table = _open(warehouse, "app")
+    table.update_consumer("reader", 4)
+    path = os.path.join(warehouse, "db.db", "app", "consumer", "consumer-reader")
+    written = open(path, "rb").read()
+    with table.retaining_noncurrent(10, "expire-consumers") as run:
+        assert table.expire_consumers(now=FAR_FUTURE, expiration_time="1 s") == ["reader"]
+    assert not os.path.exists(path)
+    result = _open(warehouse, "app").undo(run.run_id)
+    assert result.restored_consumers == ["reader"]
+    assert json.loads(open(path, "rb").read()) == json.loads(written)  # Paimon's consumer file, as it was
+    # The consumer protects its snapshots again, as pypaimon reads them.
+    _open(warehouse, "app").expire_snapshots(**EXPIRE)
+    check(paimon, warehouse, "app", [3, 4, 5, 6], ["t2", "t4"])
