@@ -247,3 +247,27 @@ def test_a_file_added_back_while_purge_deletes_others_of_the_same_entry_is_kept(
     assert os.path.exists(os.path.join(iceberg_env.location(), added)) or added in files_on_disk(iceberg_env.location())
     read_everything(table.refresh())
     assert _open(iceberg_env).verify().ok
+
+
+def test_orphan_removal_with_a_retention_keeps_the_orphan_noncurrent_then_undo_or_purge(iceberg_env):
+    table, _ids = _history(iceberg_env)
+    stray = os.path.join(iceberg_env.location(), "data", "stray.parquet")
+    with open(stray, "wb") as f:
+        f.write(b"left by a crashed writer")
+    os.utime(stray, (1_000_000, 1_000_000))
+    ours = _open(iceberg_env)
+    with ours.retaining_noncurrent(10, "remove-orphan-files") as run:
+        result = ours.remove_orphan_files(older_than="1 h", dry_run=False)
+    assert result.orphan_count == 1 and result.run_id == run.run_id and os.path.exists(stray)
+    assert _open(iceberg_env).remove_orphan_files(older_than="1 h").orphan_count == 0  # noncurrent: not an orphan
+    assert _open(iceberg_env).verify().ok
+    assert _open(iceberg_env).purge().deleted_files == 0 and os.path.exists(stray)  # retention not passed
+    # Undo: a plain file again, which the next orphan run finds.
+    assert _open(iceberg_env).undo(run.run_id).released_files == 1
+    assert _open(iceberg_env).remove_orphan_files(older_than="1 h").orphan_count == 1
+    ours = _open(iceberg_env)
+    with ours.retaining_noncurrent(0, "remove-orphan-files"):
+        ours.remove_orphan_files(older_than="1 h", dry_run=False)
+    assert os.path.exists(stray)
+    assert _open(iceberg_env).purge().deleted_files == 1 and not os.path.exists(stray)
+    assert read_everything(table.refresh())
