@@ -13,7 +13,7 @@ import os
 import pytest
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.errors import RunPurgedError, UndoInvariantError
+from airflow_snaptable.core.errors import RunNotFoundError, RunPurgedError, UndoInvariantError
 from tests.iceberg.conftest import IcebergEnv, files_on_disk, read_everything, rows
 
 FAR = "2100-01-01T00:00:00"
@@ -271,3 +271,42 @@ def test_orphan_removal_with_a_retention_keeps_the_orphan_noncurrent_then_undo_o
     assert os.path.exists(stray)
     assert _open(iceberg_env).purge().deleted_files == 1 and not os.path.exists(stray)
     assert read_everything(table.refresh())
+
+
+def test_a_crash_anywhere_in_a_purge_then_the_rerun_deletes_the_same_files_and_pyiceberg_reads_everything(tmp_path):
+    import shutil
+
+    from tests.conftest import FailAt, InjectedCrash
+
+    crash = tmp_path / "crash"
+    (crash / "warehouse").mkdir(parents=True)
+    env = IcebergEnv({"type": "sql", "uri": f"sqlite:///{crash}/catalog.db", "warehouse": f"file://{crash / 'warehouse'}"},
+                     str(crash / "warehouse"))
+    table, _ids = _history(env)
+    ours = _open(env)
+    with ours.retaining_noncurrent(0, "expire") as run:
+        ours.expire_snapshots(retain_min=1, older_than=FAR)
+    before, files = read_everything(table.refresh()), files_on_disk(env.location())
+    pristine = tmp_path / "pristine"
+    shutil.copytree(crash, pristine)  # each crash starts from the same table (its metadata names absolute paths)
+    counter = FailAt(10**9)
+    ours = _open(env)
+    ours.storage.on_operation = counter
+    expected = ours.purge()
+    left = files_on_disk(env.location())
+    assert expected.deleted_files and counter.seen > 3
+    step = max(1, counter.seen // 8)  # about 8 points and the last ones (runtime)
+    for n in sorted(set(range(1, counter.seen + 1, step)) | {counter.seen - 1, counter.seen}):
+        shutil.rmtree(crash)
+        shutil.copytree(pristine, crash)
+        crashing = _open(env)
+        crashing.storage.on_operation = FailAt(n)
+        with pytest.raises(InjectedCrash):
+            crashing.purge()
+        assert read_everything(table.refresh()) == before, n
+        assert files_on_disk(env.location()) >= left, n
+        _open(env).purge()
+        assert files_on_disk(env.location()) == left, f"crash at {n}"
+        assert _open(env).noncurrent_journal().names() == [] and _open(env).verify().ok, n
+        with pytest.raises((RunPurgedError, RunNotFoundError)):
+            _open(env).undo(run.run_id)
