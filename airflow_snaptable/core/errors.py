@@ -161,3 +161,8 @@ class DependentRunError(UndoRefusedError):
 class UndoInvariantError(UndoRefusedError):
     """Undoing the run would break an invariant of the table, named in the message (a tag name taken by
     another state, a snapshot id reused by a later commit, a history that would have a gap)."""
+
+
+class UndoInProgressError(CommitConflictError):
+    """An undo of the table is under way (or was interrupted): a deleting run does not start until it
+    finished. Rerun the undo named in the message if it was interrupted, then this run."""

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 
 import pytest
 
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import RunPurgedError
+from airflow_snaptable.core.lifecycle.deletion_plans import STALE_PENDING_SECONDS
 from airflow_snaptable.core.lifecycle.noncurrent.journal import PURGE_PREFIX, UNDO_PREFIX, NoncurrentJournal
 from tests.conftest import FailAt, InjectedCrash, sorted_ids
 from tests.core.test_lifecycle import FAR_FUTURE, Clock, build_rich_history, make_table
@@ -79,6 +81,15 @@ def _points(total: int) -> list[int]:
     return sorted(set(range(1, min(total, 4) + 1)) | set(range(1, total + 1, step)) | set(range(max(1, total - 3), total + 1)))
 
 
+def _owner_gone(uri: str) -> None:
+    """The crashed run's pending plan fences undo until it is stale (deletion_plans.STALE_PENDING_SECONDS): age it."""
+    past = time.time() - STALE_PENDING_SECONDS - 60
+    for directory, _dirs, names in os.walk(uri):
+        for name in names:
+            if name.startswith("pending-"):
+                os.utime(os.path.join(directory, name), (past, past))
+
+
 def _expire(table: Table, days: int) -> str:
     with table.retaining_noncurrent(days, "expire-snapshots") as run:
         table.expire_snapshots(**EXPIRE)
@@ -97,6 +108,7 @@ def test_a_crash_anywhere_in_a_noncurrent_expiry_deletes_nothing_and_the_rerun_r
             _expire(crashing, 10)
         _readable(work, model)
         assert _files(work) == before, f"crash at {n}: a file was deleted"
+        _owner_gone(work)
         rerun = _open(work)
         run_id = _expire(rerun, 10)
         assert _files(work) == before
@@ -225,6 +237,35 @@ def test_a_commit_re_referencing_a_noncurrent_file_while_a_purge_runs_keeps_it(t
 
     purging = _open(work)
     purging.storage.on_operation = PauseAt("exists", UNDO_PREFIX, commit)
+    result = purging.purge()
+    assert result.purged_run_ids == [run_id] and result.kept_referenced_files == 1
+    assert os.path.exists(os.path.join(work, path))
+    assert Table.open(work).verify().ok
+
+
+def test_a_commit_re_referencing_a_file_while_purge_deletes_others_of_the_same_entry_keeps_it(template, tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    from airflow_snaptable.core.lifecycle.noncurrent import purge as purge_module
+    from airflow_snaptable.core.native.manifest import DataFile
+
+    monkeypatch.setattr(purge_module, "PURGE_RECHECK_FILES", 1, raising=False)
+    uri, _model = template
+    work = _copy(uri, tmp_path / "work")
+    run_id = _expire(_open(work), 0)
+    files = [f for e in NoncurrentJournal(Table.open(work).storage).entries(run_id) for f in e.data_files]
+    entry = next(e for e in NoncurrentJournal(Table.open(work).storage).entries(run_id) if len(e.data_files) >= 2)
+    (first, _), (path, size) = entry.data_files[0], entry.data_files[-1]
+    partition = int(path.split("p=")[1].split("/")[0])
+    rows = pq.read_metadata(os.path.join(work, path)).num_rows
+    assert files
+
+    def commit() -> None:
+        _open(work).commit_files([DataFile(path, (partition,), rows, size)])
+
+    purging = _open(work)
+    # The purge deletes the entry's first file: the commit naming its last one lands now.
+    purging.storage.on_operation = PauseAt("delete", first, commit)
     result = purging.purge()
     assert result.purged_run_ids == [run_id] and result.kept_referenced_files == 1
     assert os.path.exists(os.path.join(work, path))

@@ -13,7 +13,7 @@ import os
 import pytest
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.errors import RunPurgedError, UndoInvariantError
+from airflow_snaptable.core.errors import RunNotFoundError, RunPurgedError, UndoInvariantError
 from tests.iceberg.conftest import IcebergEnv, files_on_disk, read_everything, rows
 
 FAR = "2100-01-01T00:00:00"
@@ -156,3 +156,157 @@ def test_a_crash_anywhere_in_a_noncurrent_expiry_deletes_nothing_and_every_run_i
             _open(env).undo(summary.run_id)
         assert read_everything(table) == before, f"crash at {n}"
         assert _open(env).verify().ok
+
+
+def test_an_expiry_starting_during_an_undo_backs_out_and_the_undo_restores_everything(iceberg_env, monkeypatch):
+    from airflow_snaptable.core.errors import UndoInProgressError
+    from airflow_snaptable.core.formats.iceberg import noncurrent
+
+    table, _ids = _history(iceberg_env)
+    before = read_everything(table)
+    ours = _open(iceberg_env)
+    with ours.retaining_noncurrent(10, "expire") as run:
+        ours.expire_snapshots(retain_min=3, older_than=FAR)
+    raced: list[BaseException] = []
+    commit = noncurrent.IcebergNoncurrent._commit
+
+    def expiry_meanwhile(self, *args, **kwargs):
+        # The undo has marked the run and checked for plans: a plain expiry starts now.
+        try:
+            _open(iceberg_env).expire_snapshots(retain_min=1, older_than=FAR)
+        except UndoInProgressError as exc:
+            raced.append(exc)
+        return commit(self, *args, **kwargs)
+
+    monkeypatch.setattr(noncurrent.IcebergNoncurrent, "_commit", expiry_meanwhile)
+    _open(iceberg_env).undo(run.run_id)
+    assert raced, "the expiry ran while the undo was marked"
+    assert read_everything(table) == before
+
+
+def test_an_undo_starting_while_an_expiry_is_planned_refuses(iceberg_env, monkeypatch):
+    from airflow_snaptable.core.formats.iceberg import expire
+
+    table, _ids = _history(iceberg_env)
+    ours = _open(iceberg_env)
+    with ours.retaining_noncurrent(10, "expire") as run:
+        ours.expire_snapshots(retain_min=3, older_than=FAR)
+    after_first = read_everything(table)
+    refused: list[BaseException] = []
+    commit = expire.IcebergExpiry._commit
+
+    def undo_meanwhile(self, *args, **kwargs):
+        # The plain expiry has written its plan and is about to commit: the undo starts now.
+        if not refused:
+            try:
+                _open(iceberg_env).undo(run.run_id)
+            except UndoInvariantError as exc:
+                refused.append(exc)
+        return commit(self, *args, **kwargs)
+
+    monkeypatch.setattr(expire.IcebergExpiry, "_commit", undo_meanwhile)
+    _open(iceberg_env).expire_snapshots(retain_min=1, older_than=FAR)
+    monkeypatch.undo()
+    assert refused, "the undo ran while an expiry was between its plan and its delete"
+    # The expiry went through; everything left (snapshots and refs) is readable, nothing restored was lost.
+    after = read_everything(table)
+    assert after["snapshots"] and all(after_first["snapshots"][i] == data for i, data in after["snapshots"].items())
+    assert after["refs"] == after_first["refs"]
+
+
+def test_a_file_added_back_while_purge_deletes_others_of_the_same_entry_is_kept(iceberg_env, monkeypatch):
+    from airflow_snaptable.core.lifecycle.noncurrent import purge as purge_module
+
+    monkeypatch.setattr(purge_module, "PURGE_RECHECK_FILES", 1, raising=False)
+    table, _ids = _history(iceberg_env)
+    table.manage_snapshots().remove_tag("t1").remove_branch("audit").commit()  # every old data file is freed
+    table = table.refresh()
+    ours = _open(iceberg_env)
+    with ours.retaining_noncurrent(0, "expire") as run:
+        ours.expire_snapshots(retain_min=1, older_than=FAR)
+    [entry] = [e for e in ours.noncurrent_journal().entries(run.run_id) if e.files]
+    data = [p for p, _s in entry.files if p.endswith(".parquet") and "/metadata/" not in f"/{p}"]
+    assert len(entry.files) >= 2 and data
+    added = next(p for p in reversed(data) if p != entry.files[0][0])
+    purging = _open(iceberg_env)
+    storage_class = type(purging.storage)
+    delete_files = storage_class.delete_files
+    calls: list[int] = []
+
+    def add_back_meanwhile(self, paths):
+        if not calls:
+            calls.append(1)
+            # The purge deletes the entry's first file: a commit adds the last data file back now.
+            table.refresh().add_files([self.full_uri(added)])
+        return delete_files(self, paths)
+
+    monkeypatch.setattr(storage_class, "delete_files", add_back_meanwhile)
+    result = purging.purge()
+    monkeypatch.undo()
+    assert calls and result.purged_run_ids == [run.run_id]
+    assert os.path.exists(os.path.join(iceberg_env.location(), added)) or added in files_on_disk(iceberg_env.location())
+    read_everything(table.refresh())
+    assert _open(iceberg_env).verify().ok
+
+
+def test_orphan_removal_with_a_retention_keeps_the_orphan_noncurrent_then_undo_or_purge(iceberg_env):
+    table, _ids = _history(iceberg_env)
+    stray = os.path.join(iceberg_env.location(), "data", "stray.parquet")
+    with open(stray, "wb") as f:
+        f.write(b"left by a crashed writer")
+    os.utime(stray, (1_000_000, 1_000_000))
+    ours = _open(iceberg_env)
+    with ours.retaining_noncurrent(10, "remove-orphan-files") as run:
+        result = ours.remove_orphan_files(older_than="1 h", dry_run=False)
+    assert result.orphan_count == 1 and result.run_id == run.run_id and os.path.exists(stray)
+    assert _open(iceberg_env).remove_orphan_files(older_than="1 h").orphan_count == 0  # noncurrent: not an orphan
+    assert _open(iceberg_env).verify().ok
+    assert _open(iceberg_env).purge().deleted_files == 0 and os.path.exists(stray)  # retention not passed
+    # Undo: a plain file again, which the next orphan run finds.
+    assert _open(iceberg_env).undo(run.run_id).released_files == 1
+    assert _open(iceberg_env).remove_orphan_files(older_than="1 h").orphan_count == 1
+    ours = _open(iceberg_env)
+    with ours.retaining_noncurrent(0, "remove-orphan-files"):
+        ours.remove_orphan_files(older_than="1 h", dry_run=False)
+    assert os.path.exists(stray)
+    assert _open(iceberg_env).purge().deleted_files == 1 and not os.path.exists(stray)
+    assert read_everything(table.refresh())
+
+
+def test_a_crash_anywhere_in_a_purge_then_the_rerun_deletes_the_same_files_and_pyiceberg_reads_everything(tmp_path):
+    import shutil
+
+    from tests.conftest import FailAt, InjectedCrash
+
+    crash = tmp_path / "crash"
+    (crash / "warehouse").mkdir(parents=True)
+    env = IcebergEnv({"type": "sql", "uri": f"sqlite:///{crash}/catalog.db", "warehouse": f"file://{crash / 'warehouse'}"},
+                     str(crash / "warehouse"))
+    table, _ids = _history(env)
+    ours = _open(env)
+    with ours.retaining_noncurrent(0, "expire") as run:
+        ours.expire_snapshots(retain_min=1, older_than=FAR)
+    before, files = read_everything(table.refresh()), files_on_disk(env.location())
+    pristine = tmp_path / "pristine"
+    shutil.copytree(crash, pristine)  # each crash starts from the same table (its metadata names absolute paths)
+    counter = FailAt(10**9)
+    ours = _open(env)
+    ours.storage.on_operation = counter
+    expected = ours.purge()
+    left = files_on_disk(env.location())
+    assert expected.deleted_files and counter.seen > 3
+    step = max(1, counter.seen // 8)  # about 8 points and the last ones (runtime)
+    for n in sorted(set(range(1, counter.seen + 1, step)) | {counter.seen - 1, counter.seen}):
+        shutil.rmtree(crash)
+        shutil.copytree(pristine, crash)
+        crashing = _open(env)
+        crashing.storage.on_operation = FailAt(n)
+        with pytest.raises(InjectedCrash):
+            crashing.purge()
+        assert read_everything(table.refresh()) == before, n
+        assert files_on_disk(env.location()) >= left, n
+        _open(env).purge()
+        assert files_on_disk(env.location()) == left, f"crash at {n}"
+        assert _open(env).noncurrent_journal().names() == [] and _open(env).verify().ok, n
+        with pytest.raises((RunPurgedError, RunNotFoundError)):
+            _open(env).undo(run.run_id)

@@ -7,6 +7,7 @@ With 0, purge deletes exactly the files the plain operation deletes.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -29,7 +30,11 @@ OPERATIONS = {
     "expire-pk": ("pk", lambda t: t.expire_snapshots(**EXPIRE)),
     "delete-tag": ("app", lambda t: t.delete_tag("t4")),
     "rollback": ("app", lambda t: t.rollback_to(3)),
+    "clean": ("app", lambda t: t.clean("KEEP_LATEST_COMMITS", commits_retained=2)),
+    "rollback-to-an-expired-tag": ("app", lambda t: t.rollback_to(tag="t2")),
 }
+#: Operations whose subject is a tag of an expired snapshot: the history is expired plainly first.
+AFTER_EXPIRY = {"rollback-to-an-expired-tag"}
 
 
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))
@@ -37,6 +42,8 @@ def test_with_a_retention_nothing_is_deleted_and_undo_brings_back_what_pypaimon_
     name, call = OPERATIONS[operation]
     warehouse = paimon.copy(tmp_path / "w")
     table_dir = os.path.join(warehouse, "db.db", name)
+    if operation in AFTER_EXPIRY:
+        _open(warehouse, name).expire_snapshots(**EXPIRE)
     before = table_files(table_dir)
     table = _open(warehouse, name)
     snapshots = [s.id for s in table.snapshots()]
@@ -86,3 +93,20 @@ def test_orphan_removal_with_a_retention_keeps_the_orphans_noncurrent_and_purge_
     assert _open(warehouse, "app").remove_orphan_files(older_than="1 h").orphan_count == 0  # noncurrent: not an orphan
     assert _open(warehouse, "app").verify().ok
     assert _open(warehouse, "app").purge().deleted_files == 1 and not os.path.exists(stray)
+
+
+def test_consumer_expiry_with_a_retention_is_undone_as_paimon_wrote_it(paimon, tmp_path):
+    warehouse = paimon.copy(tmp_path / "w")
+    table = _open(warehouse, "app")
+    table.update_consumer("reader", 4)
+    path = os.path.join(warehouse, "db.db", "app", "consumer", "consumer-reader")
+    written = open(path, "rb").read()
+    with table.retaining_noncurrent(10, "expire-consumers") as run:
+        assert table.expire_consumers(now=FAR_FUTURE, expiration_time="1 s") == ["reader"]
+    assert not os.path.exists(path)
+    result = _open(warehouse, "app").undo(run.run_id)
+    assert result.restored_consumers == ["reader"]
+    assert json.loads(open(path, "rb").read()) == json.loads(written)  # Paimon's consumer file, as it was
+    # The consumer protects its snapshots again, as pypaimon reads them.
+    _open(warehouse, "app").expire_snapshots(**EXPIRE)
+    check(paimon, warehouse, "app", [3, 4, 5, 6], ["t2", "t4"])

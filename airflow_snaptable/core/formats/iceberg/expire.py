@@ -35,7 +35,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from airflow_snaptable.core.errors import CommitConflictError, CorruptMetadataError, UnsupportedMetadataError
+from airflow_snaptable.core.errors import CommitConflictError, CorruptMetadataError, UndoInProgressError, UnsupportedMetadataError
 from airflow_snaptable.core.lifecycle.expiry.run import ExpireResult
 from airflow_snaptable.core.formats.iceberg.consumers import held_by_consumers
 from airflow_snaptable.core.formats.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, ManifestRef, reach, statistics_entries
@@ -44,7 +44,7 @@ from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.io.table_paths import checked_relative_path
 from airflow_snaptable.core.formats.iceberg.journal import journal_of
 from airflow_snaptable.core.formats.iceberg.noncurrent import record_expiry
-from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentRun
+from airflow_snaptable.core.lifecycle.noncurrent.journal import UNDO_PREFIX, NoncurrentRun
 
 PLAN_DIR = f"{LIFECYCLE_DIR}/plan"
 METADATA_DIR = "metadata"
@@ -230,6 +230,15 @@ class IcebergExpiry:
             if self.noncurrent is not None:
                 # Before the commit: a crash after it leaves an entry for what the commit removed.
                 record_expiry(self.storage, self.noncurrent, _entry_key(plan), table.metadata, plan)
+            # Fenced against undo: the plan is visible before the undo marks are read, an undo marks
+            # before it reads the plans (core/formats/iceberg/noncurrent.py); one of the two backs out.
+            undoing = sorted(journal_of(self.storage).marked_runs(UNDO_PREFIX))
+            if undoing:
+                self.storage.delete(f"{PLAN_DIR}/{plan.name}")
+                self._drop_entry(plan)
+                raise UndoInProgressError(
+                    f"{table.name()}: undo of run {undoing[0]} is under way (or was interrupted: rerun it); nothing was expired"
+                )
             try:
                 # The journal is this plan's fence: a consumer that moves from now on sees it and backs
                 # out (core/formats/iceberg/consumers.py). Whatever committed before it (a consumer, a ref, a

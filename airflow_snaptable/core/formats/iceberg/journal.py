@@ -12,3 +12,9 @@ JOURNAL_DIR = f"{LIFECYCLE_DIR}/noncurrent"
 
 def journal_of(storage: Storage) -> NoncurrentJournal:
     return NoncurrentJournal(storage, JOURNAL_DIR)
+
+
+def expiry_plans_in_flight(storage: Storage) -> list[str]:
+    """The expiry plans up now (core/formats/iceberg/expire.py writes them before its commit and drops them
+    after its delete; a crashed run's stays until the next expiry finishes it): undo's fence."""
+    return sorted(n for n in storage.list_names(f"{LIFECYCLE_DIR}/plan") if n.startswith("expire-") and n.endswith(".json"))

@@ -26,7 +26,7 @@ from airflow_snaptable.core.errors import (
     UndoRefusedError,
 )
 from airflow_snaptable.core.formats.iceberg.files import Locator, ManifestReader, reach
-from airflow_snaptable.core.formats.iceberg.journal import journal_of
+from airflow_snaptable.core.formats.iceberg.journal import expiry_plans_in_flight, journal_of
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.lifecycle.noncurrent.journal import (
     PURGE_PREFIX,
@@ -36,6 +36,7 @@ from airflow_snaptable.core.lifecycle.noncurrent.journal import (
     NoncurrentRun,
     real_now_millis,
 )
+from airflow_snaptable.core.lifecycle.noncurrent import purge as purge_module
 from airflow_snaptable.core.lifecycle.noncurrent.purge import PurgeResult
 from airflow_snaptable.core.lifecycle.noncurrent.undo import UndoResult, check_run_id
 from airflow_snaptable.core.lifecycle.progress import delete_with_progress
@@ -129,6 +130,13 @@ class IcebergNoncurrent:
         try:
             if journal.marked(PURGE_PREFIX, run_id):
                 raise RunPurgedError(f"run {run_id} is being purged (or was): its files may be gone")
+            # The mark is up: an expiry that writes its plan from now on backs out; one that wrote it before
+            # may delete what this would restore.
+            # (Not finished here: a plan up may be a live expiry's, which finishing would drop under it.)
+            if expiry_plans_in_flight(self.storage):
+                raise UndoInvariantError(
+                    "an expiry is in flight on the table (or crashed: the next expiry finishes its plan): undo when it finished"
+                )
             self._commit(run_id, entries, result)
         except UndoRefusedError:
             if not marked_before:
@@ -269,11 +277,14 @@ class IcebergNoncurrent:
         for run_id in sorted(purging):
             for name in journal.entry_names(run_id):
                 entry = journal.read(name)
-                if entry is not None and entry.files:
+                # Checked right before each slice is deleted, as on our tables (core/lifecycle/noncurrent/purge.py).
+                files = entry.files if entry is not None else []
+                for first in range(0, len(files), purge_module.PURGE_RECHECK_FILES):
+                    chunk = files[first:first + purge_module.PURGE_RECHECK_FILES]
                     if self.table.refresh().metadata_location != location:
                         location, keep = live()  # a commit meanwhile (an undo, a re-added file): read again
-                    doomed = [(p, s) for p, s in entry.files if p not in keep]
-                    result.kept_referenced_files += len(entry.files) - len(doomed)
+                    doomed = [(p, s) for p, s in chunk if p not in keep]
+                    result.kept_referenced_files += len(chunk) - len(doomed)
                     delete_with_progress("purging noncurrent files", [p for p, _s in doomed], self.storage.delete_files)
                     result.deleted_files += len(doomed)
                     result.bytes_freed += sum(s for _p, s in doomed)

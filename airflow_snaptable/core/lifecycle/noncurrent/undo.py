@@ -35,7 +35,7 @@ from airflow_snaptable.core.errors import (
     UndoRefusedError,
     UnsupportedOperationError,
 )
-from airflow_snaptable.core.lifecycle.deletion_plans import PlanManager
+from airflow_snaptable.core.lifecycle.deletion_plans import PlanManager, is_dead_rollback
 from airflow_snaptable.core.lifecycle.intents import TAG as TAG_INTENT, Intent, IntentManager
 from airflow_snaptable.core.lifecycle.noncurrent.journal import (
     PURGE_PREFIX,
@@ -145,7 +145,11 @@ class NoncurrentUndo:
                 plan.leftovers += [path for path, _size in entry.metadata_files]
             else:
                 plan.files += len(entry.files)
-        if PlanManager(self.store).plans():  # (finish_all ran: one active now started meanwhile)
+        # The undo mark is written: a deleting run that publishes its plan from now on backs out. One
+        # published before (pending or active: finish_all ran, so it started meanwhile) makes undo refuse.
+        snapshots_store = self.store.snapshots
+        in_flight = [p for p in PlanManager(self.store).fences() if not (p.pending and is_dead_rollback(snapshots_store, p))]
+        if in_flight:
             raise UndoInvariantError("a deletion plan is in flight on the table (another expiry or rollback): undo when it finished")
         plan.below = self._missing_below(run_id, below)
         plan.above = self._missing_above(run_id, above, plan.restored)
