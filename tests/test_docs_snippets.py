@@ -29,7 +29,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-VENV_BIN = Path(sys.executable).parent
+#: The environment the blocks run in: this venv (the checkout on PYTHONPATH), or, from
+#: scripts/check-wheel, a fresh venv with only the built wheel installed (SNAPTABLE_DOCS_VENV).
+INSTALLED_VENV = os.environ.get("SNAPTABLE_DOCS_VENV")
+VENV_BIN = Path(INSTALLED_VENV) / "bin" if INSTALLED_VENV else Path(sys.executable).parent
 
 FENCE = re.compile(r"^```([\w-]*)[^\n]*\n(.*?)^```[ \t]*$", re.M | re.S)
 LANGUAGES = {"bash": "bash", "sh": "bash", "shell": "bash", "python": "python", "py": "python"}
@@ -163,7 +166,7 @@ def environment(workdir: Path, airflow_home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_CONN_", "AIRFLOW__", "SNAPTABLE_"))}
     env.update({
         "PATH": os.pathsep.join([str(VENV_BIN), env.get("PATH", "")]),
-        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p),
+        "PYTHONPATH": "" if INSTALLED_VENV else os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p),
         "AIRFLOW_HOME": str(airflow_home),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__DAGS_FOLDER": str(workdir / "dags"),
@@ -190,7 +193,7 @@ def run_block(block: Block, workdir: Path, env: dict[str, str]) -> str:
     if block.language == "bash":
         command = ["bash", "-e", "-o", "pipefail", "-c", block.code]
     else:
-        command = [sys.executable, "-c", block.code]
+        command = [str(VENV_BIN / "python"), "-c", block.code]
     done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"{block} failed (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout
