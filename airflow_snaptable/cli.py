@@ -235,6 +235,36 @@ def cmd_lake(args) -> Any:
     return report.to_dict() if args.json else "\n".join([render_table(report.COLUMNS, report.rows()), *report.footer()])
 
 
+HEALTH_COLUMNS = ("table", "format", "snapshots", "data files", "bytes", "oldest snapshot", "jobs", "error")
+
+
+def cmd_health(args) -> Any:
+    """``health``: core/lake/health.py's rows, failed tables first."""
+    from airflow_snaptable.core.lake.health import lake_health
+
+    found = lake_health(args.uri, storage_options=_storage_options(args), catalog=_catalog(args), max_depth=args.max_depth)
+    if args.json:
+        return {"tables": [health.to_dict() for health in found]}
+
+    def age(seconds: float | None) -> str:
+        if seconds is None:
+            return "-"
+        for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+            if seconds >= size:
+                return f"{seconds / size:.1f} {unit}"
+        return f"{seconds:.0f} s"
+
+    def jobs(health) -> str:
+        return ", ".join(f"{job}: {record.get('status')}" for job, record in sorted(health.jobs.items())) or "-"
+
+    rows = [
+        (h.table, h.format, "-" if h.snapshots is None else h.snapshots, "-" if h.data_files is None else h.data_files,
+         "-" if h.bytes is None else h.bytes, age(h.oldest_snapshot_age_seconds), jobs(h), h.error or "-")
+        for h in found
+    ]
+    return render_table(HEALTH_COLUMNS, rows)
+
+
 def _run_action(action: actions.Action, args) -> Any:
     outcome = actions.run_action(action, storage_options=_storage_options(args), catalog=_catalog(args))
     return outcome if args.json else render_result(outcome["result"])
@@ -393,7 +423,9 @@ def build_parser() -> argparse.ArgumentParser:
     maintain.add_argument("--parallel", type=int, default=4, help="tables maintained at once (threads; default 4)")
     maintain.add_argument("--lake-run-id", "--run-id", dest="run_id",  # the operator's lake_run_id; --run-id: the older name
                           help="name the run; a rerun with a crashed run's id skips the jobs it completed (--run-id: the older name)")
-    for sub in (maintain, add("status", cmd_lake, "the maintenance status of every table of a location", LAKE_HELP)):
+    health = add("health", cmd_health, "every table of a location: snapshots, files, bytes, oldest snapshot, each job's "
+                 "last status; failed tables first (the UI's lake page)", LAKE_HELP)
+    for sub in (maintain, add("status", cmd_lake, "the maintenance status of every table of a location", LAKE_HELP), health):
         sub.add_argument("--max-depth", type=int, default=6, help="levels below a directory location tables may sit at (default 6)")
 
     add_noncurrent_commands(commands)

@@ -44,3 +44,26 @@ def test_an_iceberg_catalog_s_health_comes_from_the_snapshot_summary(iceberg_lak
     assert found["sales.orders"].data_files == files.num_rows
     assert found["sales.orders"].bytes == sum(files["file_size_in_bytes"].to_pylist())
     assert found["sales.orders"].jobs["snapshot-expiry"]["status"] == "Not_Yet_Run"
+
+
+def test_the_cli_prints_the_same_health_failed_first(mixed_lake, capsys):
+    import json
+
+    from airflow_snaptable.cli import main
+
+    lake = mixed_lake.path
+    write_native(native_dir(lake, "a.broken"))
+    with open(os.path.join(native_dir(lake, "a.broken"), "snapshot", "snapshot-2"), "w") as f:
+        f.write("{")
+    maintain(lake, Policy.from_mapping({"defaults": {"snapshot-expiry": {"min-snapshots-to-keep": 3, "max-snapshot-age-hours": 0}}}))
+    expected = lake_health(lake)
+    assert main(["health", lake, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)["tables"]
+    assert [t["table"] for t in printed] == [h.table for h in expected] and printed[0]["table"] == "a.broken"
+    assert [(t["snapshots"], t["dataFiles"], t["bytes"]) for t in printed] == [(h.snapshots, h.data_files, h.bytes) for h in expected]
+    assert printed[0]["failed"] and printed[0]["jobs"]["snapshot-expiry"]["status"] == "Failed"
+    assert main(["health", lake]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["table", "format", "snapshots"]
+    assert lines[2].startswith("a.broken") and "snapshot-expiry: Failed" in lines[2]
+    assert any(line.startswith("sales.orders") and "snapshot-expiry: Successful" in line for line in lines[3:])
