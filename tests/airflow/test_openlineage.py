@@ -90,7 +90,7 @@ def test_the_spark_runner_passes_openlineage_parent_job_information(orders, monk
 
     seen = {}
 
-    def run_action(self, action, runner, spark_conn_id, spark_conf, spark_submit_kwargs):
+    def run_action(self, action, runner, spark_conn_id, spark_conf, spark_submit_kwargs, **more):
         seen.update(spark_conf or {})
         return {"action": action.name, "table": action.table, "result": {}}
 
