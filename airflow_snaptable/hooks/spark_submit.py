@@ -93,7 +93,23 @@ def check_spark_submit_kwargs(kwargs: Mapping[str, Any]) -> None:
     if unknown:
         raise InvalidArgumentError(f"spark_submit_kwargs: SparkSubmitHook takes no argument(s) {unknown}")
     if kwargs.get("deploy_mode") == "cluster":
-        raise InvalidArgumentError("spark runner: deploy_mode='cluster' is not supported (the driver must run on the worker)")
+        raise InvalidArgumentError(cluster_deploy_mode_refusal("spark_submit_kwargs deploy_mode='cluster'"))
+
+
+def cluster_deploy_mode_refusal(source: str) -> str:
+    """Why cluster deploy mode is refused, wherever it was asked for (``source``), and the way out.
+
+    The runner hands the driver a local action file and reads its local result file, so the driver
+    must run on the Airflow worker; standalone masters refuse Python applications in cluster mode anyway.
+    """
+    return (
+        f"spark runner: {source} is not supported. Spark refuses Python applications in cluster mode on "
+        "standalone masters (\"Cluster deploy mode is currently not supported for python applications on "
+        "standalone clusters\"), and this runner needs the driver on the Airflow worker: it reads the action "
+        "file and writes the result file there. Use client mode (remove deploy_mode, or set deploy-mode to "
+        "client in the Spark connection). On YARN or Kubernetes, cluster mode would need the result returned "
+        "through shared storage and the secrets file (storage options, catalog credentials) shipped with the job, which this runner does not support yet."
+    )
 
 
 class SparkSubmitRunner:
@@ -169,8 +185,7 @@ class SparkSubmitRunner:
             connection = spark_connection(settings.spark_conn_id, kwargs)
             if connection.get("deploy_mode") == "cluster":
                 raise InvalidArgumentError(
-                    "spark runner: deploy mode 'cluster' is not supported (the driver must run here to read the "
-                    "action file and write the result file); use client mode"
+                    cluster_deploy_mode_refusal(f"deploy mode 'cluster' of Spark connection {settings.spark_conn_id!r}")
                 )
             master = str(connection.get("master", ""))
             check_master_reachable(master, settings.spark_connect_timeout)

@@ -2,8 +2,9 @@
 a bare Python that never had this package: the runner ships it (spark/shipping.py), the job checks
 the executors at start (spark/executor_check.py), and every failure names its cause.
 
-One cluster for the module; four spark-submits: three operators (our table, Paimon, Iceberg, deletes
-on the executors) and a version mismatch. A bad master and a missing archive fail before spark-submit
+One cluster for the module; five spark-submits: three operators (our table, Paimon, Iceberg, deletes
+on the executors, thresholds at 1), one expiry at the default thresholds of a table big enough to
+cross them, and a version mismatch. A bad master and a missing archive fail before spark-submit
 starts; executors without the package are refused by the same check (tests/spark/test_executor_check.py).
 """
 
@@ -150,6 +151,39 @@ def test_expiry_of_our_paimon_and_iceberg_tables_deletes_on_executors_without_th
     # The work ran on the cluster's executors: the start-up check, the reads and the deletes of each table.
     work = executor_work(events)
     assert work.get("check", 0) >= 3 and work.get("read", 0) >= 3 and work.get("delete", 0) >= 3, work
+
+
+def test_at_the_default_thresholds_a_table_big_enough_deletes_on_the_executors(standalone, tmp_path, monkeypatch):
+    """No threshold set: an expiry of exactly DEFAULT_PARALLEL_THRESHOLD data files (tiny real Parquet
+    files, one commit) crosses the default delete threshold, so its deletes run on the cluster's executors.
+    Its 2 manifests stay under the default read threshold: no reads on the executors."""
+    from airflow_snaptable.spark.maintenance import DEFAULT_PARALLEL_THRESHOLD
+    from benchmarks.spark_delete import build_table
+
+    root = str(tmp_path / "warehouse")
+    table, doomed = build_table(f"{root}/big", DEFAULT_PARALLEL_THRESHOLD, None)
+    assert len(doomed) == DEFAULT_PARALLEL_THRESHOLD and [s.id for s in table.snapshots()] == [1, 2]
+    rows_before = table.scan().to_arrow().sort_by("p")
+    monkeypatch.setenv("AIRFLOW_CONN_SNAPTABLE_DEFAULT", snaptable_conn(root))
+    events = str(tmp_path / "events")
+    conf = {k: v for k, v in spark_conf(standalone, events).items() if not k.startswith("spark.snaptable.")}
+
+    started = time.monotonic()
+    result = run(ops.SnapTableExpireSnapshotsOperator(
+        task_id="big", table="big", runner="spark", spark_conn_id=CONN, spark_conf=conf,
+        retain_min=1, retain_max=1, time_retained="0 s",
+    ))["result"]
+    print(f"one submit, {DEFAULT_PARALLEL_THRESHOLD} files at the default thresholds: {time.monotonic() - started:.1f} s")
+
+    assert result["expired_snapshot_ids"] == [1] and result["deleted_data_files"] == DEFAULT_PARALLEL_THRESHOLD
+    work = executor_work(events)
+    assert work.get("delete", 0) >= 1 and work.get("read", 0) == 0, work
+    after = Table.open(table.uri)
+    assert not any(os.path.exists(os.path.join(after.uri, path)) for path in doomed)
+    assert [s.id for s in after.snapshots()] == [2]
+    verified = after.verify()
+    assert verified.missing_files == [] and verified.unreferenced_files == [], verified
+    assert after.scan().to_arrow().sort_by("p").equals(rows_before)
 
 
 def test_a_bad_master_fails_fast_with_the_address_and_the_way_out(standalone, tmp_path, monkeypatch):
