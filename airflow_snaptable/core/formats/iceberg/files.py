@@ -21,7 +21,7 @@ import fastavro
 
 from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, PathOutsideTableError
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.io.table_paths import relative_to_location, split_uri
+from airflow_snaptable.core.io.table_paths import is_normal_relative, relative_to_location, split_uri
 
 #: This package's own directory under the table location (deletion plans): never an orphan.
 LIFECYCLE_DIR = "snaptable"
@@ -62,12 +62,21 @@ class Locator:
         self.location = location
         #: Manifest lists name the same manifests over and over (a W1 table: 20,000 names, 200 distinct).
         self._known: dict[str, str | None] = {}
+        #: What most URIs start with: the location as the metadata spells it. A URI that starts with it
+        #: and goes on with a normal relative path is that path, whatever the normal form of the
+        #: location (checked once here); any other goes through the general rule.
+        prefix = location.rstrip("/") + "/"
+        self._prefix = prefix if relative_to_location(prefix + "x/y.z", location) == "x/y.z" else None
 
     def relative(self, uri: str) -> str | None:
         """The normal path of ``uri`` relative to the location; None when it is not inside."""
         if uri in self._known:
             return self._known[uri]
-        rel = relative_to_location(uri, self.location) if isinstance(uri, str) else None
+        prefix = self._prefix
+        if prefix is not None and isinstance(uri, str) and uri.startswith(prefix) and is_normal_relative(uri[len(prefix):]):
+            rel = uri[len(prefix):]
+        else:
+            rel = relative_to_location(uri, self.location) if isinstance(uri, str) else None
         self._known[uri] = rel
         return rel
 
@@ -218,6 +227,11 @@ def _decoded(where: str, data: bytes, project) -> list:
             raise
         except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
             raise CorruptMetadataError(f"{where}: cannot read: {type(exc).__name__}: {exc}") from exc
+
+
+def avro_records(where: str, data: bytes) -> list[dict]:
+    """Every record of an Avro file (a manifest list or manifest), decoded with fastavro; unreadable is CorruptMetadataError."""
+    return _decoded(where, data, None)
 
 
 def _live_entry(record: dict, where: str) -> tuple[int, str]:

@@ -73,7 +73,7 @@ class _Clustered:
     entries: int
 
 
-def _cluster(head, file_io, target: int) -> _Clustered:
+def _cluster(head, file_io, metadata, target: int) -> _Clustered:
     from pyiceberg.manifest import ManifestContent
 
     manifests = head.manifests(file_io)
@@ -81,7 +81,7 @@ def _cluster(head, file_io, target: int) -> _Clustered:
     by_spec: dict[int, list] = {}
     total_bytes = total_entries = 0
     for manifest in data:
-        entries = live_entries(manifest, file_io)
+        entries = live_entries(manifest, file_io, metadata)
         by_spec.setdefault(manifest.partition_spec_id, []).extend(entries)
         total_bytes += manifest.manifest_length
         counts = (manifest.added_files_count, manifest.existing_files_count, manifest.deleted_files_count)
@@ -112,7 +112,7 @@ def rewrite_manifests(table, target_manifest_size=None, dry_run: bool = False) -
     if head is None:
         return ManifestRewriteResult(None, dry_run, target, 0, 0, 0, 0, 0)
     before = len(head.manifests(file_io))
-    planned = _cluster(head, file_io, target)
+    planned = _cluster(head, file_io, iceberg.metadata, target)
     new_count = sum(len(b) for b in planned.bins.values())
     result = ManifestRewriteResult(None, dry_run, target, before, before - len(planned.data_manifests) + new_count, len(planned.data_manifests), new_count, planned.entries)
     if dry_run or not _changes(planned, new_count, target):
@@ -121,7 +121,7 @@ def rewrite_manifests(table, target_manifest_size=None, dry_run: bool = False) -
     def build(writer, current):
         from pyiceberg.manifest import ManifestContent
 
-        clustered = planned if current.snapshot_id == head.snapshot_id else _cluster(current, writer.file_io, target)
+        clustered = planned if current.snapshot_id == head.snapshot_id else _cluster(current, writer.file_io, writer.metadata, target)
         written = []
         for spec_id in sorted(clustered.bins):
             for entries in clustered.bins[spec_id]:
