@@ -311,6 +311,11 @@ class _GroupRewriter:
         self.target = target
         self.data_files = data_files
 
+    def for_group(self, group: FileGroup) -> "_GroupRewriter":
+        """This rewriter with ``group``'s files only, without their statistics (the rewrite writes new ones):
+        what one Spark task is sent."""
+        return _GroupRewriter(self.metadata, self.file_io, self.target, {path: self.data_files[path].without_statistics() for path in group.files})
+
     def on(self, storage) -> "_GroupRewriter":
         file_io = CountedFileIO(storage, self.metadata.location, self.file_io.properties)
         return _GroupRewriter(self.metadata, file_io, self.target, self.data_files)

@@ -15,7 +15,7 @@ import contextlib
 import gc
 import io
 from dataclasses import dataclass, field
-from typing import Collection, Iterable
+from typing import Callable, Collection, Iterable
 
 import fastavro
 
@@ -219,10 +219,19 @@ _LIVE_BATCH = 1000
 
 def _decoded(where: str, data: bytes, project) -> list:
     """Every record of an Avro file, each through ``project`` (a record to what is kept) if given."""
+
+    def decode(data: bytes) -> list:
+        records = fastavro.reader(io.BytesIO(data))
+        return list(records) if project is None else [project(r, where) for r in records]
+
+    return avro_decoded(where, data, decode)
+
+
+def avro_decoded(where: str, data: bytes, decode: Callable[[bytes], list]) -> list:
+    """``decode(data)``: an Avro file decoded with the collector paused; any failure to parse is CorruptMetadataError."""
     with _collection_paused():
         try:
-            records = fastavro.reader(io.BytesIO(data))
-            return list(records) if project is None else [project(r, where) for r in records]
+            return decode(data)
         except CorruptMetadataError:
             raise
         except Exception as exc:  # noqa: BLE001 - any parse failure is corruption

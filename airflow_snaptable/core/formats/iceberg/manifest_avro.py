@@ -17,6 +17,13 @@ writes, so pyiceberg, Spark and Java read it alike:
 - the manifest list entry (counts, rows, partition field summaries, sequence numbers) is made
   as pyiceberg's ``to_manifest_file`` makes it.
 
+Encoding a data file record costs as much as decoding it (fastavro picks each union branch by
+validating the value, the statistics maps included): an entry that moves keeps the bytes its
+``data_file`` was read from, and they are written again as they are when the manifest written has
+the same ``data_file`` schema (the same format version and spec, as pyiceberg writes them); only
+the entry's status, snapshot id and sequence numbers are encoded anew. Any other entry (a
+manifest another writer wrote with another schema) is encoded from its record.
+
 Partition values are held as pyiceberg holds them (a date as days, a timestamp as microseconds,
 a uuid as ``UUID``): fastavro turns logical types into Python objects, which are turned back here.
 """
@@ -24,15 +31,18 @@ a uuid as ``UUID``): fastavro turns logical types into Python objects, which are
 from __future__ import annotations
 
 import datetime
+import functools
 import io
+import json
 import uuid
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Callable
 
 import fastavro
 
 from airflow_snaptable.core.errors import CorruptMetadataError
-from airflow_snaptable.core.formats.iceberg.files import avro_records
+from airflow_snaptable.core.formats.iceberg.files import avro_decoded
 
 #: Iceberg's entry status values.
 EXISTING, ADDED, DELETED = 0, 1, 2
@@ -40,23 +50,28 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _EPOCH_NAIVE = datetime.datetime(1970, 1, 1)
 _EPOCH_DATE = datetime.date(1970, 1, 1)
 _MICROS = datetime.timedelta(microseconds=1)
+#: The fields of a data file record that say which file it is and what it holds (no statistics).
+_IDENTITY = ("content", "file_path", "file_format", "record_count", "file_size_in_bytes", "sort_order_id")
 
 
 class ContentFile:
     """A data or delete file as its manifest entry records it.
 
-    ``record`` is the entry's Avro ``data_file`` record as read: written back as it is when the
-    entry moves. ``partition`` holds its partition values as pyiceberg does (a pyiceberg Record).
-    Read like a pyiceberg DataFile by the code that plans and summarises (``file_path``,
-    ``partition``, ``spec_id``, counts).
+    ``record`` is the entry's Avro ``data_file`` record as read; ``encoded`` its bytes in the manifest
+    read, under the data file schema ``encoding`` (see :func:`_schema_key`): written back as they are
+    when the entry moves into a manifest of that schema. ``partition`` holds its partition values as
+    pyiceberg does (a pyiceberg Record). Read like a pyiceberg DataFile by the code that plans and
+    summarises (``file_path``, ``partition``, ``spec_id``, counts).
     """
 
-    __slots__ = ("record", "spec_id", "partition")
+    __slots__ = ("record", "spec_id", "partition", "encoded", "encoding")
 
-    def __init__(self, record: dict, spec_id: int, partition):
+    def __init__(self, record: dict, spec_id: int, partition, encoded: bytes | None = None, encoding: str | None = None):
         self.record = record
         self.spec_id = spec_id
         self.partition = partition
+        self.encoded = encoded
+        self.encoding = encoding
 
     @property
     def file_path(self) -> str:
@@ -92,8 +107,12 @@ class ContentFile:
         data_file.spec_id = self.spec_id
         return data_file
 
+    def without_statistics(self) -> "ContentFile":
+        """The file as a reader needs it (path, format, counts, partition): what is sent to a Spark task."""
+        return ContentFile({key: self.record[key] for key in _IDENTITY if key in self.record}, self.spec_id, self.partition)
+
     def __reduce__(self):
-        return ContentFile, (self.record, self.spec_id, self.partition)
+        return ContentFile, (self.record, self.spec_id, self.partition, self.encoded, self.encoding)
 
 
 class Entry:
@@ -109,6 +128,59 @@ class Entry:
         self.data_file = data_file
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """A manifest entry schema cut where its last field, ``data_file``, starts."""
+
+    head: dict  # the fields before data_file, as a record schema (parsed)
+    data_file: dict  # the data_file record schema (parsed)
+    key: str  # what makes two data_file schemas encode alike (see _schema_key)
+
+
+def _strip_docs(schema):
+    if isinstance(schema, dict):
+        return {k: _strip_docs(v) for k, v in schema.items() if k != "doc"}
+    if isinstance(schema, list):
+        return [_strip_docs(v) for v in schema]
+    return schema
+
+
+def _schema_key(data_file_schema: dict) -> str:
+    """Two data_file schemas with one key encode alike and mean the same (names, types, field ids, logical types)."""
+    return json.dumps(_strip_docs(data_file_schema), sort_keys=True)
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(schema_json: str) -> _Layout | None:
+    """The layout of a manifest entry schema (an Avro file header's ``avro.schema``); None when data_file is not its last field."""
+    schema = json.loads(schema_json)
+    fields = schema.get("fields") if isinstance(schema, dict) else None
+    if not fields or fields[-1].get("name") != "data_file" or not isinstance(fields[-1].get("type"), dict):
+        return None
+    data_file = fields[-1]["type"]
+    head = {"type": "record", "name": "manifest_entry_head", "fields": fields[:-1]}
+    return _Layout(fastavro.parse_schema(head), fastavro.parse_schema(data_file), _schema_key(data_file))
+
+
+def _decode_entries(data: bytes) -> list[tuple[dict, bytes | None, str | None]]:
+    """Each entry of a manifest: its record, its data_file's bytes and their schema key (None, None when
+    the schema does not end with data_file: then the records alone)."""
+    blocks = fastavro.block_reader(io.BytesIO(data))
+    layout = _layout(blocks.metadata["avro.schema"])
+    if layout is None:
+        return [(record, None, None) for block in blocks for record in block]
+    out = []
+    for block in blocks:
+        stream = block.bytes_
+        raw = stream.getvalue()
+        for _ in range(block.num_records):
+            entry = fastavro.schemaless_reader(stream, layout.head, None)
+            start = stream.tell()
+            entry["data_file"] = fastavro.schemaless_reader(stream, layout.data_file, None)
+            out.append((entry, raw[start:stream.tell()], layout.key))
+    return out
+
+
 def read_entries(manifest, file_io, metadata, discard_deleted: bool = True) -> list[Entry]:
     """The entries of ``manifest`` (a pyiceberg ManifestFile), read through ``file_io`` in one read.
 
@@ -117,14 +189,20 @@ def read_entries(manifest, file_io, metadata, discard_deleted: bool = True) -> l
     path = manifest.manifest_path
     with file_io.new_input(path).open() as stream:
         data = stream.read()
-    records = avro_records(path, data)
+    # Decoded and made into entries with the collector paused (files.avro_decoded): 10,000 entries of
+    # nested dicts are tens of thousands of objects that each collection would scan again.
+    return avro_decoded(path, data, lambda data: _entries(manifest, metadata, _decode_entries(data), discard_deleted))
+
+
+def _entries(manifest, metadata, decoded, discard_deleted: bool) -> list[Entry]:
+    path = manifest.manifest_path
     to_internal = _partition_converters(metadata, manifest.partition_spec_id, to_avro=False)
     spec_id = manifest.partition_spec_id
     inherited = manifest.sequence_number
     added_snapshot = manifest.added_snapshot_id
     entries = []
     try:
-        for record in records:
+        for record, encoded, encoding in decoded:
             status = record["status"]
             if discard_deleted and status == DELETED:
                 continue
@@ -144,10 +222,23 @@ def read_entries(manifest, file_io, metadata, discard_deleted: bool = True) -> l
             if len(values) != len(to_internal):
                 raise ValueError(f"a partition of {len(values)} values in a manifest of spec {spec_id} ({len(to_internal)} fields)")
             partition = _record([convert(value) for convert, value in zip(to_internal, values)])
-            entries.append(Entry(status, snapshot_id, sequence, file_sequence, ContentFile(data_file, spec_id, partition)))
+            content = ContentFile(data_file, spec_id, partition, encoded, encoding)
+            entries.append(Entry(status, snapshot_id, sequence, file_sequence, content))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptMetadataError(f"{path}: not an Iceberg manifest ({type(exc).__name__}: {exc})") from exc
     return entries
+
+
+class _Block:
+    """Encoded entries as fastavro's ``Writer.write_block`` takes them (what its ``block_reader`` yields)."""
+
+    def __init__(self, entries: list[bytes]):
+        self.num_records = len(entries)
+        self.bytes_ = io.BytesIO(b"".join(entries))
+
+
+#: Uncompressed bytes of entries per Avro block written.
+_BLOCK_BYTES = 64 * 1024
 
 
 class ManifestWriter:
@@ -169,6 +260,9 @@ class ManifestWriter:
         entry_schema = manifest_entry_schema_with_data_file(self.format_version, data_file_with_partition(partition_type, self.format_version))
         avro_schema = AvroSchemaConversion().iceberg_to_avro(entry_schema, schema_name="manifest_entry")
         self.avro_schema = fastavro.parse_schema(avro_schema)
+        self.layout = _layout(json.dumps(avro_schema))
+        if self.layout is None:
+            raise AssertionError("pyiceberg's manifest entry schema ends with data_file")
         self.partition_names = [f["name"] for f in _field(_field(avro_schema, "data_file"), "partition")["fields"]]
         self.to_avro = _partition_converters(metadata, spec_id, to_avro=True)
         self.meta = {
@@ -179,7 +273,7 @@ class ManifestWriter:
         }
         if self.format_version >= 2:
             self.meta["content"] = "data"
-        self.records: list[dict] = []
+        self.encoded: list[bytes] = []
         self.partitions: list = []
         self.counts = {ADDED: [0, 0], EXISTING: [0, 0], DELETED: [0, 0]}
         self.min_sequence_number: int | None = None
@@ -191,47 +285,69 @@ class ManifestWriter:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if exc_type is not None:
             return  # nothing was written
-        if not self.records:
+        if not self.encoded:
             raise ValueError("An empty manifest file has been written")  # pyiceberg's guard
         buffer = io.BytesIO()
-        fastavro.writer(buffer, self.avro_schema, self.records, codec=self.codec, metadata=self.meta)
+        writer = fastavro.write.Writer(buffer, self.avro_schema, codec=self.codec, metadata=self.meta)
+        block: list[bytes] = []
+        size = 0
+        for entry in self.encoded:
+            block.append(entry)
+            size += len(entry)
+            if size >= _BLOCK_BYTES:
+                writer.write_block(_Block(block))
+                block, size = [], 0
+        if block:
+            writer.write_block(_Block(block))
+        writer.flush()
         with self.output_file.create(overwrite=True) as out:
             out.write(buffer.getvalue())
         self.length = buffer.tell()
 
     def add(self, data_file) -> "ManifestWriter":
         """A new file (a pyiceberg DataFile written by this commit): ADDED, its sequence numbers inherited."""
-        self._entry(ADDED, self.snapshot_id, None, None, _record_of(data_file), data_file.partition, data_file.record_count)
+        self._entry(ADDED, self.snapshot_id, None, None, ContentFile(_record_of(data_file), data_file.spec_id, data_file.partition))
         return self
 
     def existing(self, entry: Entry) -> "ManifestWriter":
-        self._entry(EXISTING, entry.snapshot_id, entry.sequence_number, entry.file_sequence_number,
-                    entry.data_file.record, entry.data_file.partition, entry.data_file.record_count)
+        self._entry(EXISTING, entry.snapshot_id, entry.sequence_number, entry.file_sequence_number, entry.data_file)
         return self
 
     def delete(self, entry: Entry) -> "ManifestWriter":
-        self._entry(DELETED, self.snapshot_id, entry.sequence_number, entry.file_sequence_number,
-                    entry.data_file.record, entry.data_file.partition, entry.data_file.record_count)
+        self._entry(DELETED, self.snapshot_id, entry.sequence_number, entry.file_sequence_number, entry.data_file)
         return self
 
-    def _entry(self, status: int, snapshot_id, sequence, file_sequence, data_file: dict, partition, rows: int) -> None:
+    def _entry(self, status: int, snapshot_id, sequence, file_sequence, data_file: ContentFile) -> None:
         if self.format_version >= 2 and sequence is None and status != ADDED:
             raise ValueError("Only entries with status ADDED can have null sequence number")  # pyiceberg's ManifestWriterV2 rule
-        record = dict(data_file)
+        head = io.BytesIO()
+        fastavro.schemaless_writer(head, self.layout.head, {
+            "status": status, "snapshot_id": snapshot_id, "sequence_number": sequence, "file_sequence_number": file_sequence,
+        })
+        if data_file.encoded is not None and data_file.encoding == self.layout.key:
+            body = data_file.encoded  # read under this very schema: the same bytes
+        else:
+            body = self._encoded(data_file)
+        self.encoded.append(head.getvalue() + body)
+        partition = data_file.partition
+        self.partitions.append(partition)
+        self.counts[status][0] += 1
+        self.counts[status][1] += data_file.record_count
+        if status != DELETED and sequence is not None and (self.min_sequence_number is None or sequence < self.min_sequence_number):
+            self.min_sequence_number = sequence
+
+    def _encoded(self, data_file: ContentFile) -> bytes:
+        """The data file record under this manifest's schema: its partition by position under this spec's field names."""
+        record = dict(data_file.record)
+        partition = data_file.partition
         record["partition"] = {name: convert(partition[i]) for i, (name, convert) in enumerate(zip(self.partition_names, self.to_avro))}
         if self.format_version == 1:
             from pyiceberg.manifest import DEFAULT_BLOCK_SIZE
 
             record.setdefault("block_size_in_bytes", DEFAULT_BLOCK_SIZE)  # v1 requires it; v2 drops it
-        self.records.append({
-            "status": status, "snapshot_id": snapshot_id, "sequence_number": sequence,
-            "file_sequence_number": file_sequence, "data_file": record,
-        })
-        self.partitions.append(partition)
-        self.counts[status][0] += 1
-        self.counts[status][1] += rows
-        if status != DELETED and sequence is not None and (self.min_sequence_number is None or sequence < self.min_sequence_number):
-            self.min_sequence_number = sequence
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, self.layout.data_file, record)
+        return out.getvalue()
 
     def to_manifest_file(self):
         """The manifest list's entry for this manifest, as pyiceberg's ``ManifestWriter.to_manifest_file``."""
