@@ -103,7 +103,7 @@ def _start_spark(master: str):
     spark, session_seconds, _ = start_spark(master)
     started = time.perf_counter()
     spark.sparkContext.parallelize(range(spark.sparkContext.defaultParallelism * 2)).foreachPartition(
-        lambda rows: (__import__("airflow_snaptable.core.formats.iceberg.compaction"), __import__("pyiceberg.io.pyarrow"))
+        lambda rows: [__import__(name) for name in ("airflow_snaptable.core.formats.iceberg.compaction", "pyiceberg.io.pyarrow", "pyiceberg.io.fsspec")]
     )
     return spark, session_seconds, time.perf_counter() - started
 
