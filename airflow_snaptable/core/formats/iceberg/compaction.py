@@ -257,7 +257,9 @@ def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_g
     _check_sort_order(metadata)
     small_size = target * MIN_FILE_SIZE_RATIO
     by_partition: dict[tuple, list] = {}
+    keys: dict[tuple, tuple | None] = {}
     specs = metadata.specs()
+    schema = metadata.schema()
     for manifest in manifests:
         for entry in live_entries(manifest, file_io, metadata):
             data_file = entry.data_file
@@ -265,10 +267,14 @@ def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_g
                 check_no_delete_files([manifest], file_io, metadata, uri, found=data_file.file_path)
             if data_file.file_size_in_bytes >= small_size:
                 continue
-            values = partition_dict(specs[data_file.spec_id], data_file.partition)
-            human = _human_values(specs[data_file.spec_id], metadata.schema(), data_file.partition)
-            if _matches(values, human, wanted):
-                by_partition.setdefault((data_file.spec_id, tuple(human.items())), []).append(data_file)
+            partition = data_file.partition
+            seen = (data_file.spec_id, tuple(partition[i] for i in range(len(partition))))
+            if seen not in keys:  # a partition's key is made once (10,000 files of 10 partitions: 10 keys)
+                values = partition_dict(specs[data_file.spec_id], partition)
+                human = _human_values(specs[data_file.spec_id], schema, partition)
+                keys[seen] = (data_file.spec_id, tuple(human.items())) if _matches(values, human, wanted) else None
+            if keys[seen] is not None:
+                by_partition.setdefault(keys[seen], []).append(data_file)
     groups: list[FileGroup] = []
     data_files: dict[str, Any] = {}
     for (spec_id, values), files in sorted(by_partition.items(), key=lambda item: (item[0][0], repr(item[0][1]))):
