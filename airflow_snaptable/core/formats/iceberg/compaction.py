@@ -50,7 +50,9 @@ from airflow_snaptable.core.formats.iceberg.replace_commit import (
     check_no_delete_files,
     commit_replace,
     live_entries,
+    prefetch_entries,
     replace_summary,
+    snapshot_manifests,
 )
 
 #: Iceberg's defaults (``RewriteDataFiles`` / ``SizeBasedFileRewritePlanner``).
@@ -252,7 +254,8 @@ def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_g
     head = metadata.current_snapshot()
     if head is None:
         return None
-    manifests = head.manifests(file_io)
+    manifests = snapshot_manifests(head, file_io)
+    prefetch_entries(manifests, file_io, metadata)
     check_no_delete_files(manifests, file_io, metadata, uri)
     _check_sort_order(metadata)
     small_size = target * MIN_FILE_SIZE_RATIO
@@ -517,7 +520,8 @@ def _manifests(writer, head, plan: _Plan, added: list, uri: str):
     if head is None:
         raise ReplaceConflict("main has no snapshot any more")
     file_io = writer.file_io
-    manifests = head.manifests(file_io)
+    manifests = snapshot_manifests(head, file_io)
+    prefetch_entries([m for m in manifests if _may_hold(m, plan)], file_io, writer.metadata)
     if head.snapshot_id != plan.base_id:
         check_no_delete_files(manifests, file_io, writer.metadata, uri)
     rewritten = set(plan.data_files)

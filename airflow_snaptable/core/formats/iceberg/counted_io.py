@@ -92,6 +92,8 @@ class CountedFileIO(FileIO):
         self.written: list[str] = []
         #: Live entries of the manifests read, by path (replace_commit.live_entries).
         self.entries: dict[str, list] = {}
+        #: Manifests of the manifest lists read, by path (replace_commit.snapshot_manifests).
+        self.manifest_lists: dict[str, list] = {}
 
     def relative(self, location: str) -> str:
         return self._locator.inside(location, "file")

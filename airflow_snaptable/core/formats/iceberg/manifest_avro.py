@@ -181,22 +181,24 @@ def _decode_entries(data: bytes) -> list[tuple[dict, bytes | None, str | None]]:
     return out
 
 
-def read_entries(manifest, file_io, metadata, discard_deleted: bool = True) -> list[Entry]:
-    """The entries of ``manifest`` (a pyiceberg ManifestFile), read through ``file_io`` in one read.
+def read_entries(manifest, file_io, metadata, discard_deleted: bool = True, data: bytes | None = None) -> list[Entry]:
+    """The entries of ``manifest`` (a pyiceberg ManifestFile), read through ``file_io`` in one read
+    (``data``: its bytes, read already).
 
     ``metadata``: the table metadata whose specs and schema type the partition values.
     """
     path = manifest.manifest_path
-    with file_io.new_input(path).open() as stream:
-        data = stream.read()
+    if data is None:
+        with file_io.new_input(path).open() as stream:
+            data = stream.read()
+    to_internal = _partition_converters(metadata, manifest.partition_spec_id, to_avro=False)
     # Decoded and made into entries with the collector paused (files.avro_decoded): 10,000 entries of
     # nested dicts are tens of thousands of objects that each collection would scan again.
-    return avro_decoded(path, data, lambda data: _entries(manifest, metadata, _decode_entries(data), discard_deleted))
+    return avro_decoded(path, data, lambda data: _entries(manifest, to_internal, _decode_entries(data), discard_deleted))
 
 
-def _entries(manifest, metadata, decoded, discard_deleted: bool) -> list[Entry]:
+def _entries(manifest, to_internal: list, decoded, discard_deleted: bool) -> list[Entry]:
     path = manifest.manifest_path
-    to_internal = _partition_converters(metadata, manifest.partition_spec_id, to_avro=False)
     spec_id = manifest.partition_spec_id
     inherited = manifest.sequence_number
     added_snapshot = manifest.added_snapshot_id
@@ -437,10 +439,14 @@ def _uuid_bytes(value):
 
 def _partition_converters(metadata, spec_id: int, to_avro: bool) -> list[Callable[[Any], Any]]:
     """Per partition field of the spec, a function from fastavro's value to pyiceberg's (``to_avro``: back)."""
+    spec = metadata.specs()[spec_id]
+    return _converters(tuple(f.field_type for f in spec.partition_type(metadata.schema()).fields), to_avro)
+
+
+@functools.lru_cache(maxsize=256)
+def _converters(types: tuple, to_avro: bool) -> list[Callable[[Any], Any]]:
     from pyiceberg.types import DateType, TimestampType, TimestamptzType, TimeType, UUIDType
 
-    spec = metadata.specs()[spec_id]
-    types = [f.field_type for f in spec.partition_type(metadata.schema()).fields]
     if to_avro:
         return [_uuid_bytes if isinstance(t, UUIDType) else _same for t in types]
     converters = []

@@ -65,6 +65,33 @@ def live_entries(manifest: ManifestFile, file_io, metadata) -> list[Entry]:
     return entries
 
 
+def snapshot_manifests(snapshot, file_io) -> list[ManifestFile]:
+    """The snapshot's manifests (pyiceberg's manifest list reader); the list read once per FileIO (a manifest
+    list is immutable: the plan and the commit on the same head read it once)."""
+    cache = getattr(file_io, "manifest_lists", None)
+    if cache is not None and snapshot.manifest_list in cache:
+        return cache[snapshot.manifest_list]
+    manifests = list(snapshot.manifests(file_io))
+    if cache is not None:
+        cache[snapshot.manifest_list] = manifests
+    return manifests
+
+
+def prefetch_entries(manifests: list[ManifestFile], file_io: CountedFileIO, metadata) -> None:
+    """Read the manifests whose entries are not known yet in one bulk read (Storage.read_many: in parallel on
+    remote storage, on the executors in the Spark job), so that live_entries finds them. A manifest
+    missing here is left to live_entries, which fails on it."""
+    wanted = {m.manifest_path: m for m in manifests if m.manifest_path not in file_io.entries}
+    if len(wanted) < 2:
+        return
+    rels = {path: file_io.relative(path) for path in wanted}
+    contents = file_io.storage.read_many(list(rels.values()))
+    for path, manifest in wanted.items():
+        data = contents.pop(rels[path], None)
+        if data is not None:
+            file_io.entries[path] = read_entries(manifest, file_io, metadata, discard_deleted=True, data=data)
+
+
 def check_no_delete_files(manifests: list[ManifestFile], file_io, metadata, uri: str, found: str | None = None) -> None:
     """Delete files fail a compaction closed: rewriting rows they delete would bring the rows back.
     ``found``: a delete file already seen (in a manifest that says it holds data)."""
