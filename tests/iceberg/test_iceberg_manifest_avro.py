@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime
 import decimal
-import io
 import json
 import pickle
 import random
@@ -20,7 +19,6 @@ import uuid
 
 import fastavro
 import pyarrow as pa
-import pytest
 
 from airflow_snaptable.core import Table
 from tests.iceberg.conftest import SCHEMA, IcebergEnv, assert_exactly_reachable_left

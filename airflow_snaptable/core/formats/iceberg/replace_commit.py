@@ -81,15 +81,21 @@ def prefetch_entries(manifests: list[ManifestFile], file_io: CountedFileIO, meta
     """Read the manifests whose entries are not known yet in one bulk read (Storage.read_many: in parallel on
     remote storage, on the executors in the Spark job), so that live_entries finds them. A manifest
     missing here is left to live_entries, which fails on it."""
-    wanted = {m.manifest_path: m for m in manifests if m.manifest_path not in file_io.entries}
+    wanted = list({m.manifest_path: m for m in manifests if m.manifest_path not in file_io.entries}.values())
     if len(wanted) < 2:
         return
-    rels = {path: file_io.relative(path) for path in wanted}
-    contents = file_io.storage.read_many(list(rels.values()))
-    for path, manifest in wanted.items():
-        data = contents.pop(rels[path], None)
-        if data is not None:
-            file_io.entries[path] = read_entries(manifest, file_io, metadata, discard_deleted=True, data=data)
+    for start in range(0, len(wanted), _PREFETCH_BATCH):  # the bytes of a batch at a time, decoded as they come
+        rels = {m.manifest_path: file_io.relative(m.manifest_path) for m in wanted[start:start + _PREFETCH_BATCH]}
+        contents = file_io.storage.read_many(list(rels.values()))
+        for manifest in wanted[start:start + _PREFETCH_BATCH]:
+            data = contents.pop(rels[manifest.manifest_path], None)
+            if data is not None:
+                file_io.entries[manifest.manifest_path] = read_entries(manifest, file_io, metadata, discard_deleted=True, data=data)
+
+
+#: Manifests read per bulk read: the bytes of one batch are held at a time; as many as the Spark job's
+#: bulk reads send to the executors (spark/maintenance.py DEFAULT_READ_THRESHOLD).
+_PREFETCH_BATCH = 5000
 
 
 def check_no_delete_files(manifests: list[ManifestFile], file_io, metadata, uri: str, found: str | None = None) -> None:
