@@ -237,22 +237,23 @@ class DistributedStorage(Storage):
 class ExecutorCompaction:
     """The per-partition function of a compaction: rewrites its file groups on an executor, on the table's storage there."""
 
-    def __init__(self, rewrite, opener: Callable[[], Storage]):
-        self.rewrite = rewrite
+    def __init__(self, opener: Callable[[], Storage]):
         self.opener = opener
 
-    def __call__(self, indexed_groups):
-        rewrite = None
-        for index, group in indexed_groups:
-            rewrite = rewrite or self.rewrite.on(self.opener())
-            yield index, rewrite(group)
+    def __call__(self, tasks):
+        storage = None
+        for index, group, rewrite in tasks:
+            storage = storage or self.opener()
+            yield index, rewrite.on(storage)(group)
 
 
 class SparkGroupRunner(_ExecutorJobs):
     """Runs a compaction's file groups in one Spark job, one task per group; the commit stays on the driver.
 
-    A failed task fails the job before anything is committed: the files the other tasks wrote are
-    unreferenced, and orphan removal deletes them.
+    Each task is sent its group and the rewriter of that group alone (``rewrite.for_group``: the
+    group's files, not the whole plan's: a plan of 10,000 files unpickled in every task cost more
+    than the rewrite). A failed task fails the job before anything is committed: the files the
+    other tasks wrote are unreferenced, and orphan removal deletes them.
     """
 
     def __call__(self, groups: list, rewrite) -> list[list]:
@@ -261,9 +262,8 @@ class SparkGroupRunner(_ExecutorJobs):
         self.sc.setJobDescription(f"snaptable: compact {len(groups)} file groups of {self.uri}")
         try:
             self.jobs += 1
-            pairs = self.sc.parallelize(list(enumerate(groups)), len(groups)).mapPartitions(
-                ExecutorCompaction(rewrite, self.opener)
-            ).collect()
+            tasks = [(index, group, rewrite.for_group(group)) for index, group in enumerate(groups)]
+            pairs = self.sc.parallelize(tasks, len(tasks)).mapPartitions(ExecutorCompaction(self.opener)).collect()
         except Exception as exc:  # noqa: BLE001 - Py4J/Spark errors become core's typed storage error
             raise StorageError(f"compacting {len(groups)} file groups of {self.uri} on Spark executors failed: {_first_line(exc)}") from exc
         finally:

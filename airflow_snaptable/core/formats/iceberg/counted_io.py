@@ -1,8 +1,8 @@
 """A pyiceberg FileIO over this package's counted Storage, for the commits this package writes itself.
 
 Compaction and manifest rewriting (compaction.py, manifest_rewrite.py) let pyiceberg's own
-writers encode Parquet, manifests and manifest lists, so every file is what pyiceberg would
-write. Their bytes go through :class:`~airflow_snaptable.core.io.storage.Storage`: each read and
+writers encode Parquet and manifest lists, and write manifests as pyiceberg's writer does
+(manifest_avro.py), so every file is what pyiceberg would write. Their bytes go through :class:`~airflow_snaptable.core.io.storage.Storage`: each read and
 each write is one counted operation that crash injection sees, and a written file appears whole
 or not at all. Only files inside the table location are handled (the Locator's rule).
 """
@@ -92,6 +92,8 @@ class CountedFileIO(FileIO):
         self.written: list[str] = []
         #: Live entries of the manifests read, by path (replace_commit.live_entries).
         self.entries: dict[str, list] = {}
+        #: Manifests of the manifest lists read, by path (replace_commit.snapshot_manifests).
+        self.manifest_lists: dict[str, list] = {}
 
     def relative(self, location: str) -> str:
         return self._locator.inside(location, "file")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import gc
 from dataclasses import dataclass, field
-from typing import Collection, Iterable
+from typing import Callable, Collection, Iterable
 
 from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, PathOutsideTableError
 from airflow_snaptable.core.io.storage import Storage
@@ -61,16 +61,19 @@ class Locator:
         self.location = location
         #: Manifest lists name the same manifests over and over (a W1 table: 20,000 names, 200 distinct).
         self._known: dict[str, str | None] = {}
-        #: The location as the metadata spells it: most URIs are it, a slash and a normal path.
-        self._prefix = location.rstrip("/") + "/"
+        #: What most URIs start with: the location as the metadata spells it. A URI that starts with it
+        #: and goes on with a normal relative path is that path, whatever the normal form of the
+        #: location (checked once here); any other goes through the general rule.
+        prefix = location.rstrip("/") + "/"
+        self._prefix = prefix if relative_to_location(prefix + "x/y.z", location) == "x/y.z" else None
 
     def relative(self, uri: str) -> str | None:
         """The normal path of ``uri`` relative to the location; None when it is not inside."""
         if uri in self._known:
             return self._known[uri]
-        if isinstance(uri, str) and uri.startswith(self._prefix) and is_normal_relative(uri[len(self._prefix):]):
-            # The location's own text, then a normal relative path: the normal form changes neither.
-            rel = uri[len(self._prefix):]
+        prefix = self._prefix
+        if prefix is not None and isinstance(uri, str) and uri.startswith(prefix) and is_normal_relative(uri[len(prefix):]):
+            rel = uri[len(prefix):]
         else:
             rel = relative_to_location(uri, self.location) if isinstance(uri, str) else None
         self._known[uri] = rel
@@ -249,6 +252,22 @@ def _decoded(where: str, data: bytes, project) -> list:
 
     with _collection_paused():
         return read_records(where, data, project)
+
+
+def avro_decoded(where: str, data: bytes, decode: Callable[[bytes], list]) -> list:
+    """``decode(data)``: an Avro file decoded with the collector paused; any failure to parse is CorruptMetadataError."""
+    with _collection_paused():
+        try:
+            return decode(data)
+        except CorruptMetadataError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
+            raise CorruptMetadataError(f"{where}: cannot read: {type(exc).__name__}: {exc}") from exc
+
+
+def avro_records(where: str, data: bytes) -> list[dict]:
+    """Every record of an Avro file (a manifest list or manifest), decoded with fastavro; unreadable is CorruptMetadataError."""
+    return _decoded(where, data, None)
 
 
 def _live_entry(record: dict, where: str) -> tuple[int, str]:

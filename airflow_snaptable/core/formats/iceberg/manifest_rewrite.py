@@ -26,6 +26,8 @@ from airflow_snaptable.core.formats.iceberg.replace_commit import (
     check_format_version,
     commit_replace,
     live_entries,
+    prefetch_entries,
+    snapshot_manifests,
 )
 
 TARGET_MANIFEST_SIZE_PROPERTY = "commit.manifest.target-size-bytes"
@@ -73,15 +75,16 @@ class _Clustered:
     entries: int
 
 
-def _cluster(head, file_io, target: int) -> _Clustered:
+def _cluster(head, file_io, metadata, target: int) -> _Clustered:
     from pyiceberg.manifest import ManifestContent
 
-    manifests = head.manifests(file_io)
+    manifests = snapshot_manifests(head, file_io)
     data = [m for m in manifests if m.content == ManifestContent.DATA]
+    prefetch_entries(data, file_io, metadata)
     by_spec: dict[int, list] = {}
     total_bytes = total_entries = 0
     for manifest in data:
-        entries = live_entries(manifest, file_io)
+        entries = live_entries(manifest, file_io, metadata)
         by_spec.setdefault(manifest.partition_spec_id, []).extend(entries)
         total_bytes += manifest.manifest_length
         counts = (manifest.added_files_count, manifest.existing_files_count, manifest.deleted_files_count)
@@ -111,8 +114,8 @@ def rewrite_manifests(table, target_manifest_size=None, dry_run: bool = False) -
     file_io = CountedFileIO(table.storage, iceberg.location(), iceberg.io.properties)
     if head is None:
         return ManifestRewriteResult(None, dry_run, target, 0, 0, 0, 0, 0)
-    before = len(head.manifests(file_io))
-    planned = _cluster(head, file_io, target)
+    before = len(snapshot_manifests(head, file_io))
+    planned = _cluster(head, file_io, iceberg.metadata, target)
     new_count = sum(len(b) for b in planned.bins.values())
     result = ManifestRewriteResult(None, dry_run, target, before, before - len(planned.data_manifests) + new_count, len(planned.data_manifests), new_count, planned.entries)
     if dry_run or not _changes(planned, new_count, target):
@@ -121,7 +124,7 @@ def rewrite_manifests(table, target_manifest_size=None, dry_run: bool = False) -
     def build(writer, current):
         from pyiceberg.manifest import ManifestContent
 
-        clustered = planned if current.snapshot_id == head.snapshot_id else _cluster(current, writer.file_io, target)
+        clustered = planned if current.snapshot_id == head.snapshot_id else _cluster(current, writer.file_io, writer.metadata, target)
         written = []
         for spec_id in sorted(clustered.bins):
             for entries in clustered.bins[spec_id]:
@@ -129,7 +132,7 @@ def rewrite_manifests(table, target_manifest_size=None, dry_run: bool = False) -
                     for entry in entries:
                         out.existing(entry)
                 written.append(out.to_manifest_file())
-        kept = [m for m in current.manifests(writer.file_io) if m.content != ManifestContent.DATA]
+        kept = [m for m in snapshot_manifests(current, writer.file_io) if m.content != ManifestContent.DATA]
         from pyiceberg.table.snapshots import Operation, Summary
 
         summary = Summary(

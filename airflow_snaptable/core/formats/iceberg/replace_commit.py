@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from typing import Callable
 
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
-from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestFile, write_manifest, write_manifest_list
+from pyiceberg.manifest import ManifestContent, ManifestFile, write_manifest_list
 
 from airflow_snaptable.core.errors import CommitFailedError, UnsupportedMetadataError
 from airflow_snaptable.core.formats.iceberg.counted_io import CountedFileIO
+from airflow_snaptable.core.formats.iceberg.manifest_avro import Entry, ManifestWriter, read_entries
 
 #: Catalog swaps a replace tries against commits that do not conflict with it (appends), as Iceberg's ``commit.retry.num-retries``.
 COMMIT_ATTEMPTS = 5
@@ -51,23 +52,57 @@ def check_format_version(metadata, uri: str, doing: str) -> None:
         )
 
 
-def live_entries(manifest: ManifestFile, file_io) -> list[ManifestEntry]:
-    """The manifest's live entries; read once per FileIO (a manifest is never rewritten in place, so its
-    path names the same entries when the commit reads it again after the plan)."""
+def live_entries(manifest: ManifestFile, file_io, metadata) -> list[Entry]:
+    """The manifest's live entries, read with fastavro (manifest_avro.py); read once per FileIO (a manifest is
+    never rewritten in place, so its path names the same entries when the commit reads it again after the plan).
+    ``metadata``: the table's, whose specs and schema type the partition values."""
     cache = getattr(file_io, "entries", None)
     if cache is not None and manifest.manifest_path in cache:
         return cache[manifest.manifest_path]
-    entries = manifest.fetch_manifest_entry(file_io, discard_deleted=True)
+    entries = read_entries(manifest, file_io, metadata, discard_deleted=True)
     if cache is not None:
         cache[manifest.manifest_path] = entries
     return entries
 
 
-def check_no_delete_files(manifests: list[ManifestFile], file_io, uri: str, found: str | None = None) -> None:
+def snapshot_manifests(snapshot, file_io) -> list[ManifestFile]:
+    """The snapshot's manifests (pyiceberg's manifest list reader); the list read once per FileIO (a manifest
+    list is immutable: the plan and the commit on the same head read it once)."""
+    cache = getattr(file_io, "manifest_lists", None)
+    if cache is not None and snapshot.manifest_list in cache:
+        return cache[snapshot.manifest_list]
+    manifests = list(snapshot.manifests(file_io))
+    if cache is not None:
+        cache[snapshot.manifest_list] = manifests
+    return manifests
+
+
+def prefetch_entries(manifests: list[ManifestFile], file_io: CountedFileIO, metadata) -> None:
+    """Read the manifests whose entries are not known yet in one bulk read (Storage.read_many: in parallel on
+    remote storage, on the executors in the Spark job), so that live_entries finds them. A manifest
+    missing here is left to live_entries, which fails on it."""
+    wanted = list({m.manifest_path: m for m in manifests if m.manifest_path not in file_io.entries}.values())
+    if len(wanted) < 2:
+        return
+    for start in range(0, len(wanted), _PREFETCH_BATCH):  # the bytes of a batch at a time, decoded as they come
+        rels = {m.manifest_path: file_io.relative(m.manifest_path) for m in wanted[start:start + _PREFETCH_BATCH]}
+        contents = file_io.storage.read_many(list(rels.values()))
+        for manifest in wanted[start:start + _PREFETCH_BATCH]:
+            data = contents.pop(rels[manifest.manifest_path], None)
+            if data is not None:
+                file_io.entries[manifest.manifest_path] = read_entries(manifest, file_io, metadata, discard_deleted=True, data=data)
+
+
+#: Manifests read per bulk read: the bytes of one batch are held at a time; as many as the Spark job's
+#: bulk reads send to the executors (spark/maintenance.py DEFAULT_READ_THRESHOLD).
+_PREFETCH_BATCH = 5000
+
+
+def check_no_delete_files(manifests: list[ManifestFile], file_io, metadata, uri: str, found: str | None = None) -> None:
     """Delete files fail a compaction closed: rewriting rows they delete would bring the rows back.
     ``found``: a delete file already seen (in a manifest that says it holds data)."""
     for manifest in manifests:
-        if found is not None or (manifest.content == ManifestContent.DELETES and live_entries(manifest, file_io)):
+        if found is not None or (manifest.content == ManifestContent.DELETES and live_entries(manifest, file_io, metadata)):
             raise UnsupportedMetadataError(
                 f"{uri}: the current snapshot has delete files ({found or manifest.manifest_path}); compacting it needs the "
                 "position and equality deletes applied to the rows rewritten, the applied delete files removed, and the "
@@ -96,13 +131,11 @@ class ReplaceWriter:
 
         return self.metadata.properties.get(TableProperties.WRITE_AVRO_COMPRESSION, TableProperties.WRITE_AVRO_COMPRESSION_DEFAULT)
 
-    def manifest_writer(self, spec_id: int):
+    def manifest_writer(self, spec_id: int) -> ManifestWriter:
+        """A manifest of ``spec_id`` written with fastavro as pyiceberg's ``write_manifest`` writes it (manifest_avro.py)."""
         self._count += 1
         path = self.table.location_provider().new_metadata_location(f"{self._uuid}-m{self._count}.avro")
-        return write_manifest(
-            format_version=self.metadata.format_version, spec=self.metadata.specs()[spec_id], schema=self.metadata.schema(),
-            output_file=self.file_io.new_output(path), snapshot_id=self.snapshot_id, avro_compression=self._compression(),
-        )
+        return ManifestWriter(self.file_io.new_output(path), self.metadata, spec_id, self.snapshot_id, self._compression())
 
     def manifest_list(self, manifests: list[ManifestFile], parent_id: int | None, attempt: int) -> str:
         path = self.table.location_provider().new_metadata_location(f"snap-{self.snapshot_id}-{attempt}-{self._uuid}.avro")
@@ -120,10 +153,25 @@ def replace_summary(metadata, parent, added: list, removed: list, extra: dict[st
 
     collector = SnapshotSummaryCollector()
     schema, specs = metadata.schema(), metadata.specs()
+    #: Each partition's path, made once (10,000 files of 10 partitions: 10 paths): what the collector's
+    #: add_file and remove_file do, file by file.
+    paths: dict[tuple, str] = {}
+
+    def account(data_file, adding: bool) -> None:
+        (collector.metrics.add_file if adding else collector.metrics.remove_file)(data_file)
+        partition = data_file.partition
+        if len(partition) > 0:
+            key = (data_file.spec_id, tuple(partition[i] for i in range(len(partition))))
+            path = paths.get(key)
+            if path is None:
+                path = paths[key] = specs[data_file.spec_id].partition_to_path(partition, schema)
+            metrics = collector.partition_metrics[path]
+            (metrics.add_file if adding else metrics.remove_file)(data_file)
+
     for data_file in added:
-        collector.add_file(data_file, schema, specs[data_file.spec_id])
+        account(data_file, True)
     for data_file in removed:
-        collector.remove_file(data_file, schema, specs[data_file.spec_id])
+        account(data_file, False)
     totals = update_snapshot_summaries(
         Summary(Operation.OVERWRITE, **collector.build()), parent.summary if parent is not None else None,
     )
