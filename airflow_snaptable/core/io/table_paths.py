@@ -109,10 +109,6 @@ def is_normal_relative(path: str) -> bool:
     return all(part not in (".", "..") for part in path.split("/"))
 
 
-#: Public name of the check (Iceberg's Locator takes URIs under the location's own spelling by it).
-is_normal_relative = _is_normal_relative
-
-
 def checked_relative_path(path: object, what: str, where: str = "") -> str:
     """``path`` if it is a normal path relative to the table root and inside it.
 
