@@ -20,10 +20,8 @@ import json
 
 from airflow_snaptable.core.errors import (
     DependentRunError,
-    RunNotFoundError,
     RunPurgedError,
     UndoInvariantError,
-    UndoRefusedError,
 )
 from airflow_snaptable.core.formats.iceberg.files import Locator, ManifestReader, reach
 from airflow_snaptable.core.formats.iceberg.journal import expiry_plans_in_flight, journal_of
@@ -31,14 +29,13 @@ from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.lifecycle.noncurrent.journal import (
     PURGE_PREFIX,
     UNDO_PREFIX,
-    UNDONE_PREFIX,
     JournalEntry,
     NoncurrentRun,
     real_now_millis,
 )
 from airflow_snaptable.core.lifecycle.noncurrent import purge as purge_module
 from airflow_snaptable.core.lifecycle.noncurrent.purge import PurgeResult
-from airflow_snaptable.core.lifecycle.noncurrent.undo import UndoResult, check_run_id
+from airflow_snaptable.core.lifecycle.noncurrent.undo import UndoResult, undo_run
 from airflow_snaptable.core.lifecycle.progress import delete_with_progress
 
 def snapshot_json(snapshot) -> str:
@@ -113,23 +110,7 @@ class IcebergNoncurrent:
         self.journal = journal_of(self.storage)
 
     def undo(self, run_id: str) -> UndoResult:
-        check_run_id(run_id)
-        journal = self.journal
-        names = journal.entry_names(run_id)
-        if not names:
-            if journal.marked(UNDONE_PREFIX, run_id):
-                journal.unmark(UNDO_PREFIX, run_id)
-                return UndoResult(run_id, already_undone=True)
-            if journal.marked(PURGE_PREFIX, run_id):
-                raise RunPurgedError(f"run {run_id} was purged: its files are deleted")
-            raise RunNotFoundError(f"no noncurrent run {run_id} on {self.table.uri}")
-        entries = [e for e in (journal.read(n) for n in names) if e is not None]
-        result = UndoResult(run_id, entries[0].run.operation if entries else None)
-        marked_before = journal.marked(UNDO_PREFIX, run_id)
-        journal.mark(UNDO_PREFIX, run_id)
-        try:
-            if journal.marked(PURGE_PREFIX, run_id):
-                raise RunPurgedError(f"run {run_id} is being purged (or was): its files may be gone")
+        def prepare(entries: list[JournalEntry], result: UndoResult):
             # The mark is up: an expiry that writes its plan from now on backs out; one that wrote it before
             # may delete what this would restore.
             # (Not finished here: a plan up may be a live expiry's, which finishing would drop under it.)
@@ -137,16 +118,12 @@ class IcebergNoncurrent:
                 raise UndoInvariantError(
                     "an expiry is in flight on the table (or crashed: the next expiry finishes its plan): undo when it finished"
                 )
+            # One catalog commit: a refusal (the table changed meanwhile) is part of the checks.
             self._commit(run_id, entries, result)
-        except UndoRefusedError:
-            if not marked_before:
-                journal.unmark(UNDO_PREFIX, run_id)
-            raise
-        result.released_files = sum(len(e.files) for e in entries)
-        journal.mark(UNDONE_PREFIX, run_id)
-        journal.delete(names)
-        journal.unmark(UNDO_PREFIX, run_id)
-        return result
+            result.released_files = sum(len(e.files) for e in entries)
+            return lambda: None
+
+        return undo_run(self.journal, run_id, self.table.uri, prepare)
 
     def _commit(self, run_id: str, entries: list[JournalEntry], result: UndoResult) -> None:
         from pyiceberg.exceptions import CommitFailedException

@@ -22,6 +22,7 @@ Rules:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 from airflow_snaptable.core.errors import (
     DependentRunError,
@@ -72,6 +73,44 @@ def check_run_id(run_id: object) -> str:
     return run_id
 
 
+#: Checks a run's entries under the undo mark (raising ``UndoRefusedError`` to refuse) and returns the
+#: step that brings them back.
+UndoPreparer = Callable[[list[JournalEntry], UndoResult], Callable[[], None]]
+
+
+def undo_run(journal: NoncurrentJournal, run_id: str, where: str, prepare: UndoPreparer) -> UndoResult:
+    """The undo protocol every format shares (see the module doc): the run's entries are looked up
+    (an undone run says so, a purged or unknown one is refused), the undo mark goes up before the
+    purge mark is read, ``prepare`` checks under it (a refusal takes down a mark this call put up:
+    as if never asked), its step applies, then ``undone-`` is marked, the entries go and the mark last."""
+    check_run_id(run_id)
+    names = journal.entry_names(run_id)
+    if not names:
+        if journal.marked(UNDONE_PREFIX, run_id):
+            journal.unmark(UNDO_PREFIX, run_id)  # a crash after the entries went
+            return UndoResult(run_id, already_undone=True)
+        if journal.marked(PURGE_PREFIX, run_id):
+            raise RunPurgedError(f"run {run_id} was purged: its files are deleted")
+        raise RunNotFoundError(f"no noncurrent run {run_id} on {where} (never run with noncurrent_days, or purged)")
+    entries = [e for e in (journal.read(n) for n in names) if e is not None]
+    result = UndoResult(run_id, entries[0].run.operation if entries else None)
+    marked_before = journal.marked(UNDO_PREFIX, run_id)
+    journal.mark(UNDO_PREFIX, run_id)
+    try:
+        if journal.marked(PURGE_PREFIX, run_id):
+            raise RunPurgedError(f"run {run_id} is being purged (or was): its files may be gone")
+        apply = prepare(entries, result)
+    except UndoRefusedError:
+        if not marked_before:
+            journal.unmark(UNDO_PREFIX, run_id)  # refused: as if never asked
+        raise
+    apply()
+    journal.mark(UNDONE_PREFIX, run_id)
+    journal.delete(names)
+    journal.unmark(UNDO_PREFIX, run_id)
+    return result
+
+
 @dataclass
 class _UndoPlan:
     """What the checks found to do."""
@@ -95,35 +134,19 @@ class NoncurrentUndo:
 
     def undo(self, run_id: str) -> UndoResult:
         check_run_id(run_id)
-        journal = self.journal
         # An interrupted plan of this run (or of any) finishes first: it records, it never deletes.
         self.executor.finish_all()
-        names = journal.entry_names(run_id)
-        if not names:
-            if journal.marked(UNDONE_PREFIX, run_id):
-                journal.unmark(UNDO_PREFIX, run_id)  # a crash after the entries went
-                return UndoResult(run_id, already_undone=True)
-            if journal.marked(PURGE_PREFIX, run_id):
-                raise RunPurgedError(f"run {run_id} was purged: its files are deleted")
-            raise RunNotFoundError(f"no noncurrent run {run_id} on {self.store.uri} (never run with noncurrent_days, or purged)")
-        entries = [e for e in (journal.read(n) for n in names) if e is not None]
-        result = UndoResult(run_id, entries[0].run.operation if entries else None)
-        marked_before = journal.marked(UNDO_PREFIX, run_id)
-        journal.mark(UNDO_PREFIX, run_id)
-        try:
-            if journal.marked(PURGE_PREFIX, run_id):
-                raise RunPurgedError(f"run {run_id} is being purged (or was): its files may be gone")
+
+        def prepare(entries: list[JournalEntry], result: UndoResult) -> Callable[[], None]:
             plan = self._checked(run_id, entries)
-        except UndoRefusedError:
-            if not marked_before:
-                journal.unmark(UNDO_PREFIX, run_id)  # refused: as if never asked
-            raise
-        self._apply(plan, result)
-        result.released_files = plan.files
-        journal.mark(UNDONE_PREFIX, run_id)
-        journal.delete(names)
-        journal.unmark(UNDO_PREFIX, run_id)
-        return result
+
+            def apply() -> None:
+                self._apply(plan, result)
+                result.released_files = plan.files
+
+            return apply
+
+        return undo_run(self.journal, run_id, self.store.uri, prepare)
 
     # -- checks: nothing is written until every one passed ---------------------------------------
 
