@@ -29,7 +29,7 @@ from airflow_snaptable.core.arguments.checks import check_bool
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
 from airflow_snaptable.core.arguments.table_options import parse_duration
 from airflow_snaptable.core.io.path_set import PathHashSet
-from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal, NoncurrentRun, entry_key
+from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal, NoncurrentRun, entry_key, refuse_while_undoing
 from airflow_snaptable.core.lifecycle.noncurrent.record import record_removed
 from airflow_snaptable.core.lifecycle.progress import delete_with_progress
 from airflow_snaptable.core.lifecycle.store import InUse, StoredFile, TableStore
@@ -139,14 +139,20 @@ class OrphanFilesClean:
             # Candidates first, then the in-use set: a file committed in between is in the set.
             listed = itertools.chain(files.listed_files(), files.leftover_files())
             candidates.write(found for found in listed if found.modified is not None and found.modified * 1000 < cutoff)
+            # Noncurrent files (an earlier run's, undoable) are not orphans. Read before the files in use
+            # (an undo that drops its entries meanwhile committed what it restores first) and after them
+            # (a run with a retention that unpublishes meanwhile recorded first): journal.py.
+            journal = NoncurrentJournal(self.store.lifecycle)
+            held_before = journal.held_paths()
             used = paths_in_use(self.store)
             if not len(used) and self.store.snapshots.latest_id() is not None:
                 raise CorruptMetadataError("the table has snapshots but no file is in use: refusing to delete anything")
-            # Noncurrent files (an earlier run's, undoable) are not orphans.
-            noncurrent = NoncurrentJournal(self.store.lifecycle).held_paths()
+            held_after = journal.held_paths()
+            if not dry_run:
+                refuse_while_undoing(journal, self.store.uri, "no orphan was removed")
             doomed: list[tuple[str, int]] = []
             for paths, sizes in candidates.batches():
-                kept = used.contains(paths) | noncurrent.contains(paths)
+                kept = used.contains(paths) | held_before.contains(paths) | held_after.contains(paths)
                 for path, size, in_use in zip(paths, sizes, kept.tolist()):
                     if in_use:
                         continue

@@ -22,8 +22,7 @@ from typing import Callable
 
 from airflow_snaptable.core.lifecycle.expiry.parts import candidate_parts
 from airflow_snaptable.core.lifecycle.intents import IntentManager
-from airflow_snaptable.core.errors import UndoInProgressError
-from airflow_snaptable.core.lifecycle.noncurrent.journal import UNDO_PREFIX, NoncurrentJournal, NoncurrentRun
+from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal, NoncurrentRun, refuse_while_undoing
 from airflow_snaptable.core.lifecycle.noncurrent.record import record_leftovers, record_part, record_plan
 from airflow_snaptable.core.lifecycle.deletion_plans import EXPIRE, ROLLBACK, DataCandidate, DeletionPlan, PlanEffect, PlanManager, PlanOutcome
 from airflow_snaptable.core.lifecycle.progress import delete_with_progress
@@ -58,12 +57,7 @@ class PlanExecutor:
         try:
             # Fenced against undo like a tag against a plan: the plan is visible (pending) before it
             # reads the undo marks, an undo marks before it reads the plans; one of the two backs out.
-            undoing = sorted(NoncurrentJournal(self.store.lifecycle).marked_runs(UNDO_PREFIX))
-            if undoing:
-                raise UndoInProgressError(
-                    f"undo of run {undoing[0]} is under way on {self.store.uri} (or was interrupted: rerun it); "
-                    "this run deleted nothing"
-                )
+            refuse_while_undoing(NoncurrentJournal(self.store.lifecycle), self.store.uri, "this run deleted nothing")
             if check is not None and not check():
                 self.plans.discard_pending(plan)
                 return None

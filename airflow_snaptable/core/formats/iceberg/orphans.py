@@ -20,7 +20,7 @@ from datetime import timedelta
 from airflow_snaptable.core.formats.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach, statistics_entries
 from airflow_snaptable.core.lifecycle.orphans import OrphanResult, cutoff_millis
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.lifecycle.noncurrent.journal import JournalEntry, NoncurrentRun, entry_key
+from airflow_snaptable.core.lifecycle.noncurrent.journal import JournalEntry, NoncurrentRun, entry_key, refuse_while_undoing
 from airflow_snaptable.core.formats.iceberg.journal import journal_of
 
 DEFAULT_WINDOW = timedelta(days=3)
@@ -50,6 +50,11 @@ def remove_orphan_files(
         f for f in storage.iter_files("")
         if not f[0].startswith(LIFECYCLE_DIR + "/") and f[2] is not None and f[2] * 1000 < cutoff
     ]
+    # Noncurrent files are read before the valid files and after them: an undo commits what it restores
+    # before it drops its entries, an expiry with a retention records before it commits
+    # (core/lifecycle/noncurrent/journal.py); every file either moves is in one of the three reads.
+    journal = journal_of(storage)
+    held_before = journal.held_paths()
     table = table_loader()
     reader = ManifestReader(storage, Locator(table.location()))  # lists and manifests are immutable: read once
     valid = valid_files(table, storage, reader)
@@ -59,12 +64,16 @@ def remove_orphan_files(
             break
         table = latest
         valid |= valid_files(table, storage, reader)
-    held = journal_of(storage).held_paths()
-    orphans = sorted((rel, size) for rel, size, _mtime in candidates if rel not in valid and rel not in held)
+    held_after = journal.held_paths()
+    orphans = sorted(
+        (rel, size) for rel, size, _mtime in candidates if rel not in valid and rel not in held_before and rel not in held_after
+    )
     result = OrphanResult(older_than_millis=cutoff, dry_run=dry_run)
+    if not dry_run:
+        refuse_while_undoing(journal, table.location(), "no orphan was removed")
     if not dry_run and noncurrent is not None:
         if orphans:
-            journal_of(storage).write(JournalEntry(noncurrent, entry_key("orphans", orphans[0][0], str(len(orphans))), data_files=orphans))
+            journal.write(JournalEntry(noncurrent, entry_key("orphans", orphans[0][0], str(len(orphans))), data_files=orphans))
             result.run_id = noncurrent.run_id
     elif not dry_run:
         storage.delete_files([rel for rel, _size in orphans])

@@ -20,6 +20,13 @@ Rules:
   *before* each checks for the other's: ``undo-<run>.json`` and ``purge-<run>.json``.
   Either purge sees the undo marker and leaves the run alone, or undo sees the purge marker
   and refuses. ``undone-<run>.json`` records a finished undo, so undoing again is a no-op.
+- A deleting run does not delete while an undo is marked (:func:`refuse_while_undoing`): expiry,
+  rollback and tag deletion publish their plan before they read the marks (an undo reads the plans
+  after it marks: one of the two backs out); consumer expiry and orphan removal read the marks
+  right before they delete. Orphan removal also reads the noncurrent files before AND after the
+  files in use (:meth:`NoncurrentJournal.held_paths`): an undo commits what it restores before it
+  drops its entries, a run with a retention records before it unpublishes, so every file either
+  moves is in one of the three reads, whatever order they interleave in.
 - A file's retention is measured against the real clock from the run's real start time.
 """
 
@@ -32,7 +39,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from airflow_snaptable.core.errors import CorruptMetadataError
+from airflow_snaptable.core.errors import CorruptMetadataError, UndoInProgressError
 from airflow_snaptable.core.io.path_set import PathHashSet, PathHashSetBuilder
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.io.table_paths import checked_relative_path
@@ -232,3 +239,11 @@ class NoncurrentJournal:
 
     def marked_runs(self, prefix: str) -> set[str]:
         return {n[len(prefix):-len(".json")] for n in self.storage.list_names(self.directory) if n.startswith(prefix) and n.endswith(".json")}
+
+
+def refuse_while_undoing(journal: NoncurrentJournal, where: str, outcome: str) -> None:
+    """A deleting run backs out (``UndoInProgressError``) while an undo of the table is marked: what it
+    would delete may be what the undo is bringing back. ``outcome``: what the run left, for the message."""
+    undoing = sorted(journal.marked_runs(UNDO_PREFIX))
+    if undoing:
+        raise UndoInProgressError(f"undo of run {undoing[0]} is under way on {where} (or was interrupted: rerun it); {outcome}")

@@ -1,0 +1,176 @@
+"""Consumer expiry and orphan removal racing an undo (core/lifecycle/noncurrent/journal.py, issue 26).
+
+The interleavings are injected deterministically at the step where the race bites, on our tables
+and on Apache Paimon tables (judged by pypaimon):
+
+- an undo runs to its end between orphan removal's read of the files in use and its read of the
+  noncurrent files: the files it brought back are neither, unless the noncurrent files are read
+  before the files in use as well;
+- an orphan removal or a consumer expiry starting while an undo is marked backs out
+  (``UndoInProgressError``) and deletes nothing;
+- an undo that brings a consumer back after a consumer expiry listed it: the expiry leaves the
+  consumer the undo wrote.
+
+Each runs with and without a retention on the racing run (``noncurrent_days``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from airflow_snaptable.core import Table
+from airflow_snaptable.core.errors import UndoInProgressError
+from airflow_snaptable.core.lifecycle import consumers as consumers_module
+from airflow_snaptable.core.lifecycle import orphans as orphans_module
+from airflow_snaptable.core.lifecycle.noncurrent import undo as undo_module
+from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal
+from tests.core.test_lifecycle import FAR_FUTURE, make_table
+from tests.core.test_noncurrent import EXPIRE, _noncurrent, _rows, rich  # noqa: F401 - fixture
+
+RETENTIONS = [None, 10]
+
+
+def _maybe_retained(table: Table, days: int | None, call):
+    if days is None:
+        return call()
+    with table.retaining_noncurrent(days, "race"):
+        return call()
+
+
+def undo_between_in_use_and_noncurrent_reads(monkeypatch, undo) -> list[bool]:
+    """Runs ``undo`` once, right before the first read of the noncurrent files that comes after orphan
+    removal read the files in use; returns a list that holds True once it ran."""
+    ran: list[bool] = []
+    in_use_read: list[bool] = []
+    paths_in_use = orphans_module.paths_in_use
+    held_paths = NoncurrentJournal.held_paths
+
+    def reading_in_use(store):
+        found = paths_in_use(store)
+        in_use_read.append(True)
+        return found
+
+    def reading_held(self):
+        if in_use_read and not ran:
+            ran.append(True)
+            undo()
+        return held_paths(self)
+
+    monkeypatch.setattr(orphans_module, "paths_in_use", reading_in_use)
+    monkeypatch.setattr(NoncurrentJournal, "held_paths", reading_held)
+    return ran
+
+
+@pytest.mark.parametrize("days", RETENTIONS)
+def test_orphan_removal_deletes_no_file_an_undo_brings_back_meanwhile(rich, monkeypatch, days):
+    table = rich.table
+    before = _rows(table)
+    run_id = _noncurrent(table, 10, lambda: table.expire_snapshots(**EXPIRE))
+    ran = undo_between_in_use_and_noncurrent_reads(monkeypatch, lambda: Table.open(table.uri).undo(run_id))
+    cleaner = Table.open(table.uri)
+    result = _maybe_retained(cleaner, days, lambda: cleaner.remove_orphan_files(older_than="0 s", dry_run=False))
+    monkeypatch.undo()
+    assert ran, "the undo did not run inside the orphan removal"
+    assert result.orphan_count == 0, f"files the undo brought back were taken for orphans: {result.orphan_files[:5]}"
+    assert _rows(table) == before
+    assert Table.open(table.uri).verify().ok
+
+
+@pytest.mark.parametrize("days", RETENTIONS)
+def test_orphan_removal_during_an_undo_backs_out(rich, monkeypatch, days):
+    table = rich.table
+    before = _rows(table)
+    run_id = _noncurrent(table, 10, lambda: table.expire_snapshots(**EXPIRE))
+    raced: list[BaseException] = []
+    apply = undo_module.NoncurrentUndo._apply
+
+    def orphans_meanwhile(self, *args, **kwargs):
+        apply(self, *args, **kwargs)  # the snapshots are back, the entries not yet dropped
+        cleaner = Table.open(table.uri)
+        try:
+            _maybe_retained(cleaner, days, lambda: cleaner.remove_orphan_files(older_than="0 s", dry_run=False))
+        except UndoInProgressError as exc:
+            raced.append(exc)
+
+    monkeypatch.setattr(undo_module.NoncurrentUndo, "_apply", orphans_meanwhile)
+    Table.open(table.uri).undo(run_id)
+    monkeypatch.undo()
+    assert raced, "orphan removal ran while an undo was marked"
+    assert _rows(table) == before and Table.open(table.uri).trash() == []
+
+
+def _consumer_table(tmp_path):
+    history = make_table(str(tmp_path / "t"), **{"consumer.expiration-time": "1 h"})
+    history.appends(4)
+    return history.table
+
+
+@pytest.mark.parametrize("days", RETENTIONS)
+def test_a_consumer_expiry_during_an_undo_backs_out(tmp_path, monkeypatch, days):
+    table = _consumer_table(tmp_path)
+    table.update_consumer("reader", 3)
+    run_id = _noncurrent(table, 10, lambda: table.expire_consumers(now=FAR_FUTURE))
+    raced: list[BaseException] = []
+    apply = undo_module.NoncurrentUndo._apply
+
+    def expiry_meanwhile(self, *args, **kwargs):
+        apply(self, *args, **kwargs)  # the consumer is back, the undo not finished
+        other = Table.open(table.uri)
+        try:
+            _maybe_retained(other, days, lambda: other.expire_consumers(now=FAR_FUTURE))
+        except UndoInProgressError as exc:
+            raced.append(exc)
+
+    monkeypatch.setattr(undo_module.NoncurrentUndo, "_apply", expiry_meanwhile)
+    Table.open(table.uri).undo(run_id)
+    monkeypatch.undo()
+    assert raced, "the consumer expiry ran while an undo was marked"
+    assert Table.open(table.uri).consumer("reader").next_snapshot == 3
+    assert Table.open(table.uri).trash() == []
+
+
+@pytest.mark.parametrize("days", RETENTIONS)
+def test_a_consumer_expiry_leaves_a_consumer_an_undo_brought_back_after_its_listing(tmp_path, monkeypatch, days):
+    table = _consumer_table(tmp_path)
+    table.update_consumer("reader", 4)
+    run_id = _noncurrent(table, 10, lambda: table.expire_consumers(now=FAR_FUTURE))
+    table.update_consumer("reader", 2)  # a new reader of the name, behind the one the run removed
+    undone: list[bool] = []
+    record_removed = consumers_module.record_removed
+
+    def undo_after_the_listing(*args, **kwargs):
+        if not undone:
+            undone.append(True)
+            Table.open(table.uri).undo(run_id)  # writes the removed reader back over the new one
+        return record_removed(*args, **kwargs)
+
+    monkeypatch.setattr(consumers_module, "record_removed", undo_after_the_listing)
+    other = Table.open(table.uri)
+    expired = _maybe_retained(other, days, lambda: other.expire_consumers(now=FAR_FUTURE))
+    monkeypatch.undo()
+    assert undone
+    assert expired == []
+    assert Table.open(table.uri).consumer("reader").next_snapshot == 4
+
+
+# -- Apache Paimon tables (the same code paths, Paimon's files), judged by pypaimon ----------------
+
+
+@pytest.mark.parametrize("days", RETENTIONS)
+def test_paimon_orphan_removal_deletes_no_file_an_undo_brings_back_meanwhile(paimon, tmp_path, monkeypatch, days):
+    from tests.paimon.test_paimon_lifecycle import check
+    from tests.paimon.test_paimon_noncurrent import EXPIRE as PAIMON_EXPIRE
+
+    warehouse = paimon.copy(tmp_path / "w")
+    path = os.path.join(warehouse, "db.db", "app")
+    table = Table.open(path)
+    snapshots, tags = [s.id for s in table.snapshots()], [t.name for t in table.tags()]
+    run_id = _noncurrent(table, 10, lambda: table.expire_snapshots(**PAIMON_EXPIRE))
+    ran = undo_between_in_use_and_noncurrent_reads(monkeypatch, lambda: Table.open(path).undo(run_id))
+    cleaner = Table.open(path)
+    result = _maybe_retained(cleaner, days, lambda: cleaner.remove_orphan_files(older_than="0 s", dry_run=False))
+    monkeypatch.undo()
+    assert ran and result.orphan_count == 0, result.orphan_files[:5]
+    check(paimon, warehouse, "app", snapshots, tags)
