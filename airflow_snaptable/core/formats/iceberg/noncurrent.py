@@ -54,9 +54,12 @@ def record_expiry(storage: Storage, run: NoncurrentRun, key: str, metadata, plan
     sizes = plan.sizes
     data = [(p, sizes.get(p, 0)) for p in plan.content_files]
     other = [(p, sizes.get(p, 0)) for p in plan.metadata_files + plan.manifest_lists + plan.manifests + plan.statistics_files]
+    # The statistics entries the commit drops with the snapshots (expire.py): undo puts them back.
+    statistics = [snapshot_json(f) for f in metadata.statistics or [] if f.snapshot_id in expired]
+    partition_statistics = [snapshot_json(f) for f in getattr(metadata, "partition_statistics", None) or [] if f.snapshot_id in expired]
     journal.write(JournalEntry(
         run, key, snapshots=[snapshot_json(s) for s in snapshots], refs=refs, refs_after=dict.fromkeys(plan.removed_refs),
-        log=log, data_files=data, metadata_files=other,
+        log=log, statistics=statistics, partition_statistics=partition_statistics, data_files=data, metadata_files=other,
     ))
 
 
@@ -102,6 +105,21 @@ def _restore_update_class():
 _RESTORE = None
 
 
+def _statistics_back(entries: list[JournalEntry], metadata, restored_ids: set[int]) -> tuple[list, list]:
+    """The statistics and partition-statistics entries the run dropped with the snapshots coming back now
+    (a snapshot that is back already got them in the same commit)."""
+    from pyiceberg.table.statistics import PartitionStatisticsFile, StatisticsFile
+
+    listed = {f.snapshot_id for f in metadata.statistics or []}
+    listed_partition = {f.snapshot_id for f in getattr(metadata, "partition_statistics", None) or []}
+    statistics = [StatisticsFile.model_validate_json(t) for e in entries for t in e.statistics]
+    partition = [PartitionStatisticsFile.model_validate_json(t) for e in entries for t in e.partition_statistics]
+    return (
+        [f for f in statistics if f.snapshot_id in restored_ids and f.snapshot_id not in listed],
+        [f for f in partition if f.snapshot_id in restored_ids and f.snapshot_id not in listed_partition],
+    )
+
+
 class IcebergNoncurrent:
     def __init__(self, table):
         """:param table: the IcebergTable (core/formats/iceberg/table.py)."""
@@ -129,7 +147,7 @@ class IcebergNoncurrent:
         from pyiceberg.exceptions import CommitFailedException
         from pyiceberg.table.refs import SnapshotRef
         from pyiceberg.table.snapshots import Snapshot, SnapshotLogEntry
-        from pyiceberg.table.update import SetSnapshotRefUpdate
+        from pyiceberg.table.update import SetPartitionStatisticsUpdate, SetSnapshotRefUpdate, SetStatisticsUpdate
 
         from airflow_snaptable.core.formats.iceberg.requirements import unchanged_since
 
@@ -160,12 +178,15 @@ class IcebergNoncurrent:
                 if metadata.snapshot_by_id(ref.snapshot_id) is None and ref.snapshot_id not in restored_ids:
                     raise RunPurgedError(f"run {run_id}: ref {name!r} names snapshot {ref.snapshot_id}, which is gone")
                 refs.append((name, ref))
-        self._check_files(run_id, table, missing)
+        statistics, partition_statistics = _statistics_back(entries, metadata, restored_ids)
+        self._check_files(run_id, table, missing, [f.statistics_path for f in statistics + partition_statistics])
         Restore = _restore_update_class()
         updates = []
         if missing:
             log = [SnapshotLogEntry.model_validate(d) for e in entries for d in e.log]
             updates.append(Restore(snapshots=sorted(missing, key=lambda s: (s.sequence_number or 0)), log=log))
+        updates += [SetStatisticsUpdate(statistics=f) for f in statistics]
+        updates += [SetPartitionStatisticsUpdate(partition_statistics=f) for f in partition_statistics]
         for name, ref in refs:
             updates.append(SetSnapshotRefUpdate(
                 ref_name=name, type=ref.snapshot_ref_type, snapshot_id=ref.snapshot_id, max_ref_age_ms=ref.max_ref_age_ms,
@@ -186,15 +207,17 @@ class IcebergNoncurrent:
                 if self.table.consumer_manager.restore(consumer):  # one written since is left as it is
                     result.restored_consumers.append(consumer.id)
 
-    def _check_files(self, run_id: str, table, snapshots: list) -> None:
-        """Every file the snapshots coming back reach is there (invariant 1)."""
+    def _check_files(self, run_id: str, table, snapshots: list, statistics_paths: list[str]) -> None:
+        """Every file the snapshots coming back reach, and their statistics files, are there (invariant 1)."""
         if not snapshots:
             return
+        locator = Locator(table.location())
         try:
-            reached = reach(ManifestReader(self.storage, Locator(table.location())), snapshots, only_live=True)
+            reached = reach(ManifestReader(self.storage, locator), snapshots, only_live=True)
         except Exception as exc:  # noqa: BLE001 - a manifest list or manifest that is gone
             raise RunPurgedError(f"run {run_id}: metadata of what it removed is gone ({exc}); invariant 1 would break") from exc
-        for path in sorted(reached.all()):
+        statistics = {locator.inside(p, "statistics file") for p in statistics_paths}
+        for path in sorted(reached.all() | statistics):
             if not self.storage.exists(path):
                 raise RunPurgedError(f"run {run_id}: {path} is gone: the snapshots it removed would not be readable (invariant 1)")
 

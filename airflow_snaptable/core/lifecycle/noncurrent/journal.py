@@ -119,6 +119,10 @@ class JournalEntry:
     refs: dict[str, str] = field(default_factory=dict)
     refs_after: dict[str, int | None] = field(default_factory=dict)
     log: list[dict] = field(default_factory=list)
+    #: Formats that list statistics files per snapshot in their metadata (Apache Iceberg's ``statistics`` and
+    #: ``partition-statistics``): the entries of the snapshots it removed, as their JSON text.
+    statistics: list[str] = field(default_factory=list)
+    partition_statistics: list[str] = field(default_factory=list)
     #: Files only they held: (path relative to the table's file root, bytes).
     data_files: list[tuple[str, int]] = field(default_factory=list)
     metadata_files: list[tuple[str, int]] = field(default_factory=list)
@@ -138,6 +142,7 @@ class JournalEntry:
                 "tags": self.tags, "consumers": self.consumers,
                 "data_files": [list(f) for f in self.data_files], "metadata_files": [list(f) for f in self.metadata_files],
                 "refs": self.refs, "refs_after": self.refs_after, "log": self.log,
+                "statistics": self.statistics, "partition_statistics": self.partition_statistics,
             },
             separators=(",", ":"),
         ).encode()
@@ -153,6 +158,8 @@ class JournalEntry:
                 refs={str(k): str(v) for k, v in doc.get("refs", {}).items()},
                 refs_after={str(k): (None if v is None else int(v)) for k, v in doc.get("refs_after", {}).items()},
                 log=list(doc.get("log", [])),
+                statistics=[str(t) for t in doc.get("statistics", [])],
+                partition_statistics=[str(t) for t in doc.get("partition_statistics", [])],
                 data_files=[(str(p), int(s)) for p, s in doc["data_files"]],
                 metadata_files=[(str(p), int(s)) for p, s in doc["metadata_files"]],
             )
