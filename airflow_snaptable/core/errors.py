@@ -163,6 +163,11 @@ class UndoInvariantError(UndoRefusedError):
     another state, a snapshot id reused by a later commit, a history that would have a gap)."""
 
 
+class UndoUnsupportedError(UndoRefusedError, UnsupportedOperationError):
+    """The table's catalog cannot take what the undo must commit (an Apache Iceberg table's expired
+    snapshots through a REST catalog: Iceberg's add-snapshot refuses an old snapshot). Nothing was changed."""
+
+
 class UndoInProgressError(CommitConflictError):
     """An undo of the table is under way (or was interrupted): a deleting run does not start until it
     finished. Rerun the undo named in the message if it was interrupted, then this run."""

@@ -9,7 +9,12 @@
   on the metadata it checked (core/formats/iceberg/requirements.py). Iceberg's ``add-snapshot``
   refuses a snapshot older than the last sequence number, so the snapshots go back through
   :class:`RestoreSnapshotsUpdate`, applied by the catalog's own metadata update in process (the SQL,
-  in-memory, Hive and Glue catalogs of pyiceberg); the table's last sequence number stays.
+  in-memory, Hive and Glue catalogs of pyiceberg); the table's last sequence number stays. A catalog
+  that applies commits on a server (REST) knows only Iceberg's own updates: there an undo that must
+  put snapshots back is refused (``UndoUnsupportedError``, nothing changed); one of refs, consumers
+  and statistics only commits standard updates and requirements and works on any catalog.
+- The statistics and partition-statistics entries the expiry dropped with its snapshots go back in
+  the same commit (``set-statistics``, ``set-partition-statistics``).
 - Purge keeps every file the current metadata reaches (orphan cleaning's valid set) and what the
   runs not yet due would bring back.
 """
@@ -22,6 +27,7 @@ from airflow_snaptable.core.errors import (
     DependentRunError,
     RunPurgedError,
     UndoInvariantError,
+    UndoUnsupportedError,
 )
 from airflow_snaptable.core.formats.iceberg.files import Locator, ManifestReader, reach
 from airflow_snaptable.core.formats.iceberg.journal import expiry_plans_in_flight, journal_of
@@ -149,12 +155,23 @@ class IcebergNoncurrent:
         from pyiceberg.table.snapshots import Snapshot, SnapshotLogEntry
         from pyiceberg.table.update import SetPartitionStatisticsUpdate, SetSnapshotRefUpdate, SetStatisticsUpdate
 
-        from airflow_snaptable.core.formats.iceberg.requirements import unchanged_since
+        from airflow_snaptable.core.formats.iceberg import requirements
 
         table = self.table.refresh()
         metadata = table.metadata
         snapshots = [Snapshot.model_validate_json(text) for e in entries for text in e.snapshots]
         missing = [s for s in snapshots if metadata.snapshot_by_id(s.snapshot_id) is None]
+        if missing and not requirements.checks_requirements_here(table.catalog):
+            # A catalog that applies commits on a server (REST) knows only Iceberg's updates, and its
+            # add-snapshot refuses a snapshot older than the last sequence number (or would move that
+            # number back): expired snapshots cannot go back through it. Refs, consumers and
+            # statistics can (standard updates and requirements).
+            raise UndoUnsupportedError(
+                f"run {run_id} expired snapshots of {self.table.uri}: putting them back needs a catalog that applies the "
+                "commit in this process (pyiceberg's SQL, in-memory, Hive, Glue or DynamoDB catalog), not one that applies "
+                "it on a server (REST): Iceberg's add-snapshot refuses a snapshot older than the table's last sequence "
+                "number. Nothing was changed; the run's files stay noncurrent until purged"
+            )
         restored_ids = {s.snapshot_id for s in missing}
         for snapshot in missing:
             parent = snapshot.parent_snapshot_id
@@ -194,7 +211,7 @@ class IcebergNoncurrent:
             ))
         if updates:
             try:
-                table.catalog.commit_table(table, unchanged_since(table), tuple(updates))
+                table.catalog.commit_table(table, requirements.unchanged_since(table), tuple(updates))
             except CommitFailedException as exc:
                 raise UndoInvariantError(f"the table changed while the undo was checked; run it again: {exc}") from exc
         result.restored_snapshot_ids = sorted(s.snapshot_id for s in missing)
