@@ -6,7 +6,7 @@ and on Apache Paimon tables (judged by pypaimon):
 - an undo runs to its end between orphan removal's read of the files in use and its read of the
   noncurrent files: the files it brought back are neither, unless the noncurrent files are read
   before the files in use as well;
-- an orphan removal or a consumer expiry starting while an undo is marked backs out
+- an orphan removal, a consumer expiry or a tag deletion outside a plan starting while an undo is marked backs out
   (``UndoInProgressError``) and deletes nothing;
 - an undo that brings a consumer back after a consumer expiry listed it: the expiry leaves the
   consumer the undo wrote.
@@ -174,3 +174,26 @@ def test_paimon_orphan_removal_deletes_no_file_an_undo_brings_back_meanwhile(pai
     monkeypatch.undo()
     assert ran and result.orphan_count == 0, result.orphan_files[:5]
     check(paimon, warehouse, "app", snapshots, tags)
+
+
+@pytest.mark.parametrize("days", RETENTIONS)
+def test_deleting_a_tag_of_a_live_snapshot_during_an_undo_backs_out(rich, monkeypatch, days):
+    """The deletion outside a plan (the snapshot still holds the files): no plan fences it, it reads the marks."""
+    table = rich.table
+    run_id = _noncurrent(table, 10, lambda: table.delete_tag("t10"))
+    raced: list[BaseException] = []
+    apply = undo_module.NoncurrentUndo._apply
+
+    def deletion_meanwhile(self, *args, **kwargs):
+        apply(self, *args, **kwargs)  # the tag is back, the undo not finished
+        other = Table.open(table.uri)
+        try:
+            _maybe_retained(other, days, lambda: other.delete_tag("t10"))
+        except UndoInProgressError as exc:
+            raced.append(exc)
+
+    monkeypatch.setattr(undo_module.NoncurrentUndo, "_apply", deletion_meanwhile)
+    assert Table.open(table.uri).undo(run_id).restored_tags == ["t10"]
+    monkeypatch.undo()
+    assert raced, "the tag deletion ran while an undo was marked"
+    assert "t10" in [t.name for t in Table.open(table.uri).tags()] and Table.open(table.uri).trash() == []
