@@ -17,6 +17,9 @@ Each runs with and without a retention on the racing run (``noncurrent_days``).
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +33,7 @@ from tests.core.test_lifecycle import FAR_FUTURE, make_table
 from tests.core.test_noncurrent import EXPIRE, _noncurrent, _rows, rich  # noqa: F401 - fixture
 
 RETENTIONS = [None, 10]
+SNAPTABLE = str(Path(sys.executable).with_name("snaptable"))
 
 
 def _maybe_retained(table: Table, days: int | None, call):
@@ -197,3 +201,47 @@ def test_deleting_a_tag_of_a_live_snapshot_during_an_undo_backs_out(rich, monkey
     monkeypatch.undo()
     assert raced, "the tag deletion ran while an undo was marked"
     assert "t10" in [t.name for t in Table.open(table.uri).tags()] and Table.open(table.uri).trash() == []
+
+
+# -- the racing run in another process (the command line): the fence lives on storage only -----------
+
+
+def _snaptable(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([SNAPTABLE, *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("days", RETENTIONS)
+def test_orphan_removal_in_another_process_during_an_undo_backs_out_and_an_undo_in_another_process_loses_nothing(
+    rich, monkeypatch, days
+):
+    table = rich.table
+    before = _rows(table)
+    retention = [] if days is None else ["--noncurrent-days", str(days)]
+    run_id = _noncurrent(table, 10, lambda: table.expire_snapshots(**EXPIRE))
+    # 1. The undo here, a `snaptable clean-orphans` process while it is marked: refused, nothing deleted.
+    outcomes: list[subprocess.CompletedProcess] = []
+    apply = undo_module.NoncurrentUndo._apply
+
+    def orphans_meanwhile(self, *args, **kwargs):
+        apply(self, *args, **kwargs)
+        outcomes.append(_snaptable("clean-orphans", table.uri, "--older-than", "0 s", "--no-dry-run", "--json", *retention))
+
+    monkeypatch.setattr(undo_module.NoncurrentUndo, "_apply", orphans_meanwhile)
+    Table.open(table.uri).undo(run_id)
+    monkeypatch.undo()
+    [refused] = outcomes
+    assert refused.returncode != 0 and "UndoInProgressError" in refused.stdout + refused.stderr, refused
+    assert _rows(table) == before
+    # 2. The orphan removal here, a `snaptable undo` process between its reads: nothing it restores goes.
+    run_id = _noncurrent(table, 10, lambda: table.expire_snapshots(**EXPIRE))
+
+    def undo_process() -> None:
+        done = _snaptable("undo", table.uri, run_id, "--json")
+        assert done.returncode == 0, done
+
+    ran = undo_between_in_use_and_noncurrent_reads(monkeypatch, undo_process)
+    cleaner = Table.open(table.uri)
+    result = _maybe_retained(cleaner, days, lambda: cleaner.remove_orphan_files(older_than="0 s", dry_run=False))
+    monkeypatch.undo()
+    assert ran and result.orphan_count == 0, result.orphan_files[:5]
+    assert _rows(table) == before and Table.open(table.uri).verify().ok
