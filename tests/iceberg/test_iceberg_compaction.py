@@ -480,3 +480,41 @@ def test_a_commit_whose_outcome_is_unknown_keeps_every_file_it_wrote(iceberg_env
     assert len(_live_files(table)) == (2 if operation == "compact" else 10)
     Table.open(URI, catalog=iceberg_env.properties).expire_snapshots(retain_min=1, older_than=FAR)
     assert_exactly_reachable_left(iceberg_env.table(), iceberg_env.location())
+
+
+def test_new_files_are_near_the_target_size(iceberg_env):
+    """Incompressible rows (random bytes), so a file's size follows its rows: with a 70 KB target, a
+    partition of 12 small files (about 277 KB) becomes four files of about 70 KB, one of 5 (about 115 KB)
+    two of about 57 KB: each within a quarter of the target."""
+    import random
+
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import BinaryType, LongType, NestedField, StringType
+
+    catalog = iceberg_env.catalog()
+    catalog.create_namespace("db")
+    schema = Schema(
+        NestedField(1, "p", StringType(), required=False), NestedField(2, "id", LongType(), required=False),
+        NestedField(3, "blob", BinaryType(), required=False),
+    )
+    table = catalog.create_table("db.orders", schema=schema, partition_spec=PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "p")))
+    noise = random.Random(27)
+    arrow_schema = table.schema().as_arrow()
+    for partition, files in (("a", 12), ("b", 5)):
+        for i in range(files):
+            ids = range(i * 200, (i + 1) * 200)
+            table.append(pa.table({"p": [partition] * 200, "id": list(ids), "blob": [noise.randbytes(100) for _ in ids]}, schema=arrow_schema))
+    before = sorted(map(tuple, (r.values() for r in table.refresh().scan().to_arrow().to_pylist())), key=repr)
+    small = {f.file_size_in_bytes for f in _live_files(table)}
+    target = 70_000
+    assert max(small) < 0.75 * target  # every file is small
+    result = Table.open(URI, catalog=iceberg_env.properties).compact(target_file_size=target)
+    assert [(g.partition, g.output_files) for g in result.groups] == [({"p": "a"}, 4), ({"p": "b"}, 2)]
+    table = table.refresh()
+    assert sorted(map(tuple, (r.values() for r in table.scan().to_arrow().to_pylist())), key=repr) == before
+    sizes = {p: sorted(f.file_size_in_bytes for f in _live_files(table) if f.partition[0] == p) for p in "ab"}
+    assert len(sizes["a"]) == 4 and len(sizes["b"]) == 2, sizes
+    for size in sizes["a"] + sizes["b"]:
+        assert 0.75 * target <= size <= 1.25 * target, sizes
