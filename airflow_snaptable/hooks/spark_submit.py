@@ -170,6 +170,7 @@ class SparkSubmitRunner:
         from airflow_snaptable.hooks.spark_secrets import SnapTableSparkSubmitHook, hand_off_secrets, mask_secret_conf
         from airflow_snaptable.spark import job_path
         from airflow_snaptable.spark.handoff import split_secret_conf
+        from airflow_snaptable.spark.jvm_startup import JvmStartup, submit_jvm_options
 
         settings = self.settings
         kwargs = dict(settings.spark_submit_kwargs or {})
@@ -202,11 +203,16 @@ class SparkSubmitRunner:
             )
             connection = getattr(submit, "_connection", {})
             env = spark_environment(storage_options or {}, env_vars, str(connection.get("master", "")), connection.get("spark_binary"))
+            jvm = JvmStartup(env["SPARK_SUBMIT_OPTS"]) if "SPARK_SUBMIT_OPTS" in env else submit_jvm_options(
+                settings.spark_conf, connection.get("spark_binary") or "spark-submit", env)
+            env["SPARK_SUBMIT_OPTS"] = jvm.options  # the driver JVM's start-up (spark/jvm_startup.py)
             require_spark_binary(connection.get("spark_binary") or "spark-submit", env.get("PATH"))
             hand_off_secrets(workdir, env, storage_options, catalog, secret_conf, keep=env_vars)
             self._submit = submit
+            submitted = False
             try:
                 submit.submit(job_path(), env=env)
+                submitted = True
             except AirflowException as exc:
                 doc = _read_result(result_file)
                 if doc and doc.get("error"):
@@ -214,6 +220,7 @@ class SparkSubmitRunner:
                 raise submit_failure(subject, getattr(submit, "output_tail", ())) from exc
             finally:
                 self._submit = None
+                jvm.finish(submitted)
             return _read_result(result_file)
 
     def kill(self) -> None:

@@ -104,8 +104,9 @@ def write_result(location: str, doc: Any, storage_options: dict | None) -> None:
 def _storage_options(spark, secrets=None) -> dict | None:
     from airflow_snaptable.core.io.storage_options import parse_storage_options, storage_options_from_environment
     from airflow_snaptable.spark._common import STORAGE_OPTIONS_CONF
+    from airflow_snaptable.spark.job_session import conf_value
 
-    text = spark.sparkContext.getConf().get(STORAGE_OPTIONS_CONF, None)
+    text = conf_value(spark, STORAGE_OPTIONS_CONF, None)
     if text:
         return parse_storage_options(text, f"Spark conf {STORAGE_OPTIONS_CONF}")
     if secrets is not None and secrets.storage_options is not None:
@@ -122,17 +123,16 @@ def _catalog(secrets=None) -> dict | None:
 
 
 def _session(app_name: str, secrets=None):
-    """The SparkSession, with the secret confs the runner handed over set on it (never on the command
-    line) and ``spark.redaction.regex`` covering them in the Spark UI and event log."""
-    from pyspark.sql import SparkSession
+    """The job's Spark (spark/job_session.py): its conf at once, its SparkSession when the work first needs
+    Spark (at once with ``spark.snaptable.lazySession=false`` or in cluster deploy mode). The session gets the
+    secret confs the runner handed over (never on the command line) and ``spark.redaction.regex`` covering
+    them in the Spark UI and event log; the executors are checked before the first work sent to them."""
+    from airflow_snaptable.spark.job_session import JobSpark
 
-    builder = SparkSession.builder.appName(app_name).config("spark.redaction.regex", _redaction_regex())
-    for key, value in (secrets.spark_conf if secrets is not None else {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    from airflow_snaptable.spark.executor_check import check_executors
-
-    check_executors(spark)  # before any work: executors that cannot run the package fail here, clearly
+    spark = JobSpark(app_name, secrets.spark_conf if secrets is not None else None)
+    spark.redaction_regex = _redaction_regex(spark.get_conf("spark.redaction.regex"))
+    if spark.must_start():
+        spark.session  # noqa: B018 - started now, as asked
     return spark
 
 
@@ -147,17 +147,10 @@ def _lake_job(text: str):
     return LakeJob.from_dict(doc)
 
 
-def _redaction_regex() -> str:
+def _redaction_regex(given: str | None) -> str:
     """Ours, joined to the one spark-submit was given (a user's regex is widened, never replaced)."""
     from airflow_snaptable.spark.handoff import REDACTION_REGEX
 
-    try:
-        from pyspark import SparkConf, SparkContext
-
-        SparkContext._ensure_initialized()  # the gateway spark-submit started: its conf is readable before the session
-        given = SparkConf().get("spark.redaction.regex", None)
-    except Exception:  # noqa: BLE001 - outside spark-submit: ours alone
-        given = None
     return f"{given}|{REDACTION_REGEX}" if given and given != REDACTION_REGEX else REDACTION_REGEX
 
 
@@ -168,7 +161,8 @@ def _run_lake(spark, job, secrets) -> dict[str, Any]:
     result = run_lake(spark, job, _storage_options(spark, secrets), _catalog(secrets))
     failed = sum(1 for table in result["tables"] if any(j.get("status") == "Failed" for j in table["jobs"].values()))
     print(f"{PROG}: {len(result['tables'])} table(s) maintained on the {result['mode']} in {result['seconds']:.1f} s"
-          f" ({result['sparkTasks']} Spark task(s)), {failed} with a failed job", file=sys.stderr)
+          f" ({result['sparkTasks']} Spark task(s)), {failed} with a failed job"
+          f"{'' if spark.started else '; no SparkContext was needed'}", file=sys.stderr)
     return result
 
 
@@ -193,7 +187,6 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     many = False
     try:
-        from airflow_snaptable.core.actions import actions_from_json
         from airflow_snaptable.spark.handoff import take_secrets
 
         secrets = take_secrets()
@@ -206,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
             else:  # with a result file, the summary line above is the log's: a lake's report is long
                 print(json.dumps(doc, sort_keys=True, default=str))
             return 0
+        from airflow_snaptable.core.actions import actions_from_json
+
         # Every action is checked before Spark starts: a typo in the last step changes nothing.
         actions, many = actions_from_json(_read_action_text(args))
         from airflow_snaptable.spark.maintenance import run_action_distributed

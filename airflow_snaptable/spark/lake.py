@@ -109,12 +109,16 @@ class MaintainShare:
 
 def run_lake(spark, job: LakeJob, storage_options: dict | None = None, catalog: dict | None = None) -> dict[str, Any]:
     """Maintain the job's tables in this Spark application: ``{"tables": [...], "mode", "sparkTasks", "seconds"}``
-    (``seconds``: the maintenance itself, without the application's start-up)."""
+    (``seconds``: the maintenance itself, without the application's start-up).
+
+    ``spark``: a SparkSession, or the job's :class:`~airflow_snaptable.spark.job_session.JobSpark`, whose session
+    starts only when the tables go to the executors (on the driver they need none)."""
+    from airflow_snaptable.spark.job_session import conf_value
+
     started = time.monotonic()
-    sc = spark.sparkContext
     mode = job.mode
     if mode == "auto":
-        limit = int(sc.getConf().get("spark.snaptable.lake.driverMaxTables", str(DEFAULT_DRIVER_MAX_TABLES)))
+        limit = int(conf_value(spark, "spark.snaptable.lake.driverMaxTables", str(DEFAULT_DRIVER_MAX_TABLES)))
         mode = "driver" if len(job.tables) <= limit else "executors"
     if not job.tables:
         return {"tables": [], "mode": mode, "sparkTasks": 0, "seconds": 0.0}
@@ -124,6 +128,10 @@ def run_lake(spark, job: LakeJob, storage_options: dict | None = None, catalog: 
                                   lease_seconds=job.lease_seconds)
         return {"tables": [report.to_dict() for report in reports], "mode": "driver", "sparkTasks": 0,
                 "seconds": round(time.monotonic() - started, 3)}
+    from airflow_snaptable.spark.executor_check import ensure_executors_checked
+
+    sc = spark.sparkContext  # the job's JobSpark starts its session here: the tables go to the executors
+    ensure_executors_checked(sc)
     per_task = max(1, int(sc.getConf().get("spark.snaptable.lake.tablesPerTask", str(DEFAULT_TABLES_PER_TASK))))
     tasks = max(1, min(len(job.tables), max(math.ceil(len(job.tables) / per_task), sc.defaultParallelism)))
     sc.setJobDescription(f"snaptable: maintain {len(job.tables)} tables in {tasks} tasks")

@@ -92,12 +92,29 @@ class _ExecutorJobs:
         self, spark_context, uri: str, storage_options: dict | None = None, files_per_task: int = DEFAULT_FILES_PER_TASK,
         opener: Callable[[], Storage] | None = None,
     ):
-        self.sc = spark_context
+        self._spark_context = spark_context
         self.uri = uri
         self.storage_options = storage_options
         self.files_per_task = max(1, int(files_per_task))
         self.opener = opener
         self.jobs = 0
+
+    @property
+    def sc(self):
+        """The SparkContext; a job's :class:`~airflow_snaptable.spark.job_session.JobSpark` starts its session here,
+        at the first work that crosses a threshold."""
+        from airflow_snaptable.spark.job_session import JobSpark
+
+        if isinstance(self._spark_context, JobSpark):
+            return self._spark_context.sparkContext
+        return self._spark_context
+
+    def check_executors(self) -> None:
+        """The executors' start-up check (spark/executor_check.py), before the first work sent to them:
+        outside the try blocks below, so a cluster that cannot run the package gets its own clear error."""
+        from airflow_snaptable.spark.executor_check import ensure_executors_checked
+
+        ensure_executors_checked(self.sc)
 
     def task_count(self, files: int) -> int:
         """Enough tasks for ``files_per_task`` each, and at least one per core (never more than files)."""
@@ -117,6 +134,7 @@ class SparkReader(_ExecutorJobs):
     def __call__(self, paths: list[str]) -> dict[str, bytes]:
         if not paths:
             return {}
+        self.check_executors()
         processed = self.sc.accumulator(0)
         self.sc.setJobDescription(f"snaptable: read {len(paths)} metadata files of {self.uri}")
         try:
@@ -166,6 +184,7 @@ class SparkDeleter(_ExecutorJobs):
     def __call__(self, paths: list[str]) -> None:
         if not paths:
             return
+        self.check_executors()
         processed = self.sc.accumulator(0)
         self.sc.setJobDescription(f"snaptable: delete {len(paths)} files of {self.uri}")
         try:
@@ -259,6 +278,7 @@ class SparkGroupRunner(_ExecutorJobs):
     def __call__(self, groups: list, rewrite) -> list[list]:
         if not groups:
             return []
+        self.check_executors()
         self.sc.setJobDescription(f"snaptable: compact {len(groups)} file groups of {self.uri}")
         try:
             self.jobs += 1
@@ -295,27 +315,31 @@ def run_action_distributed(
 ) -> DistributedRun:
     """``core.actions.run_action(action)`` with bulk deletes and bulk metadata reads on the executors.
 
-    ``catalog``: an ``iceberg://`` table's catalog properties.
+    ``spark``: a SparkSession, or the job's :class:`~airflow_snaptable.spark.job_session.JobSpark` (whose
+    session starts only if the work crosses a threshold). ``catalog``: an ``iceberg://`` table's catalog properties.
     """
-    conf = spark.sparkContext.getConf()
+    from airflow_snaptable.spark.job_session import JobSpark, conf_value
+
     if threshold is None:
-        threshold = int(conf.get("spark.snaptable.delete.parallelThreshold", str(DEFAULT_PARALLEL_THRESHOLD)))
+        threshold = int(conf_value(spark, "spark.snaptable.delete.parallelThreshold", str(DEFAULT_PARALLEL_THRESHOLD)))
     if files_per_task is None:
-        files_per_task = int(conf.get("spark.snaptable.delete.filesPerTask", str(DEFAULT_FILES_PER_TASK)))
+        files_per_task = int(conf_value(spark, "spark.snaptable.delete.filesPerTask", str(DEFAULT_FILES_PER_TASK)))
     if read_threshold is None:
-        read_threshold = int(conf.get("spark.snaptable.read.parallelThreshold", str(DEFAULT_READ_THRESHOLD)))
+        read_threshold = int(conf_value(spark, "spark.snaptable.read.parallelThreshold", str(DEFAULT_READ_THRESHOLD)))
+    # A JobSpark starts its session only when an executor job runs (spark/job_session.py).
+    context = spark if isinstance(spark, JobSpark) else spark.sparkContext
     if is_iceberg_uri(action.table):
         # An Iceberg table's files are where its catalog says: the executors open its location with
         # the catalog's FileIO properties; the catalog commit stays on the driver.
         table = Table.open(action.table, catalog=catalog)
         opener = storage_opener(table.iceberg)
-        deleter = SparkDeleter(spark.sparkContext, action.table, None, files_per_task, opener=opener)
-        reader = SparkReader(spark.sparkContext, action.table, None, files_per_task, opener=opener)
+        deleter = SparkDeleter(context, action.table, None, files_per_task, opener=opener)
+        reader = SparkReader(context, action.table, None, files_per_task, opener=opener)
         storage = table.storage = DistributedStorage(table.storage, deleter, threshold, reader, read_threshold)
-        table.group_runner = SparkGroupRunner(spark.sparkContext, action.table, None, files_per_task, opener=opener)
+        table.group_runner = SparkGroupRunner(context, action.table, None, files_per_task, opener=opener)
     else:
-        deleter = SparkDeleter(spark.sparkContext, action.table, storage_options, files_per_task)
-        reader = SparkReader(spark.sparkContext, action.table, storage_options, files_per_task)
+        deleter = SparkDeleter(context, action.table, storage_options, files_per_task)
+        reader = SparkReader(context, action.table, storage_options, files_per_task)
         storage = DistributedStorage(Storage.from_uri(action.table, storage_options), deleter, threshold, reader, read_threshold)
         table = Table.open(action.table, storage=storage)
     result = run_action(action, storage_options, table=table)
