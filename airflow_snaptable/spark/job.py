@@ -19,7 +19,8 @@ Arguments (give one of --action-file, --action and --lake-file):
   --action JSON        the action JSON itself (actions hold no credentials)
   --lake-file PATH     a file holding a lake document (tables and policy; no credentials)
   --result PATH        where to write the result JSON (local path or fsspec URL);
-                       on success core's result ``{"action", "table", "result"}``,
+                       on success core's result ``{"action", "table", "result"}`` and where
+                       its work ran, ``"ranOn"`` (spark/maintenance.py ``ran_on``),
                        on failure ``{"action", "table", "error": {"type", "message"}}``
 
 Storage credentials never go on the command line: the job reads fsspec storage
@@ -212,10 +213,12 @@ def main(argv: list[str] | None = None) -> int:
         catalog = _catalog(secrets)
         for action in actions:
             run = run_action_distributed(spark, action, storage_options, catalog=catalog)
-            results.append(run.result)
+            results.append(run.job_result())
+            where = run.ran_on
             print(
-                f"{PROG}: {action.name} on {action.table} done"
-                f" ({run.deleted_on_executors} files deleted on executors in {run.spark_jobs} Spark job(s))",
+                f"{PROG}: {action.name} on {action.table} done: reads on the {where['reads']}, deletes on the"
+                f" {where['deletes']} ({run.deleted_on_executors} files deleted on executors in {run.spark_jobs} Spark job(s),"
+                f" {where['sparkTasks']} task(s))",
                 file=sys.stderr,
             )
         doc = results if many else results[0]

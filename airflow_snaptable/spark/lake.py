@@ -20,7 +20,9 @@ table's failure never stopping the others):
   100 small tables took 1.0x the in-process time on the driver, 4.9x on two local executors
   (docs/benchmarks.md).
 
-The result is every table's report (``TableReport.to_dict``), sorted by name, with where it ran.
+The result is every table's report (``TableReport.to_dict``), sorted by name, each with where its
+work ran, ``"ranOn"`` (spark/maintenance.py :func:`~airflow_snaptable.spark.maintenance.ran_on`): on
+the driver, in no Spark job; or on the executors, in one task of the lake's one Spark job.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.lake import LakeTable, Policy, maintain_tables
 from airflow_snaptable.core.lake.lease import DEFAULT_LEASE_SECONDS
 from airflow_snaptable.core.lake.run import DEFAULT_PARALLEL
+from airflow_snaptable.spark.maintenance import ran_on
 
 LAKE_MODES = ("auto", "executors", "driver")
 #: ``mode="auto"`` maintains a lake of at most this many tables on the driver.
@@ -104,7 +107,9 @@ class MaintainShare:
             return iter(())
         reports = maintain_tables(tables, Policy.from_mapping(self.policy), storage_options=self.storage_options,
                                   catalog=self.catalog, **self.settings)
-        return iter([report.to_dict() for report in reports])
+        # The whole table's maintenance ran in this task, on this executor.
+        where = ran_on(True, True, True, spark_jobs=1, spark_tasks=1)
+        return iter([{**report.to_dict(), "ranOn": where} for report in reports])
 
 
 def run_lake(spark, job: LakeJob, storage_options: dict | None = None, catalog: dict | None = None) -> dict[str, Any]:
@@ -126,7 +131,8 @@ def run_lake(spark, job: LakeJob, storage_options: dict | None = None, catalog: 
         reports = maintain_tables(job.tables, job.policy, storage_options=storage_options, catalog=catalog,
                                   dry_run=job.dry_run, parallel=job.parallel, run_id=job.run_id,
                                   lease_seconds=job.lease_seconds)
-        return {"tables": [report.to_dict() for report in reports], "mode": "driver", "sparkTasks": 0,
+        where = ran_on()  # everything on the driver, in no Spark job
+        return {"tables": [{**report.to_dict(), "ranOn": where} for report in reports], "mode": "driver", "sparkTasks": 0,
                 "seconds": round(time.monotonic() - started, 3)}
     from airflow_snaptable.spark.executor_check import ensure_executors_checked
 

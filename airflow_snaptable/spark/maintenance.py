@@ -98,6 +98,7 @@ class _ExecutorJobs:
         self.files_per_task = max(1, int(files_per_task))
         self.opener = opener
         self.jobs = 0
+        self.tasks = 0
 
     @property
     def sc(self):
@@ -139,6 +140,7 @@ class SparkReader(_ExecutorJobs):
         self.sc.setJobDescription(f"snaptable: read {len(paths)} metadata files of {self.uri}")
         try:
             self.jobs += 1
+            self.tasks += self.task_count(len(paths))
             pairs = self.sc.parallelize(paths, self.task_count(len(paths))).mapPartitions(ExecutorRead(self.uri, self.storage_options, processed, self.opener)).collect()
         except Exception as exc:  # noqa: BLE001 - Py4J/Spark errors become core's typed storage error
             raise StorageError(f"reading {len(paths)} files of {self.uri} on Spark executors failed: {_first_line(exc)}") from exc
@@ -189,6 +191,7 @@ class SparkDeleter(_ExecutorJobs):
         self.sc.setJobDescription(f"snaptable: delete {len(paths)} files of {self.uri}")
         try:
             self.jobs += 1
+            self.tasks += self.task_count(len(paths))
             self.sc.parallelize(paths, self.task_count(len(paths))).foreachPartition(
                 ExecutorDelete(self.uri, self.storage_options, processed, self.opener)
             )
@@ -282,6 +285,7 @@ class SparkGroupRunner(_ExecutorJobs):
         self.sc.setJobDescription(f"snaptable: compact {len(groups)} file groups of {self.uri}")
         try:
             self.jobs += 1
+            self.tasks += len(groups)
             tasks = [(index, group, rewrite.for_group(group)) for index, group in enumerate(groups)]
             pairs = self.sc.parallelize(tasks, len(tasks)).mapPartitions(ExecutorCompaction(self.opener)).collect()
         except Exception as exc:  # noqa: BLE001 - Py4J/Spark errors become core's typed storage error
@@ -289,6 +293,25 @@ class SparkGroupRunner(_ExecutorJobs):
         finally:
             self.sc.setJobDescription(None)
         return [files for _index, files in sorted(pairs, key=lambda pair: pair[0])]
+
+
+DRIVER = "driver"
+EXECUTORS = "executors"
+
+
+def ran_on(reads: bool = False, deletes: bool = False, rewrites: bool = False, spark_jobs: int = 0,
+           spark_tasks: int = 0, **counts: int) -> dict[str, Any]:
+    """Where a piece of work ran, as results carry it (``ranOn``)::
+
+        {"reads": "driver" | "executors", "deletes": ..., "rewrites": ..., "sparkJobs": n, "sparkTasks": n}
+
+    A kind says ``executors`` when at least one bulk call of it (a bulk metadata read, a bulk delete,
+    a compaction's file groups) ran on the executors; the driver always does the rest (the single,
+    ordered writes and deletes that make an action crash safe, listing, commits). ``sparkJobs`` and
+    ``sparkTasks`` count the Spark jobs and tasks the work ran in; ``counts`` adds the files read or
+    deleted on the executors (``filesReadOnExecutors``, ``filesDeletedOnExecutors``) where known."""
+    return {"reads": EXECUTORS if reads else DRIVER, "deletes": EXECUTORS if deletes else DRIVER,
+            "rewrites": EXECUTORS if rewrites else DRIVER, "sparkJobs": spark_jobs, "sparkTasks": spark_tasks, **counts}
 
 
 @dataclass
@@ -302,6 +325,12 @@ class DistributedRun:
     operations: dict[str, int]
     #: metadata files the executors' tasks read (counted there)
     read_on_executors: int = 0
+    #: where each kind of work ran (:func:`ran_on`)
+    ran_on: dict[str, Any] | None = None
+
+    def job_result(self) -> dict[str, Any]:
+        """What the maintenance job returns for the action: core's result and ``ranOn``."""
+        return {**self.result, "ranOn": self.ran_on}
 
 
 def run_action_distributed(
@@ -343,5 +372,10 @@ def run_action_distributed(
         storage = DistributedStorage(Storage.from_uri(action.table, storage_options), deleter, threshold, reader, read_threshold)
         table = Table.open(action.table, storage=storage)
     result = run_action(action, storage_options, table=table)
-    group_jobs = getattr(getattr(table, "group_runner", None), "jobs", 0)
-    return DistributedRun(result, deleter.deleted, deleter.jobs + reader.jobs + group_jobs, storage.snapshot_counts(), reader.read)
+    group_runner = getattr(table, "group_runner", None)
+    group_jobs, group_tasks = getattr(group_runner, "jobs", 0), getattr(group_runner, "tasks", 0)
+    where = ran_on(reader.jobs > 0, deleter.jobs > 0, group_jobs > 0, deleter.jobs + reader.jobs + group_jobs,
+                   deleter.tasks + reader.tasks + group_tasks, filesReadOnExecutors=reader.read,
+                   filesDeletedOnExecutors=deleter.deleted)
+    return DistributedRun(result, deleter.deleted, deleter.jobs + reader.jobs + group_jobs, storage.snapshot_counts(),
+                          reader.read, where)
