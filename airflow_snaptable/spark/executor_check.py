@@ -108,7 +108,7 @@ def check_executors(spark) -> list[ExecutorReport]:
     except Exception as exc:  # noqa: BLE001 - the probe could not even run: Spark's reason, explained
         from airflow_snaptable.spark.failures import describe
 
-        raise ExecutionEnvironmentError(f"the Spark executors could not run the start-up check: {describe(exc)}") from exc
+        raise ExecutionEnvironmentError(f"the Spark executors could not run the check of their Python and package version: {describe(exc)}") from exc
     check_reports(reports, str(airflow_snaptable.__version__))
     return reports
 

@@ -39,7 +39,7 @@ class SessionCounter(JobSpark):
 
 
 @pytest.fixture
-def checks(monkeypatch):
+def checks(spark, monkeypatch):
     """The executors' check, recorded, failing as a cluster of another version does."""
     calls = []
 
@@ -48,6 +48,8 @@ def checks(monkeypatch):
         raise ExecutionEnvironmentError("version mismatch: the driver runs airflow-snaptable 1, the executors 0")
 
     monkeypatch.setattr(executor_check, "check_executors", check)
+    # The shared session's context passed the check in an earlier test: this one's context has not.
+    monkeypatch.delattr(spark.sparkContext, "_snaptable_executors_checked", raising=False)
     return calls
 
 
