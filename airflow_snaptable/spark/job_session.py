@@ -9,7 +9,8 @@ leaves the driver (the thresholds keep it there), so:
   (no SparkContext needed), and starts the SparkSession on first use of :attr:`JobSpark.sparkContext`.
   A lake kept on the driver in client deploy mode thus runs in the spark-submit's driver
   process without ever registering a Spark application; ``spark.snaptable.lazySession=false``
-  starts the session at once (the application then exists for the whole run, as before).
+  starts the session at once (the application then exists for the whole run, as before), and so
+  does an event log asked for (``spark.eventLog.enabled=true``: the application is to be on record).
   Cluster deploy mode always starts it: YARN's application master fails a driver that never
   creates its SparkContext.
 - The session the job starts has the Spark UI off (:data:`JOB_SESSION_DEFAULTS`; the job is a
@@ -90,9 +91,13 @@ class JobSpark:
         return self._conf.get(key, default)
 
     def must_start(self) -> bool:
-        """Whether the session starts now: asked to, or a cluster-mode driver (its master waits for one)."""
-        lazy = str(self.get_conf(LAZY_SESSION_CONF, "true")).strip().lower() != "false"
-        return not lazy or self.get_conf("spark.submit.deployMode", "client") == "cluster"
+        """Whether the session starts now: asked to; a cluster-mode driver (its master waits for one); or an
+        event log asked for (``spark.eventLog.enabled``: the author wants the application on record)."""
+        def true(key: str, default: str) -> bool:
+            return str(self.get_conf(key, default)).strip().lower() == "true"
+
+        return (not true(LAZY_SESSION_CONF, "true") or self.get_conf("spark.submit.deployMode", "client") == "cluster"
+                or true("spark.eventLog.enabled", "false"))
 
     @property
     def session(self):

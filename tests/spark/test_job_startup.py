@@ -162,3 +162,10 @@ def test_the_job_imports_no_client_it_does_not_use():
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'pandas', 'pyspark', 'pyiceberg', 'pypaimon', 'sqlalchemy'}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("conf, starts", [
+    ({}, False), ({"spark.snaptable.lazySession": "false"}, True), ({"spark.eventLog.enabled": "true"}, True),
+    ({"spark.submit.deployMode": "cluster"}, True)])
+def test_the_session_starts_at_once_when_asked_in_cluster_mode_or_with_an_event_log(spark, conf, starts):
+    assert SessionCounter(spark, conf).must_start() is starts
