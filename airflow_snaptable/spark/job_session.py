@@ -17,7 +17,7 @@ leaves the driver (the thresholds keep it there), so:
   batch of maintenance calls, not something to watch): a conf given to spark-submit wins.
 - The driver JVM's own start-up is shortened by the runner (spark/jvm_startup.py).
 
-The executors' start-up check (spark/executor_check.py) runs when work first goes to them.
+The executors' check (spark/executor_check.py) runs when work first goes to them.
 Importing this module imports neither pyspark nor airflow.
 """
 
@@ -30,6 +30,7 @@ LAZY_SESSION_CONF = "spark.snaptable.lazySession"
 
 #: Set on the job's SparkSession unless the submitted conf sets them.
 JOB_SESSION_DEFAULTS = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+
 
 def submitted_conf() -> dict[str, str]:
     """The Spark conf spark-submit was given, read without starting a SparkContext.

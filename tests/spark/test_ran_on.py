@@ -58,7 +58,7 @@ def test_the_operator_result_carries_where_the_work_ran(spark, tmp_path, monkeyp
     from airflow_snaptable.hooks.spark_submit import SparkSubmitRunner
     from tests.airflow.conftest import snaptable_conn
 
-    table = history(str(tmp_path / "warehouse" / "orders"))
+    history(str(tmp_path / "warehouse" / "orders"))
     monkeypatch.setenv("AIRFLOW_CONN_SNAPTABLE_DEFAULT", snaptable_conn(str(tmp_path / "warehouse")))
 
     def run_here(self, action, storage_options, catalog=None):
