@@ -24,7 +24,12 @@ on fresh copies of the same lake, in ONE spark-submit of the maintenance job (``
 as the lake DAG's Spark mode runs it) with the tables on the executors and on the driver. The
 Spark time is the whole spark-submit (JVM and Python start-up included) plus listing the tables;
 the time inside the application (the maintenance alone) is printed beside it, and each run's
-ratio to the in-process run of the same invocation, and Spark's start-up alone (an empty lake).
+ratio to the in-process run of the same round, and Spark's start-up alone (an empty lake, the SparkSession
+started). ``--repeat N`` runs N rounds and prints each ratio's median (a shared machine's load swings).
+The Spark runs are three: the tables on the executors; on the driver with the SparkSession started at
+once (``spark.snaptable.lazySession=false``: a Spark application registered for the whole run); and on
+the driver as the job runs by default, where no SparkSession is started because no work needs one
+(spark/job_session.py). Each spark-submit gets the runner's driver JVM options (spark/jvm_startup.py).
 
 ``--dag``: what a DAG author sees: the lake DAG (``lake_maintenance_group``) under ``airflow
 dags test``, ``runner="local"`` (one mapped task per table) against ``runner="spark"`` (one
@@ -55,6 +60,10 @@ POLICY = {
         "tag-expiry": {},
     }
 }
+
+
+def _load() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
 def _peak_rss_mb() -> float:
@@ -142,10 +151,13 @@ def run(tables: int, parallels: list[int], directory: str | None) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def spark_once(lake: str, mode: str, master: str, parallel: int) -> dict:
-    """The lake maintained by ONE spark-submit of the job (as the lake DAG's Spark mode runs it)."""
+def spark_once(lake: str, mode: str, master: str, parallel: int, lazy_session: bool = True) -> dict:
+    """The lake maintained by ONE spark-submit of the job (as the lake DAG's Spark mode runs it), with the
+    runner's defaults (the driver JVM's options, the job's session defaults: spark/job_session.py)."""
     from airflow_snaptable.core.lake import Policy, list_tables
     from airflow_snaptable.spark import job_path
+    from airflow_snaptable.spark.job_session import LAZY_SESSION_CONF
+    from airflow_snaptable.spark.jvm_startup import submit_jvm_options
     from airflow_snaptable.spark.lake import LakeJob
 
     started = time.perf_counter()
@@ -154,14 +166,16 @@ def spark_once(lake: str, mode: str, master: str, parallel: int) -> dict:
     (work / "lake.json").write_text(json.dumps(job.to_dict()))
     command = [
         str(Path(sys.executable).with_name("spark-submit")), "--master", master,
-        "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
         "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
-        "--driver-java-options", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        "--conf", f"{LAZY_SESSION_CONF}={str(lazy_session).lower()}",
         job_path(), "--lake-file", str(work / "lake.json"), "--result", str(work / "result.json"),
     ]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    jvm = submit_jvm_options(None, command[0], env)  # as the runner does (spark/jvm_startup.py)
+    env["SPARK_SUBMIT_OPTS"] = jvm.options
     done = subprocess.run(command, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
+    jvm.finish(done.returncode == 0)
     seconds = time.perf_counter() - started
     if done.returncode:
         raise RuntimeError(f"spark-submit failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
@@ -173,34 +187,51 @@ def spark_once(lake: str, mode: str, master: str, parallel: int) -> dict:
             "expired": expired, "spark_tasks": result["sparkTasks"]}
 
 
-def run_spark(sizes: list[int], master: str, directory: str | None) -> None:
+def run_spark(sizes: list[int], master: str, directory: str | None, repeat: int = 1) -> None:
     parallel = 4
     work = Path(directory or tempfile.mkdtemp(prefix="lake-bench-"))
     (work / "empty").mkdir(parents=True, exist_ok=True)
-    floor = spark_once(str(work / "empty"), "driver", master, parallel)
-    print(f"  Spark start-up alone (one spark-submit of the job on an empty lake, {master}): {floor['seconds']:.2f} s", flush=True)
+    print(f"  load average {_load()}", flush=True)
+    floor = spark_once(str(work / "empty"), "driver", master, parallel, lazy_session=False)
+    print(f"  Spark start-up alone (one spark-submit of the job on an empty lake, SparkSession started, {master}): "
+          f"{floor['seconds']:.2f} s", flush=True)
     for tables in sizes:
         template = work / f"template-{tables}"
         if not template.exists():
             built = _in_fresh_process("build", str(template), tables)
             print(f"\n  {tables:,} tables: built in {built['seconds']:.0f} s (untimed setup)", flush=True)
-        lake = work / f"lake-{tables}-process"
-        shutil.rmtree(lake, ignore_errors=True)
-        shutil.copytree(template, lake)
-        local = _in_fresh_process("maintain_once", str(lake), parallel)
-        print(f"    in process (--parallel {parallel}): {local['seconds']:.2f} s, "
-              f"{1000 * local['seconds'] / tables:.1f} ms/table, {local['expired']:,} snapshots expired", flush=True)
-        for mode in ("executors", "driver"):
-            lake = work / f"lake-{tables}-{mode}"
+        runs = (("executors", True, "tables on the executors"),
+                ("driver", False, "tables on the driver, SparkSession started at once (spark.snaptable.lazySession=false)"),
+                ("driver", True, "tables on the driver, no SparkSession needed (the default)"))
+        ratios: dict[str, list[float]] = {label: [] for _mode, _lazy, label in runs}
+        for round_ in range(repeat):
+            if repeat > 1:
+                print(f"    round {round_ + 1} of {repeat}, load average {_load()}:", flush=True)
+            lake = work / f"lake-{tables}-process"
             shutil.rmtree(lake, ignore_errors=True)
             shutil.copytree(template, lake)
-            spark = spark_once(str(lake), mode, master, parallel)
-            print(f"    one Spark application, {master}, tables on the {mode}: {spark['seconds']:.2f} s "
-                  f"({1000 * spark['seconds'] / tables:.1f} ms/table, {spark['seconds'] / local['seconds']:.1f}x in process), "
-                  f"of which maintenance {spark['in_application']:.2f} s ({1000 * spark['in_application'] / tables:.1f} ms/table, "
-                  f"{spark['in_application'] / local['seconds']:.1f}x; total less the empty lake's "
-                  f"{(spark['seconds'] - floor['seconds']) / local['seconds']:.1f}x); {spark['spark_tasks']} Spark task(s), "
-                  f"{spark['expired']:,} snapshots expired{', FAILED jobs' if spark['failed'] else ''}", flush=True)
+            local = _in_fresh_process("maintain_once", str(lake), parallel)
+            print(f"    in process (--parallel {parallel}): {local['seconds']:.2f} s, "
+                  f"{1000 * local['seconds'] / tables:.1f} ms/table, {local['expired']:,} snapshots expired", flush=True)
+            for mode, lazy, label in runs:
+                lake = work / f"lake-{tables}-{mode}-{lazy}"
+                shutil.rmtree(lake, ignore_errors=True)
+                shutil.copytree(template, lake)
+                spark = spark_once(str(lake), mode, master, parallel, lazy)
+                ratios[label].append(spark["seconds"] / local["seconds"])
+                print(f"    one spark-submit, {master}, {label}: {spark['seconds']:.2f} s "
+                      f"({1000 * spark['seconds'] / tables:.1f} ms/table, {spark['seconds'] / local['seconds']:.1f}x in process), "
+                      f"of which maintenance {spark['in_application']:.2f} s ({1000 * spark['in_application'] / tables:.1f} ms/table, "
+                      f"{spark['in_application'] / local['seconds']:.1f}x; total less the empty lake's "
+                      f"{(spark['seconds'] - floor['seconds']) / local['seconds']:.1f}x); {spark['spark_tasks']} Spark task(s), "
+                      f"{spark['expired']:,} snapshots expired{', FAILED jobs' if spark['failed'] else ''}", flush=True)
+        if repeat > 1:
+            import statistics
+
+            for label, values in ratios.items():
+                print(f"    {label}: median {statistics.median(values):.1f}x in process "
+                      f"(rounds: {', '.join(f'{v:.1f}x' for v in values)})", flush=True)
+    print(f"  load average {_load()}", flush=True)
     if directory is None:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -257,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, nargs="+", default=[1, 4], help="runs with these --parallel values (default 1 4)")
     parser.add_argument("--dir", help="build the lake here and keep it (default: a temporary directory)")
     parser.add_argument("--spark", action="store_true", help="in process against one Spark application (see above)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="with --spark: rounds of the in-process run and the Spark runs, each ratio within its round (default 1)")
     parser.add_argument("--master", default="local[2]", help="the Spark master of --spark (default local[2])")
     parser.add_argument("--dag", action="store_true",
                         help="the lake DAG under airflow dags test, runner local against spark (default 100 tables)")
@@ -269,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.spark:
         sizes = args.tables or [100, 1000]
         print(f"lake maintenance in process vs one Spark application: {', '.join(f'{n:,}' for n in sizes)} small tables")
-        run_spark(sizes, args.master, args.dir)
+        run_spark(sizes, args.master, args.dir, args.repeat)
         return 0
     for tables in args.tables or [1000]:
         print(f"lake maintenance: {tables:,} small tables, one policy (expiry to one snapshot, consumer and tag expiry)")

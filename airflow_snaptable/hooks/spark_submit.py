@@ -5,8 +5,9 @@
 when a DAG is parsed (errors show at parse time), the hook when it runs an action.
 
 :class:`SparkSubmitRunner` submits airflow_snaptable/spark/job.py through the Spark
-provider's ``SparkSubmitHook`` in client mode: the driver runs on this worker, reads the
-action file and writes the result file in a private temporary directory. Credentials never
+provider's ``SparkSubmitHook``. In client mode the driver runs on this worker, reads the
+action file and writes the result file in a private temporary directory; in cluster mode (YARN,
+Kubernetes) both go through a staging location on storage (hooks/spark_staging.py). Credentials never
 go on the command line: SparkSubmitHook logs the command (``--conf`` values included) and
 turns ``env_vars`` into ``--conf`` on YARN/Kubernetes, so the storage options, the catalog
 properties and every secret-looking ``spark_conf`` entry travel in a private file the job reads
@@ -20,6 +21,7 @@ import json
 import os
 import shutil
 import sys
+import logging
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -30,6 +32,8 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 from airflow_snaptable.core import actions as core_actions
 from airflow_snaptable.core.errors import ExecutionEnvironmentError, InvalidArgumentError, UnsupportedOperationError
 from airflow_snaptable.core.io.storage_options import STORAGE_OPTIONS_ENV
+
+log = logging.getLogger(__name__)
 
 RUNNERS = ("local", "spark")
 #: ``runner_ship`` values besides a prebuilt archive's URI (see :func:`ship_arguments`).
@@ -92,24 +96,8 @@ def check_spark_submit_kwargs(kwargs: Mapping[str, Any]) -> None:
     unknown = sorted(set(kwargs) - (set(inspect.signature(SparkSubmitHook.__init__).parameters) - {"self"}))
     if unknown:
         raise InvalidArgumentError(f"spark_submit_kwargs: SparkSubmitHook takes no argument(s) {unknown}")
-    if kwargs.get("deploy_mode") == "cluster":
-        raise InvalidArgumentError(cluster_deploy_mode_refusal("spark_submit_kwargs deploy_mode='cluster'"))
-
-
-def cluster_deploy_mode_refusal(source: str) -> str:
-    """Why cluster deploy mode is refused, wherever it was asked for (``source``), and the way out.
-
-    The runner hands the driver a local action file and reads its local result file, so the driver
-    must run on the Airflow worker; standalone masters refuse Python applications in cluster mode anyway.
-    """
-    return (
-        f"spark runner: {source} is not supported. Spark refuses Python applications in cluster mode on "
-        "standalone masters (\"Cluster deploy mode is currently not supported for python applications on "
-        "standalone clusters\"), and this runner needs the driver on the Airflow worker: it reads the action "
-        "file and writes the result file there. Use client mode (remove deploy_mode, or set deploy-mode to "
-        "client in the Spark connection). On YARN or Kubernetes, cluster mode would need the result returned "
-        "through shared storage and the secrets file (storage options, catalog credentials) shipped with the job, which this runner does not support yet."
-    )
+    if kwargs.get("deploy_mode") not in (None, "client", "cluster"):
+        raise InvalidArgumentError(f"spark_submit_kwargs deploy_mode must be 'client' or 'cluster', got {kwargs['deploy_mode']!r}")
 
 
 class SparkSubmitRunner:
@@ -167,8 +155,8 @@ class SparkSubmitRunner:
 
         Credentials (storage options, catalog, secret-looking ``spark_conf`` entries) reach the job in a
         private file, never on the command line (hooks/spark_secrets.py)."""
-        from airflow_snaptable.hooks.spark_secrets import SnapTableSparkSubmitHook, hand_off_secrets, mask_secret_conf
-        from airflow_snaptable.spark import job_path
+        from airflow_snaptable.hooks.spark_secrets import mask_secret_conf
+        from airflow_snaptable.hooks.spark_staging import accepts_cluster_mode, cluster_mode_refusal, missing_staging, staging_for
         from airflow_snaptable.spark.handoff import split_secret_conf
 
         settings = self.settings
@@ -178,43 +166,88 @@ class SparkSubmitRunner:
         mask_secret_conf(settings.spark_conf)
         conf, secret_conf = split_secret_conf(settings.spark_conf)
         with tempfile.TemporaryDirectory(prefix="snaptable-job-") as workdir:  # private (0700)
-            document_file = os.path.join(workdir, "job.json")
-            result_file = os.path.join(workdir, "result.json")
-            with open(document_file, "w", encoding="utf-8") as handle:
-                handle.write(document)  # actions and lake documents hold no credentials
             connection = spark_connection(settings.spark_conn_id, kwargs)
-            if connection.get("deploy_mode") == "cluster":
-                raise InvalidArgumentError(
-                    cluster_deploy_mode_refusal(f"deploy mode 'cluster' of Spark connection {settings.spark_conn_id!r}")
-                )
             master = str(connection.get("master", ""))
-            check_master_reachable(master, settings.spark_connect_timeout)
-            archives, ship_conf = ship_arguments(settings.runner_ship, master, conf)
-            conf = {**conf, **ship_conf}
-            if archives:
-                kwargs["archives"] = ",".join(a for a in (kwargs.get("archives"), archives) if a)
-            submit = recording_submit_hook(SnapTableSparkSubmitHook)(
-                conf=conf,
-                conn_id=settings.spark_conn_id,
-                name=kwargs.pop("name", name),
-                application_args=[argument, document_file, "--result", result_file],
-                **kwargs,
-            )
-            connection = getattr(submit, "_connection", {})
-            env = spark_environment(storage_options or {}, env_vars, str(connection.get("master", "")), connection.get("spark_binary"))
-            require_spark_binary(connection.get("spark_binary") or "spark-submit", env.get("PATH"))
-            hand_off_secrets(workdir, env, storage_options, catalog, secret_conf, keep=env_vars)
-            self._submit = submit
+            cluster_mode = connection.get("deploy_mode") == "cluster"
+            source = ("spark_submit_kwargs deploy_mode='cluster'" if kwargs.get("deploy_mode") == "cluster"
+                      else f"deploy mode 'cluster' of Spark connection {settings.spark_conn_id!r}")
+            if cluster_mode and not accepts_cluster_mode(master):
+                raise InvalidArgumentError(cluster_mode_refusal(source, master))
+            # The job's document and result: on storage when a staging location is set (cluster mode needs one:
+            # its driver does not run here), else private local files (hooks/spark_staging.py).
+            staging = staging_for(settings.spark_conf, storage_options)
+            if cluster_mode and staging is None:
+                raise InvalidArgumentError(missing_staging(master))
+            if staging is not None:
+                staging.write_document(document)
+                document_location, result_location = staging.document_uri, staging.result_uri
+            else:
+                document_location = os.path.join(workdir, "job.json")
+                result_location = os.path.join(workdir, "result.json")
+                with open(document_location, "w", encoding="utf-8") as handle:
+                    handle.write(document)  # actions and lake documents hold no credentials
             try:
-                submit.submit(job_path(), env=env)
-            except AirflowException as exc:
-                doc = _read_result(result_file)
-                if doc and doc.get("error"):
-                    raise job_error(doc["error"]) from exc
-                raise submit_failure(subject, getattr(submit, "output_tail", ())) from exc
+                return self._run_submit(settings, kwargs, env_vars, conf, secret_conf, workdir, master, cluster_mode, argument,
+                                        document_location, result_location, staging, name, storage_options, catalog,
+                                        job_error, subject)
             finally:
-                self._submit = None
-            return _read_result(result_file)
+                if staging is not None:
+                    staging.remove()
+
+    def _run_submit(
+        self, settings, kwargs, env_vars, conf, secret_conf, workdir, master, cluster_mode, argument, document_location,
+        result_location, staging, name, storage_options, catalog, job_error, subject,
+    ) -> dict[str, Any] | None:
+        from airflow_snaptable.hooks.spark_secrets import SnapTableSparkSubmitHook, hand_off_secrets
+        from airflow_snaptable.hooks.spark_staging import cluster_mode_arguments
+        from airflow_snaptable.spark import job_path
+        from airflow_snaptable.spark.jvm_startup import JvmStartup, submit_jvm_options
+
+        def read_result() -> dict[str, Any] | None:
+            return staging.read_result() if staging is not None else _read_result(result_location)
+
+        check_master_reachable(master, settings.spark_connect_timeout)
+        archives, ship_conf = ship_arguments(settings.runner_ship, master, conf)
+        if cluster_mode:  # the driver runs on a node: the Airflow worker's Python path means nothing there
+            ship_conf.pop("spark.pyspark.driver.python", None)
+        conf = {**conf, **ship_conf}
+        if archives:
+            kwargs["archives"] = ",".join(a for a in (kwargs.get("archives"), archives) if a)
+        secrets_file = os.path.join(workdir, "secrets.json")
+        if cluster_mode:
+            files, cluster_conf = cluster_mode_arguments(master, secrets_file, secret_conf, storage_options, catalog,
+                                                         ship_conf.get("spark.executorEnv.PYTHONPATH"), log)
+            conf = {**conf, **cluster_conf}
+            if files:
+                kwargs["files"] = ",".join(f for f in (kwargs.get("files"), files) if f)
+        submit = recording_submit_hook(SnapTableSparkSubmitHook)(
+            conf=conf,
+            conn_id=settings.spark_conn_id,
+            name=kwargs.pop("name", name),
+            application_args=[argument, document_location, "--result", result_location],
+            **kwargs,
+        )
+        connection = getattr(submit, "_connection", {})
+        env = spark_environment(storage_options or {}, env_vars, str(connection.get("master", "")), connection.get("spark_binary"))
+        require_spark_binary(connection.get("spark_binary") or "spark-submit", env.get("PATH"))
+        jvm = JvmStartup(env["SPARK_SUBMIT_OPTS"]) if "SPARK_SUBMIT_OPTS" in env else submit_jvm_options(
+            settings.spark_conf, connection.get("spark_binary") or "spark-submit", env)
+        env["SPARK_SUBMIT_OPTS"] = jvm.options  # the driver JVM's start-up (spark/jvm_startup.py)
+        hand_off_secrets(workdir, env, storage_options, catalog, secret_conf, keep=env_vars)
+        self._submit = submit
+        submitted = False
+        try:
+            submit.submit(job_path(), env=env)
+            submitted = True
+        except AirflowException as exc:
+            doc = read_result()
+            if doc and doc.get("error"):
+                raise job_error(doc["error"]) from exc
+            raise submit_failure(subject, getattr(submit, "output_tail", ())) from exc
+        finally:
+            self._submit = None
+            jvm.finish(submitted)
+        return read_result()
 
     def kill(self) -> None:
         """Stop the running spark-submit, if any."""

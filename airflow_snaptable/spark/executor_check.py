@@ -3,8 +3,10 @@
 A cluster whose executors lack the package, run another Python, or hold another
 version of it would otherwise fail only at the first large delete, halfway into an
 action (or never, while tables stay under the thresholds). The check runs one tiny
-task per executor core before any action starts and fails the job with the executors'
-own answer: the import error, their Python version, or their package version.
+task per executor core before the first work the job sends them (:func:`ensure_executors_checked`,
+called by every executor job of spark/maintenance.py and spark/lake.py) and fails the job with the
+executors' own answer: the import error, their Python version, or their package version. A job
+whose work all stays on the driver never needs the executors, and does not pay the check (~1 s).
 
 The probe must run where the package cannot be imported, so it is built inside
 :func:`_probe` from builtins only: cloudpickle sends a nested function by value, while
@@ -106,6 +108,18 @@ def check_executors(spark) -> list[ExecutorReport]:
     except Exception as exc:  # noqa: BLE001 - the probe could not even run: Spark's reason, explained
         from airflow_snaptable.spark.failures import describe
 
-        raise ExecutionEnvironmentError(f"the Spark executors could not run the start-up check: {describe(exc)}") from exc
+        raise ExecutionEnvironmentError(f"the Spark executors could not run the check of their Python and package version: {describe(exc)}") from exc
     check_reports(reports, str(airflow_snaptable.__version__))
     return reports
+
+
+def ensure_executors_checked(spark_context) -> None:
+    """:func:`check_executors` once per SparkContext, before the first work sent to its executors."""
+    if getattr(spark_context, "_snaptable_executors_checked", False):
+        return
+
+    class _Session:  # check_executors reads only the session's SparkContext
+        sparkContext = spark_context
+
+    check_executors(_Session())
+    spark_context._snaptable_executors_checked = True  # only once they passed: a failed check fails every use

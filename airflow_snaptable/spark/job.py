@@ -15,11 +15,13 @@ many tables in this one application, exactly as ``snaptable maintain`` does per 
 result is ``{"tables": [every table's report], "mode", "sparkTasks"}``.
 
 Arguments (give one of --action-file, --action and --lake-file):
-  --action-file PATH   a file holding the action JSON (local path or fsspec URL)
+  --action-file PATH   a file holding the action JSON (local path or fsspec URL, read with the
+                       storage options below: in cluster deploy mode, the runner's staging location)
   --action JSON        the action JSON itself (actions hold no credentials)
-  --lake-file PATH     a file holding a lake document (tables and policy; no credentials)
+  --lake-file PATH     a file holding a lake document (tables and policy; no credentials; as above)
   --result PATH        where to write the result JSON (local path or fsspec URL);
-                       on success core's result ``{"action", "table", "result"}``,
+                       on success core's result ``{"action", "table", "result"}`` and where
+                       its work ran, ``"ranOn"`` (spark/maintenance.py ``ran_on``),
                        on failure ``{"action", "table", "error": {"type", "message"}}``
 
 Storage credentials never go on the command line: the job reads fsspec storage
@@ -70,7 +72,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _read_action_text(args: argparse.Namespace) -> str:
+def _read_action_text(args: argparse.Namespace, storage_options: dict | None = None) -> str:
+    """The action or lake document: inline, a local file, or a URL read with the job's storage options
+    (a cluster-mode driver's document is on the staging location: hooks/spark_staging.py)."""
     import fsspec
 
     from airflow_snaptable.core.errors import InvalidArgumentError
@@ -78,8 +82,10 @@ def _read_action_text(args: argparse.Namespace) -> str:
     if args.action is not None:
         return args.action
     path, what = (args.lake_file, "lake") if args.lake_file else (args.action_file, "action")
+    protocol = fsspec.core.split_protocol(path)[0]
+    options = {} if protocol in (None, "file", "local") else dict(storage_options or {})
     try:
-        with fsspec.open(path, "r", encoding="utf-8") as handle:
+        with fsspec.open(path, "r", encoding="utf-8", **options) as handle:
             return handle.read()
     except OSError as exc:
         raise InvalidArgumentError(f"cannot read the {what} file {path}: {exc.strerror or exc}") from None
@@ -104,8 +110,9 @@ def write_result(location: str, doc: Any, storage_options: dict | None) -> None:
 def _storage_options(spark, secrets=None) -> dict | None:
     from airflow_snaptable.core.io.storage_options import parse_storage_options, storage_options_from_environment
     from airflow_snaptable.spark._common import STORAGE_OPTIONS_CONF
+    from airflow_snaptable.spark.job_session import conf_value
 
-    text = spark.sparkContext.getConf().get(STORAGE_OPTIONS_CONF, None)
+    text = conf_value(spark, STORAGE_OPTIONS_CONF, None)
     if text:
         return parse_storage_options(text, f"Spark conf {STORAGE_OPTIONS_CONF}")
     if secrets is not None and secrets.storage_options is not None:
@@ -122,18 +129,23 @@ def _catalog(secrets=None) -> dict | None:
 
 
 def _session(app_name: str, secrets=None):
-    """The SparkSession, with the secret confs the runner handed over set on it (never on the command
-    line) and ``spark.redaction.regex`` covering them in the Spark UI and event log."""
-    from pyspark.sql import SparkSession
+    """The job's Spark (spark/job_session.py): its conf at once, its SparkSession when the work first needs
+    Spark (:func:`_start`). The session gets the secret confs the runner handed over (never on the command
+    line) and ``spark.redaction.regex`` covering them in the Spark UI and event log; the executors are
+    checked before the first work sent to them."""
+    from airflow_snaptable.spark.job_session import JobSpark
 
-    builder = SparkSession.builder.appName(app_name).config("spark.redaction.regex", _redaction_regex())
-    for key, value in (secrets.spark_conf if secrets is not None else {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    from airflow_snaptable.spark.executor_check import check_executors
-
-    check_executors(spark)  # before any work: executors that cannot run the package fail here, clearly
+    spark = JobSpark(app_name, secrets.spark_conf if secrets is not None else None)
+    spark.redaction_regex = _redaction_regex(spark.get_conf("spark.redaction.regex"))
     return spark
+
+
+def _start(spark, app_name: str) -> None:
+    """Name the application; start its session now if asked to (``spark.snaptable.lazySession=false``) or in
+    cluster deploy mode (YARN's application master fails a driver that never starts one)."""
+    spark.app_name = app_name
+    if spark.must_start():
+        spark.session  # noqa: B018 - started now, as asked
 
 
 def _lake_job(text: str):
@@ -147,28 +159,22 @@ def _lake_job(text: str):
     return LakeJob.from_dict(doc)
 
 
-def _redaction_regex() -> str:
+def _redaction_regex(given: str | None) -> str:
     """Ours, joined to the one spark-submit was given (a user's regex is widened, never replaced)."""
     from airflow_snaptable.spark.handoff import REDACTION_REGEX
 
-    try:
-        from pyspark import SparkConf, SparkContext
-
-        SparkContext._ensure_initialized()  # the gateway spark-submit started: its conf is readable before the session
-        given = SparkConf().get("spark.redaction.regex", None)
-    except Exception:  # noqa: BLE001 - outside spark-submit: ours alone
-        given = None
     return f"{given}|{REDACTION_REGEX}" if given and given != REDACTION_REGEX else REDACTION_REGEX
 
 
-def _run_lake(spark, job, secrets) -> dict[str, Any]:
+def _run_lake(spark, job, secrets, storage_options) -> dict[str, Any]:
     """A lake document's tables maintained in this application."""
     from airflow_snaptable.spark.lake import run_lake
 
-    result = run_lake(spark, job, _storage_options(spark, secrets), _catalog(secrets))
+    result = run_lake(spark, job, storage_options, _catalog(secrets))
     failed = sum(1 for table in result["tables"] if any(j.get("status") == "Failed" for j in table["jobs"].values()))
     print(f"{PROG}: {len(result['tables'])} table(s) maintained on the {result['mode']} in {result['seconds']:.1f} s"
-          f" ({result['sparkTasks']} Spark task(s)), {failed} with a failed job", file=sys.stderr)
+          f" ({result['sparkTasks']} Spark task(s)), {failed} with a failed job"
+          f"{'' if spark.started else '; no SparkContext was needed'}", file=sys.stderr)
     return result
 
 
@@ -193,34 +199,38 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     many = False
     try:
-        from airflow_snaptable.core.actions import actions_from_json
         from airflow_snaptable.spark.handoff import take_secrets
 
         secrets = take_secrets()
+        spark = _session(PROG, secrets)  # its conf now; its SparkSession when work needs it
+        storage_options = _storage_options(spark, secrets)  # also for a document and result on storage
         if args.lake_file:
-            job = _lake_job(_read_action_text(args))  # checked before Spark starts
-            spark = _session(f"snaptable lake: {len(job.tables)} tables", secrets)
-            doc = _run_lake(spark, job, secrets)
+            job = _lake_job(_read_action_text(args, storage_options))  # checked before Spark starts
+            _start(spark, f"snaptable lake: {len(job.tables)} tables")
+            doc = _run_lake(spark, job, secrets, storage_options)
             if args.result:
-                write_result(args.result, doc, _storage_options(spark, secrets))
+                write_result(args.result, doc, storage_options)
             else:  # with a result file, the summary line above is the log's: a lake's report is long
                 print(json.dumps(doc, sort_keys=True, default=str))
             return 0
+        from airflow_snaptable.core.actions import actions_from_json
+
         # Every action is checked before Spark starts: a typo in the last step changes nothing.
-        actions, many = actions_from_json(_read_action_text(args))
+        actions, many = actions_from_json(_read_action_text(args, storage_options))
         from airflow_snaptable.spark.maintenance import run_action_distributed
 
         first = actions[0]
         name = first.name if len(actions) == 1 else f"{len(actions)} actions"
-        spark = _session(f"snaptable {name} {first.table}", secrets)
-        storage_options = _storage_options(spark, secrets)
+        _start(spark, f"snaptable {name} {first.table}")
         catalog = _catalog(secrets)
         for action in actions:
             run = run_action_distributed(spark, action, storage_options, catalog=catalog)
-            results.append(run.result)
+            results.append(run.job_result())
+            where = run.ran_on
             print(
-                f"{PROG}: {action.name} on {action.table} done"
-                f" ({run.deleted_on_executors} files deleted on executors in {run.spark_jobs} Spark job(s))",
+                f"{PROG}: {action.name} on {action.table} done: reads on the {where['reads']}, deletes on the"
+                f" {where['deletes']} ({run.deleted_on_executors} files deleted on executors in {run.spark_jobs} Spark job(s),"
+                f" {where['sparkTasks']} task(s))",
                 file=sys.stderr,
             )
         doc = results if many else results[0]

@@ -20,7 +20,9 @@ table's failure never stopping the others):
   100 small tables took 1.0x the in-process time on the driver, 4.9x on two local executors
   (docs/benchmarks.md).
 
-The result is every table's report (``TableReport.to_dict``), sorted by name, with where it ran.
+The result is every table's report (``TableReport.to_dict``), sorted by name, each with where its
+work ran, ``"ranOn"`` (spark/maintenance.py :func:`~airflow_snaptable.spark.maintenance.ran_on`): on
+the driver, in no Spark job; or on the executors, in one task of the lake's one Spark job.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.lake import LakeTable, Policy, maintain_tables
 from airflow_snaptable.core.lake.lease import DEFAULT_LEASE_SECONDS
 from airflow_snaptable.core.lake.run import DEFAULT_PARALLEL
+from airflow_snaptable.spark.maintenance import ran_on
 
 LAKE_MODES = ("auto", "executors", "driver")
 #: ``mode="auto"`` maintains a lake of at most this many tables on the driver.
@@ -104,17 +107,23 @@ class MaintainShare:
             return iter(())
         reports = maintain_tables(tables, Policy.from_mapping(self.policy), storage_options=self.storage_options,
                                   catalog=self.catalog, **self.settings)
-        return iter([report.to_dict() for report in reports])
+        # The whole table's maintenance ran in this task, on this executor.
+        where = ran_on(True, True, True, spark_jobs=1, spark_tasks=1)
+        return iter([{**report.to_dict(), "ranOn": where} for report in reports])
 
 
 def run_lake(spark, job: LakeJob, storage_options: dict | None = None, catalog: dict | None = None) -> dict[str, Any]:
     """Maintain the job's tables in this Spark application: ``{"tables": [...], "mode", "sparkTasks", "seconds"}``
-    (``seconds``: the maintenance itself, without the application's start-up)."""
+    (``seconds``: the maintenance itself, without the application's start-up).
+
+    ``spark``: a SparkSession, or the job's :class:`~airflow_snaptable.spark.job_session.JobSpark`, whose session
+    starts only when the tables go to the executors (on the driver they need none)."""
+    from airflow_snaptable.spark.job_session import conf_value
+
     started = time.monotonic()
-    sc = spark.sparkContext
     mode = job.mode
     if mode == "auto":
-        limit = int(sc.getConf().get("spark.snaptable.lake.driverMaxTables", str(DEFAULT_DRIVER_MAX_TABLES)))
+        limit = int(conf_value(spark, "spark.snaptable.lake.driverMaxTables", str(DEFAULT_DRIVER_MAX_TABLES)))
         mode = "driver" if len(job.tables) <= limit else "executors"
     if not job.tables:
         return {"tables": [], "mode": mode, "sparkTasks": 0, "seconds": 0.0}
@@ -122,8 +131,13 @@ def run_lake(spark, job: LakeJob, storage_options: dict | None = None, catalog: 
         reports = maintain_tables(job.tables, job.policy, storage_options=storage_options, catalog=catalog,
                                   dry_run=job.dry_run, parallel=job.parallel, run_id=job.run_id,
                                   lease_seconds=job.lease_seconds)
-        return {"tables": [report.to_dict() for report in reports], "mode": "driver", "sparkTasks": 0,
+        where = ran_on()  # everything on the driver, in no Spark job
+        return {"tables": [{**report.to_dict(), "ranOn": where} for report in reports], "mode": "driver", "sparkTasks": 0,
                 "seconds": round(time.monotonic() - started, 3)}
+    from airflow_snaptable.spark.executor_check import ensure_executors_checked
+
+    sc = spark.sparkContext  # the job's JobSpark starts its session here: the tables go to the executors
+    ensure_executors_checked(sc)
     per_task = max(1, int(sc.getConf().get("spark.snaptable.lake.tablesPerTask", str(DEFAULT_TABLES_PER_TASK))))
     tasks = max(1, min(len(job.tables), max(math.ceil(len(job.tables) / per_task), sc.defaultParallelism)))
     sc.setJobDescription(f"snaptable: maintain {len(job.tables)} tables in {tasks} tasks")

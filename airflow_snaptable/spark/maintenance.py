@@ -92,12 +92,30 @@ class _ExecutorJobs:
         self, spark_context, uri: str, storage_options: dict | None = None, files_per_task: int = DEFAULT_FILES_PER_TASK,
         opener: Callable[[], Storage] | None = None,
     ):
-        self.sc = spark_context
+        self._spark_context = spark_context
         self.uri = uri
         self.storage_options = storage_options
         self.files_per_task = max(1, int(files_per_task))
         self.opener = opener
         self.jobs = 0
+        self.tasks = 0
+
+    @property
+    def sc(self):
+        """The SparkContext; a job's :class:`~airflow_snaptable.spark.job_session.JobSpark` starts its session here,
+        at the first work that crosses a threshold."""
+        from airflow_snaptable.spark.job_session import JobSpark
+
+        if isinstance(self._spark_context, JobSpark):
+            return self._spark_context.sparkContext
+        return self._spark_context
+
+    def check_executors(self) -> None:
+        """The executors' start-up check (spark/executor_check.py), before the first work sent to them:
+        outside the try blocks below, so a cluster that cannot run the package gets its own clear error."""
+        from airflow_snaptable.spark.executor_check import ensure_executors_checked
+
+        ensure_executors_checked(self.sc)
 
     def task_count(self, files: int) -> int:
         """Enough tasks for ``files_per_task`` each, and at least one per core (never more than files)."""
@@ -117,10 +135,12 @@ class SparkReader(_ExecutorJobs):
     def __call__(self, paths: list[str]) -> dict[str, bytes]:
         if not paths:
             return {}
+        self.check_executors()
         processed = self.sc.accumulator(0)
         self.sc.setJobDescription(f"snaptable: read {len(paths)} metadata files of {self.uri}")
         try:
             self.jobs += 1
+            self.tasks += self.task_count(len(paths))
             pairs = self.sc.parallelize(paths, self.task_count(len(paths))).mapPartitions(ExecutorRead(self.uri, self.storage_options, processed, self.opener)).collect()
         except Exception as exc:  # noqa: BLE001 - Py4J/Spark errors become core's typed storage error
             raise StorageError(f"reading {len(paths)} files of {self.uri} on Spark executors failed: {_first_line(exc)}") from exc
@@ -166,10 +186,12 @@ class SparkDeleter(_ExecutorJobs):
     def __call__(self, paths: list[str]) -> None:
         if not paths:
             return
+        self.check_executors()
         processed = self.sc.accumulator(0)
         self.sc.setJobDescription(f"snaptable: delete {len(paths)} files of {self.uri}")
         try:
             self.jobs += 1
+            self.tasks += self.task_count(len(paths))
             self.sc.parallelize(paths, self.task_count(len(paths))).foreachPartition(
                 ExecutorDelete(self.uri, self.storage_options, processed, self.opener)
             )
@@ -259,9 +281,11 @@ class SparkGroupRunner(_ExecutorJobs):
     def __call__(self, groups: list, rewrite) -> list[list]:
         if not groups:
             return []
+        self.check_executors()
         self.sc.setJobDescription(f"snaptable: compact {len(groups)} file groups of {self.uri}")
         try:
             self.jobs += 1
+            self.tasks += len(groups)
             tasks = [(index, group, rewrite.for_group(group)) for index, group in enumerate(groups)]
             pairs = self.sc.parallelize(tasks, len(tasks)).mapPartitions(ExecutorCompaction(self.opener)).collect()
         except Exception as exc:  # noqa: BLE001 - Py4J/Spark errors become core's typed storage error
@@ -269,6 +293,25 @@ class SparkGroupRunner(_ExecutorJobs):
         finally:
             self.sc.setJobDescription(None)
         return [files for _index, files in sorted(pairs, key=lambda pair: pair[0])]
+
+
+DRIVER = "driver"
+EXECUTORS = "executors"
+
+
+def ran_on(reads: bool = False, deletes: bool = False, rewrites: bool = False, spark_jobs: int = 0,
+           spark_tasks: int = 0, **counts: int) -> dict[str, Any]:
+    """Where a piece of work ran, as results carry it (``ranOn``)::
+
+        {"reads": "driver" | "executors", "deletes": ..., "rewrites": ..., "sparkJobs": n, "sparkTasks": n}
+
+    A kind says ``executors`` when at least one bulk call of it (a bulk metadata read, a bulk delete,
+    a compaction's file groups) ran on the executors; the driver always does the rest (the single,
+    ordered writes and deletes that make an action crash safe, listing, commits). ``sparkJobs`` and
+    ``sparkTasks`` count the Spark jobs and tasks the work ran in; ``counts`` adds the files read or
+    deleted on the executors (``filesReadOnExecutors``, ``filesDeletedOnExecutors``) where known."""
+    return {"reads": EXECUTORS if reads else DRIVER, "deletes": EXECUTORS if deletes else DRIVER,
+            "rewrites": EXECUTORS if rewrites else DRIVER, "sparkJobs": spark_jobs, "sparkTasks": spark_tasks, **counts}
 
 
 @dataclass
@@ -282,6 +325,12 @@ class DistributedRun:
     operations: dict[str, int]
     #: metadata files the executors' tasks read (counted there)
     read_on_executors: int = 0
+    #: where each kind of work ran (:func:`ran_on`)
+    ran_on: dict[str, Any] | None = None
+
+    def job_result(self) -> dict[str, Any]:
+        """What the maintenance job returns for the action: core's result and ``ranOn``."""
+        return {**self.result, "ranOn": self.ran_on}
 
 
 def run_action_distributed(
@@ -295,29 +344,38 @@ def run_action_distributed(
 ) -> DistributedRun:
     """``core.actions.run_action(action)`` with bulk deletes and bulk metadata reads on the executors.
 
-    ``catalog``: an ``iceberg://`` table's catalog properties.
+    ``spark``: a SparkSession, or the job's :class:`~airflow_snaptable.spark.job_session.JobSpark` (whose
+    session starts only if the work crosses a threshold). ``catalog``: an ``iceberg://`` table's catalog properties.
     """
-    conf = spark.sparkContext.getConf()
+    from airflow_snaptable.spark.job_session import JobSpark, conf_value
+
     if threshold is None:
-        threshold = int(conf.get("spark.snaptable.delete.parallelThreshold", str(DEFAULT_PARALLEL_THRESHOLD)))
+        threshold = int(conf_value(spark, "spark.snaptable.delete.parallelThreshold", str(DEFAULT_PARALLEL_THRESHOLD)))
     if files_per_task is None:
-        files_per_task = int(conf.get("spark.snaptable.delete.filesPerTask", str(DEFAULT_FILES_PER_TASK)))
+        files_per_task = int(conf_value(spark, "spark.snaptable.delete.filesPerTask", str(DEFAULT_FILES_PER_TASK)))
     if read_threshold is None:
-        read_threshold = int(conf.get("spark.snaptable.read.parallelThreshold", str(DEFAULT_READ_THRESHOLD)))
+        read_threshold = int(conf_value(spark, "spark.snaptable.read.parallelThreshold", str(DEFAULT_READ_THRESHOLD)))
+    # A JobSpark starts its session only when an executor job runs (spark/job_session.py).
+    context = spark if isinstance(spark, JobSpark) else spark.sparkContext
     if is_iceberg_uri(action.table):
         # An Iceberg table's files are where its catalog says: the executors open its location with
         # the catalog's FileIO properties; the catalog commit stays on the driver.
         table = Table.open(action.table, catalog=catalog)
         opener = storage_opener(table.iceberg)
-        deleter = SparkDeleter(spark.sparkContext, action.table, None, files_per_task, opener=opener)
-        reader = SparkReader(spark.sparkContext, action.table, None, files_per_task, opener=opener)
+        deleter = SparkDeleter(context, action.table, None, files_per_task, opener=opener)
+        reader = SparkReader(context, action.table, None, files_per_task, opener=opener)
         storage = table.storage = DistributedStorage(table.storage, deleter, threshold, reader, read_threshold)
-        table.group_runner = SparkGroupRunner(spark.sparkContext, action.table, None, files_per_task, opener=opener)
+        table.group_runner = SparkGroupRunner(context, action.table, None, files_per_task, opener=opener)
     else:
-        deleter = SparkDeleter(spark.sparkContext, action.table, storage_options, files_per_task)
-        reader = SparkReader(spark.sparkContext, action.table, storage_options, files_per_task)
+        deleter = SparkDeleter(context, action.table, storage_options, files_per_task)
+        reader = SparkReader(context, action.table, storage_options, files_per_task)
         storage = DistributedStorage(Storage.from_uri(action.table, storage_options), deleter, threshold, reader, read_threshold)
         table = Table.open(action.table, storage=storage)
     result = run_action(action, storage_options, table=table)
-    group_jobs = getattr(getattr(table, "group_runner", None), "jobs", 0)
-    return DistributedRun(result, deleter.deleted, deleter.jobs + reader.jobs + group_jobs, storage.snapshot_counts(), reader.read)
+    group_runner = getattr(table, "group_runner", None)
+    group_jobs, group_tasks = getattr(group_runner, "jobs", 0), getattr(group_runner, "tasks", 0)
+    where = ran_on(reader.jobs > 0, deleter.jobs > 0, group_jobs > 0, deleter.jobs + reader.jobs + group_jobs,
+                   deleter.tasks + reader.tasks + group_tasks, filesReadOnExecutors=reader.read,
+                   filesDeletedOnExecutors=deleter.deleted)
+    return DistributedRun(result, deleter.deleted, deleter.jobs + reader.jobs + group_jobs, storage.snapshot_counts(),
+                          reader.read, where)

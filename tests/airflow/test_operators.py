@@ -350,7 +350,7 @@ def test_advance_consumer_runs_through_the_spark_job(orders, monkeypatch):
         (lambda: ops.SnapTableExpireSnapshotsOperator(task_id="t", table=""), "table must be a non-empty string"),
         (lambda: ops.SnapTableExpireSnapshotsOperator(task_id="t", table="x", runner="emr"), "runner must be one of"),
         (lambda: ops.SnapTableExpireSnapshotsOperator(task_id="t", table="x", runner="spark", spark_submit_kwargs={"conf": {}}), "may not set"),
-        (lambda: ops.SnapTableExpireSnapshotsOperator(task_id="t", table="x", spark_submit_kwargs={"deploy_mode": "cluster"}), "cluster"),
+        (lambda: ops.SnapTableExpireSnapshotsOperator(task_id="t", table="x", spark_submit_kwargs={"deploy_mode": "clustr"}), "deploy_mode must be .client. or .cluster."),
         (lambda: ops.SnapTableCreateTagOperator(task_id="t", table="x", tag_name=""), "tag_name"),
         (lambda: ops.SnapTableCreateTagOperator(task_id="t", table="x", tag_name="a", snapshot_id=3, as_of="2026-01-01"), "only one of"),
         (lambda: ops.SnapTableCreateTagOperator(task_id="t", table="x", tag_name="a", if_exists="replace"), "if_exists"),

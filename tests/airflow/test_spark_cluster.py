@@ -1,6 +1,6 @@
 """The spark runner on a real standalone cluster (master and worker on 127.0.0.1) whose executors run
 a bare Python that never had this package: the runner ships it (spark/shipping.py), the job checks
-the executors at start (spark/executor_check.py), and every failure names its cause.
+the executors before the first work it sends them (spark/executor_check.py), and every failure names its cause.
 
 One cluster for the module; five spark-submits: three operators (our table, Paimon, Iceberg, deletes
 on the executors, thresholds at 1), one expiry at the default thresholds of a table big enough to
@@ -220,11 +220,13 @@ def test_executors_of_another_version_are_refused_naming_both_versions(standalon
 
     table = Table.create(str(tmp_path / "t"), SCHEMA)
     table.append(make_rows(range(3)))
+    table.append(make_rows(range(3, 6)))
     hook = SnapTableHook(snaptable_conn_id=None)
-    action = hook.build_action("expire-snapshots", table.uri)
+    # Work for the executors (thresholds at 1): the check runs before the first of it, the expiry's planning read.
+    action = hook.build_action("expire-snapshots", table.uri, retain_max=1, retain_min=1, time_retained="0 s")
     conf = spark_conf(standalone)
     archive = _archive_of_another_version(str(tmp_path / "old-env.tar.gz"))
     with pytest.raises(ExecutionEnvironmentError) as caught:
         hook.run_action(action, runner="spark", spark_conn_id=CONN, spark_conf=conf, runner_ship=archive)
     assert f"driver runs airflow-snaptable {airflow_snaptable.__version__}, the executors 0.0.9" in str(caught.value)
-    assert [s.id for s in Table.open(table.uri).snapshots()] == [1]  # refused before any action ran
+    assert [s.id for s in Table.open(table.uri).snapshots()] == [1, 2]  # refused before the executors did anything

@@ -104,7 +104,12 @@ def test_spark_submit_expire_rollback_and_a_failing_action(tmp_path):
     # The expired snapshot files go with the manifests: unpublishing renamed them aside (local disk, core/native/snapshot.py unpublish).
     counts = result["result"]
     deleted = counts["deleted_data_files"] + counts["deleted_manifest_files"] + counts["deleted_snapshot_files"]
-    assert summary == [f"snaptable-job: expire-snapshots on {expire_table.uri} done ({deleted} files deleted on executors in 2 Spark job(s))"]  # metadata, then data files
+    where = result["ranOn"]  # the deletes crossed their threshold, the planning read did not
+    assert where == {"reads": "driver", "deletes": "executors", "rewrites": "driver", "sparkJobs": 2,
+                     "sparkTasks": where["sparkTasks"], "filesReadOnExecutors": 0, "filesDeletedOnExecutors": deleted}
+    assert where["sparkTasks"] >= 2
+    assert summary == [f"snaptable-job: expire-snapshots on {expire_table.uri} done: reads on the driver, deletes on the executors"
+                       f" ({deleted} files deleted on executors in 2 Spark job(s), {where['sparkTasks']} task(s))"]  # metadata, then data files
     # Deletion progress reaches the driver's output, which the Spark runner puts in the task log.
     assert "snaptable-progress: deleting data files: 9/9 (100%)" in "\n".join(lines) + stderr, "\n".join(lines[-30:])
     assert [s.id for s in expire_table.snapshots()] == [4, 5]

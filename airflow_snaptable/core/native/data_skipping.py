@@ -34,7 +34,6 @@ from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.json as pj
 
@@ -54,6 +53,7 @@ _FANOUT = 8
 
 def may_select(schema: TableSchema, conditions: Sequence[pc.Expression | None], expression: pc.Expression) -> list[bool]:
     """For each condition (what is known of some rows; None: nothing), may ``expression`` select rows under it?"""
+    import pyarrow.dataset as ds  # here, not at import: it imports pandas (a quarter second)
     file_format = ds.ParquetFileFormat()
     placeholder_fs = pafs.LocalFileSystem()  # fragments are never opened here
     fragments = [
@@ -73,6 +73,7 @@ def referenced_columns(schema: pa.Schema, expression: pc.Expression, candidates:
     binds. Halving: a group it binds without holds none, so a wide schema costs a few binds per column read.
     A bind is a scanner over a dataset of no files (tens of microseconds; a scan of an empty table of 200
     columns took 2.4 ms, measured)."""
+    import pyarrow.dataset as ds  # here, not at import: it imports pandas (a quarter second)
     file_format, placeholder_fs = ds.ParquetFileFormat(), pafs.LocalFileSystem()
 
     def binds_without(group: list[str]) -> bool:

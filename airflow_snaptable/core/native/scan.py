@@ -7,7 +7,6 @@ from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
@@ -55,6 +54,7 @@ def check_filter(schema: TableSchema, expression: pc.Expression | None) -> pc.Ex
     Checked against no rows, before any file is read, so an error while reading a file
     is the file's fault, never the filter's.
     """
+    import pyarrow.dataset as ds  # here, not at import: it imports pandas (a quarter second)
     if expression is None:
         return None
     try:

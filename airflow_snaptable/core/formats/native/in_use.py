@@ -35,7 +35,9 @@ SNAPSHOT_CHUNK = 2_500
 BATCH_ROWS = 65_536
 
 _COLUMNS = {"kind": pa.int8(), "path": pa.string()}
-_KINDS = pa.array([int(k) for k in FileKind], pa.int8())
+#: The valid ``kind`` values, as Python ints: ``pa.array`` of them is built per call, not at import,
+#: where it would import pandas (pyarrow probes for it) into every process that imports core.
+_KINDS = tuple(int(k) for k in FileKind)
 
 
 def native_paths_in_use(manifests: ManifestIO, snapshots: Sequence[Snapshot], tags: Sequence[Tag]) -> PathHashSet:
@@ -119,7 +121,7 @@ def _entries(data: bytes, where: str) -> Iterator[tuple[pa.Array, pa.Array]]:
 
     for batch in manifest_batches(data, where, accepts, BATCH_ROWS, list(_COLUMNS)):
         kinds, paths = batch.column("kind"), batch.column("path")
-        if kinds.null_count or paths.null_count or (len(kinds) and not pc.all(pc.is_in(kinds, value_set=_KINDS)).as_py()):
+        if kinds.null_count or paths.null_count or (len(kinds) and not pc.all(pc.is_in(kinds, value_set=pa.array(_KINDS, pa.int8()))).as_py()):
             raise CorruptMetadataError(f"{where}: unreadable entry: a null or unknown kind or path")
         # A path spelled otherwise than the listing spells it would leave the listed file unreferenced.
         check_relative_column(batch.column("path"), "data file path", where)
