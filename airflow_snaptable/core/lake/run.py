@@ -18,7 +18,9 @@ policy (core/lake/policy.py) and runs them through the existing actions (core/la
   written.
 
 :func:`lake_status` reads the stored status of every table: a table never maintained says
-``Not_Yet_Run`` for every job.
+``Not_Yet_Run`` for every job; a triggered job is counted against its trigger as it is read.
+
+A table whose jobs all wait for their trigger is left alone: no lease, nothing written (``_Run._waiting``).
 """
 
 from __future__ import annotations
