@@ -1,4 +1,4 @@
-"""Shared fixtures: tables on local files, and (session-wide) real S3 servers on 127.0.0.1."""
+"""Shared fixtures: tables on local files, and (session-wide) real S3, GCS and Azure servers on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -78,21 +78,54 @@ def paimon(tmp_path_factory):
     return make_paimon(tmp_path_factory)
 
 
-# -- S3: real servers on 127.0.0.1, started once per session -------------------------
+# -- S3, GCS and Azure: real servers and emulators on 127.0.0.1, each started once per session -------------
+#
+# ``s3_server`` (moto, SeaweedFS), ``cloud_server`` (GCS, Azure) and ``object_store`` (all four: a test that
+# holds on every store) hand out the same server instances: a server is started the first time a test
+# asks for it and stopped when the session ends.
+
+S3_SERVERS = ("moto", "seaweedfs")
+CLOUD_SERVERS = ("gcs", "azure")
 
 
-@pytest.fixture(scope="session", params=["moto", "seaweedfs"])
-def s3_server(request):
-    from tests.s3_servers import make_server
+@pytest.fixture(scope="session")
+def store_servers():
+    """``get(name)``: the session's server of that name, started on first use."""
+    import contextlib
 
-    with make_server(request.param) as server:
-        yield server
+    with contextlib.ExitStack() as stack:
+        started: dict = {}
+
+        def get(name: str):
+            if name not in started:
+                if name in S3_SERVERS:
+                    from tests.s3_servers import make_server
+
+                    started[name] = stack.enter_context(make_server(name))
+                else:
+                    from tests.cloud_servers import CLOUD_SERVERS as classes
+
+                    started[name] = stack.enter_context(classes[name]())
+            return started[name]
+
+        yield get
+
+
+def _bucket(server) -> str:
+    # One bucket per server: a new SeaweedFS bucket costs a volume allocation.
+    if getattr(server, "session_bucket", None) is None:
+        server.session_bucket = server.create_bucket("snaptable")
+    return server.session_bucket
+
+
+@pytest.fixture(scope="session", params=S3_SERVERS)
+def s3_server(request, store_servers):
+    return store_servers(request.param)
 
 
 @pytest.fixture(scope="session")
 def s3_bucket(s3_server) -> str:
-    # One bucket per server: a new SeaweedFS bucket costs a volume allocation.
-    return s3_server.create_bucket("snaptable")
+    return _bucket(s3_server)
 
 
 @pytest.fixture
@@ -102,20 +135,14 @@ def s3_table_uri(s3_bucket) -> str:
     return f"s3://{s3_bucket}/{uuid.uuid4().hex}/table"
 
 
-# -- GCS and Azure: emulators on 127.0.0.1 (tests/cloud_servers.py), started once per session -------
-
-
-@pytest.fixture(scope="session", params=["gcs", "azure"])
-def cloud_server(request):
-    from tests.cloud_servers import CLOUD_SERVERS
-
-    with CLOUD_SERVERS[request.param]() as server:
-        yield server
+@pytest.fixture(scope="session", params=CLOUD_SERVERS)
+def cloud_server(request, store_servers):
+    return store_servers(request.param)
 
 
 @pytest.fixture(scope="session")
 def cloud_bucket(cloud_server) -> str:
-    return cloud_server.create_bucket("snaptable")
+    return _bucket(cloud_server)
 
 
 @pytest.fixture
@@ -124,3 +151,17 @@ def cloud_table_uri(cloud_server, cloud_bucket) -> str:
 
     return f"{cloud_server.scheme}://{cloud_bucket}/{uuid.uuid4().hex}/table"
 
+
+@pytest.fixture(scope="session", params=[*(pytest.param(name, marks=pytest.mark.s3) for name in S3_SERVERS),
+                                         *(pytest.param(name, marks=pytest.mark.cloud) for name in CLOUD_SERVERS)])
+def object_store(request, store_servers):
+    """Each of the four servers in turn (``scheme``, ``storage_options()``, ``filesystem()``)."""
+    return store_servers(request.param)
+
+
+@pytest.fixture
+def object_store_uri(object_store) -> str:
+    """A fresh location in the store's session bucket."""
+    import uuid
+
+    return f"{object_store.scheme}://{_bucket(object_store)}/{uuid.uuid4().hex}"

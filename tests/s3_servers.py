@@ -81,6 +81,8 @@ class S3Server:
     """Base class.  Subclasses implement ``_start()``/``_stop()``."""
 
     name: str = ""
+    #: The URL scheme of tables stored there.
+    scheme = "s3"
 
     def __init__(self) -> None:
         self.endpoint_url: str | None = None
@@ -125,6 +127,11 @@ class S3Server:
         raise NotImplementedError
 
     # -- client side -------------------------------------------------------
+    def filesystem(self):
+        import fsspec
+
+        return fsspec.filesystem("s3", skip_instance_cache=True, **self.storage_options())
+
     def storage_options(self) -> dict:
         """kwargs for ``s3fs.S3FileSystem(**opts)`` / fsspec ``storage_options``.
 

@@ -25,6 +25,7 @@ per table, as above.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator, TaskGroup
@@ -95,13 +96,7 @@ class SnapTableListLakeTablesOperator(BaseOperator):
     def __init__(self, *, location: str, snaptable_conn_id: str | None = DEFAULT_CONN_ID, max_depth: int = DEFAULT_MAX_DEPTH,
                  policy: Any = None, chunk_size: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if not isinstance(location, str) or not location.strip():
-            raise InvalidArgumentError(f"{self.task_id}: location must be a non-empty string, got {location!r}")
-        if isinstance(policy, dict):
-            with errors_naming_task(self.task_id):
-                Policy.from_mapping(policy)
-        elif policy is not None and (not isinstance(policy, str) or not policy.strip()):
-            raise InvalidArgumentError(f"{self.task_id}: policy must be a mapping or the path of a policy file, got {policy!r}")
+        _check_lake_arguments(self.task_id, location, policy, policy_required=False)
         if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 0):
             raise InvalidArgumentError(f"{self.task_id}: chunk_size must be None or an integer >= 0, got {chunk_size!r}")
         self.location = location
@@ -172,7 +167,7 @@ class SnapTableMaintainTableOperator(BaseOperator):
     ) -> None:
         kwargs.setdefault("outlets", [AssetAlias(LAKE_ASSET_ALIAS)])
         super().__init__(**kwargs)
-        _check_policy_and_flags(self.task_id, policy, dry_run, fail_on_job_failure)
+        _check_lake_arguments(self.task_id, location, policy, dry_run=dry_run, fail_on_job_failure=fail_on_job_failure)
         self.table = table
         self.policy = policy
         self.location = location
@@ -264,15 +259,10 @@ class SnapTableMaintainLakeOnSparkOperator(BaseOperator):
         spark_submit_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        from airflow_snaptable.spark.lake import LAKE_MODES
-
         kwargs.setdefault("outlets", [AssetAlias(LAKE_ASSET_ALIAS)])
         super().__init__(**kwargs)
-        _check_policy_and_flags(self.task_id, policy, dry_run, fail_on_job_failure)
-        if spark_lake_mode not in LAKE_MODES:
-            raise InvalidArgumentError(f"{self.task_id}: spark_lake_mode must be one of {', '.join(LAKE_MODES)}, got {spark_lake_mode!r}")
-        if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
-            raise InvalidArgumentError(f"{self.task_id}: parallel must be an integer >= 1, got {parallel!r}")
+        _check_lake_arguments(self.task_id, location, policy, dry_run=dry_run, fail_on_job_failure=fail_on_job_failure,
+                              spark=(spark_lake_mode, parallel))
         RunnerSettings("spark", spark_conn_id, spark_conf, spark_submit_kwargs)  # checked when the DAG is parsed
         self.tables = tables
         self.policy = policy
@@ -347,14 +337,29 @@ class SnapTableMaintainLakeOnSparkOperator(BaseOperator):
             self._runner.kill()
 
 
-def _check_policy_and_flags(task_id: str, policy: Any, dry_run: Any, fail_on_job_failure: Any) -> None:
+def _check_lake_arguments(task_id: str | None, location: Any, policy: Any, *, policy_required: bool = True,
+                          dry_run: Any = False, fail_on_job_failure: Any = True,
+                          spark: tuple[Any, Any] | None = None) -> None:
+    """The arguments the lake tasks and :func:`lake_maintenance_group` share, checked when the DAG is parsed
+    (a mapped task's constructor runs only when the DAG runs): ``spark`` is ``(spark_lake_mode, parallel)``."""
+    named = f"{task_id}: " if task_id else ""
+    if not isinstance(location, str) or not location.strip():
+        raise InvalidArgumentError(f"{named}location must be a non-empty string, got {location!r}")
     if isinstance(policy, dict):
-        with errors_naming_task(task_id):
+        with errors_naming_task(task_id) if task_id else contextlib.nullcontext():
             Policy.from_mapping(policy)  # a bad policy fails the DAG's parsing, not a run
-    elif not isinstance(policy, str) or not policy.strip():
-        raise InvalidArgumentError(f"{task_id}: policy must be a mapping or the path of a policy file, got {policy!r}")
+    elif (policy is not None or policy_required) and (not isinstance(policy, str) or not policy.strip()):
+        raise InvalidArgumentError(f"{named}policy must be a mapping or the path of a policy file, got {policy!r}")
     if not isinstance(dry_run, bool) or not isinstance(fail_on_job_failure, bool):
-        raise InvalidArgumentError(f"{task_id}: dry_run and fail_on_job_failure must be True or False")
+        raise InvalidArgumentError(f"{named}dry_run and fail_on_job_failure must be True or False")
+    if spark is not None:
+        from airflow_snaptable.spark.lake import LAKE_MODES
+
+        spark_lake_mode, parallel = spark
+        if spark_lake_mode not in LAKE_MODES:
+            raise InvalidArgumentError(f"{named}spark_lake_mode must be one of {', '.join(LAKE_MODES)}, got {spark_lake_mode!r}")
+        if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+            raise InvalidArgumentError(f"{named}parallel must be an integer >= 1, got {parallel!r}")
 
 
 def _asset_event(task: BaseOperator, context: Context, table: LakeTable, jobs: dict[str, dict]) -> None:
@@ -407,16 +412,9 @@ def lake_maintenance_group(
     if tables_per_submit is not None and (isinstance(tables_per_submit, bool) or not isinstance(tables_per_submit, int)
                                           or tables_per_submit < 1):
         raise InvalidArgumentError(f"tables_per_submit must be None or an integer >= 1, got {tables_per_submit!r}")
-    if runner == "spark":
-        from airflow_snaptable.spark.lake import LAKE_MODES
-
-        # Mapped tasks are made when the DAG runs: their arguments are checked when it is parsed.
-        if spark_lake_mode not in LAKE_MODES:
-            raise InvalidArgumentError(f"spark_lake_mode must be one of {', '.join(LAKE_MODES)}, got {spark_lake_mode!r}")
-        if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
-            raise InvalidArgumentError(f"parallel must be an integer >= 1, got {parallel!r}")
-    if isinstance(policy, dict):
-        Policy.from_mapping(policy)  # mapped tasks are made when the DAG runs: check the policy when it is parsed
+    # Mapped tasks are made when the DAG runs: their arguments are checked when it is parsed.
+    _check_lake_arguments(None, location, policy, dry_run=dry_run, fail_on_job_failure=fail_on_job_failure,
+                          spark=(spark_lake_mode, parallel) if runner == "spark" else None)
     # The alias is declared here, not only in __init__ (which mapped tasks run when the DAG runs): the
     # DAG's serialized form must name it, or the tables' asset events never land.
     mapped: dict[str, Any] = {"outlets": [*task_kwargs.pop("outlets", []), AssetAlias(LAKE_ASSET_ALIAS)]}

@@ -38,6 +38,36 @@ def test_the_group_lists_then_maps_one_task_per_table_in_a_pool():
             lake_maintenance_group(location="lake", policy={"defaults": {"snapshot-expire": {}}})
 
 
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        # The per-table and Spark tasks check their location when the DAG is parsed, as the list task does.
+        (lambda: SnapTableMaintainTableOperator(task_id="m", table={}, policy=POLICY, location=" "), "m: location must be"),
+        (lambda: _spark_operator(location=None), "s: location must be"),
+        (lambda: _spark_operator(dry_run="no"), "s: dry_run and fail_on_job_failure"),
+        (lambda: _spark_operator(parallel=0), "s: parallel must be"),
+        # The group's mapped tasks are made when the DAG runs: the group checks their flags when it is parsed.
+        (lambda: lake_maintenance_group(location="lake", policy=POLICY, dry_run="yes"), "^dry_run and fail_on_job_failure"),
+        (lambda: lake_maintenance_group(location="lake", policy=POLICY, runner="spark", fail_on_job_failure=1),
+         "^dry_run and fail_on_job_failure"),
+        (lambda: lake_maintenance_group(location="", policy=POLICY), "^location must be"),
+        (lambda: lake_maintenance_group(location="lake", policy=None), "^policy must be"),
+    ],
+)
+def test_every_lake_task_and_the_group_check_their_shared_arguments_when_the_dag_is_parsed(make, match):
+    from airflow.sdk import DAG
+
+    with pytest.raises(InvalidArgumentError, match=match):
+        with DAG("bad_arguments", schedule=None):
+            make()
+
+
+def _spark_operator(**changed):
+    from airflow_snaptable.operators.lake import SnapTableMaintainLakeOnSparkOperator
+
+    return SnapTableMaintainLakeOnSparkOperator(**{"task_id": "s", "tables": [], "policy": POLICY, "location": "lake", **changed})
+
+
 def test_a_table_task_stores_its_status_emits_its_asset_event_and_fails_on_a_failed_job(tmp_path, monkeypatch):
     from airflow.sdk import AssetAlias
     from airflow.sdk.exceptions import AirflowException

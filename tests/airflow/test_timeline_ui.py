@@ -213,7 +213,7 @@ def test_the_timeline_page_in_headless_chromium(api_server, warehouse, chromium,
     assert "timeline?" + urlencode({"conn_id": CONN_ID, "table": "lake/good"}) in links
     statuses = {(a["data-job"], a["data-status"]) for tag, a in lake.elements if tag == "td" and "job" in a.get("class", "").split()}
     assert ("snapshot-expiry", "Failed") in statuses and ("snapshot-expiry", "Successful") in statuses
-    assert "next due after 3 new snapshot(s)" in lake_text and "CorruptMetadataError" in lake_text
+    assert "next due after 3 more snapshot(s)" in lake_text and "CorruptMetadataError" in lake_text
     assert _get(api_server + "/snaptable/" + links[-1])[0] == 200  # a link target opens
 
     url = api_server + "/snaptable/timeline?" + urlencode({"conn_id": CONN_ID, "table": HOSTILE_DIR})

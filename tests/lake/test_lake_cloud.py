@@ -1,11 +1,8 @@
-"""A lake on GCS and Azure (fake-gcs-server and Azurite on 127.0.0.1): discovery over prefixes, leases by
-conditional create (ifGenerationMatch=0, If-None-Match), the status beside each table, as on S3 (test_lake_s3.py)."""
+"""A lake on S3 (moto, SeaweedFS), GCS (fake-gcs-server) and Azure (Azurite), all on 127.0.0.1: discovery over
+prefixes, leases by conditional create (a conditional PUT, ifGenerationMatch=0, If-None-Match), the status
+beside each table."""
 
 from __future__ import annotations
-
-import uuid
-
-import pytest
 
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.lake import SUCCESSFUL, Policy, lake_status, maintain
@@ -14,12 +11,10 @@ from airflow_snaptable.core.lake.status import NATIVE_STATUS_DIR
 from airflow_snaptable.core.io.storage import Storage
 from tests.conftest import SCHEMA, make_rows
 
-pytestmark = pytest.mark.cloud
 
-
-def test_a_lake_on_gcs_or_azure(cloud_server, cloud_bucket):
-    options = cloud_server.storage_options()
-    lake = f"{cloud_server.scheme}://{cloud_bucket}/{uuid.uuid4().hex}/lake"
+def test_a_lake_on_object_storage(object_store, object_store_uri):
+    options = object_store.storage_options()
+    lake = f"{object_store_uri}/lake"
     for name in ("sales/orders", "ops/metrics/daily"):
         table = Table.create(f"{lake}/{name}", SCHEMA, partition_by=["p"], storage_options=options)
         for i in range(4):

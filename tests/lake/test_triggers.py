@@ -7,6 +7,7 @@ tables read back as before. Due-ness is checked to read only the snapshots since
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -200,21 +201,81 @@ def test_an_iceberg_table_is_due_after_pyiceberg_commits(iceberg_lake):
     assert len(reloaded.metadata.snapshots) == 2 and reloaded.scan().to_arrow().num_rows > 0
 
 
-def test_snaptable_status_says_not_due_and_when(tmp_path, capsys):
+def test_snaptable_status_says_not_due_and_when_counted_as_it_is_read(tmp_path, capsys):
     from airflow_snaptable.cli import main
 
     lake = str(tmp_path / "lake")
-    write_native(native_dir(lake, "t"), 3)
+    table = write_native(native_dir(lake, "t"), 3)
     policy = Policy.from_mapping({"defaults": {"snapshot-expiry": {**EXPIRY, "trigger": {"snapshots": 4}}}})
     maintain(lake, policy)
-    capsys.readouterr()
-    assert main(["status", lake]) == 0
-    assert "next due after 4 new snapshot(s)" in capsys.readouterr().out
+
+    def status() -> str:
+        capsys.readouterr()
+        assert main(["status", lake]) == 0
+        return capsys.readouterr().out
+
+    assert "Not due: 0 of 4 new snapshot(s) since the last run (due after 4 more snapshot(s))" in status()
+    # Commits and no run since: the status counts them when it is read (an idle run writes nothing).
+    _append(table, 1)
+    assert "Not due: 1 of 4 new snapshot(s) since the last run (due after 3 more snapshot(s))" in status()
+    _append(table, 3, start=5000)
+    out = status()
+    assert "next due now: 4 new snapshot(s) >= 4" in out and "Not due" not in out
+    assert _job(maintain(lake, policy), "t")["dueBecause"] == "4 new snapshot(s) >= 4"
+
+
+def test_a_table_with_no_job_due_is_left_alone_without_its_lease(tmp_path, monkeypatch):
+    lake = str(tmp_path / "lake")
+    table = write_native(native_dir(lake, "t"), 3)
+    policy = Policy.from_mapping({"defaults": {"snapshot-expiry": {**EXPIRY, "trigger": {"snapshots": 3}},
+                                               "tag-expiry": {"trigger": {"snapshots": 5}}}})
     maintain(lake, policy)
-    capsys.readouterr()
-    assert main(["status", lake]) == 0
-    out = capsys.readouterr().out
-    assert "Not due: 0 of 4 new snapshot(s) since the last run (due after 4 more snapshot(s))" in out
+    _append(table, 2)
+    status_dir = os.path.join(native_dir(lake, "t"), "maintenance")
+    stored = {name: open(os.path.join(base, name), "rb").read()
+              for base, _dirs, names in os.walk(status_dir) for name in names}
+    operations: list[tuple[str, str]] = []
+    original = Storage._op
+
+    def record(self, kind, rel, n=1):
+        operations.append((kind, rel))
+        return original(self, kind, rel, n)
+
+    monkeypatch.setattr(Storage, "_op", record)
+    report = maintain(lake, policy)
+    # Nothing is written: no lease taken or released, no status rewritten (it keeps each job's last run).
+    assert [op for op in operations if op[0] in ("write", "delete")] == []
+    assert not any("lease" in rel for _kind, rel in operations)
+    assert {name: open(os.path.join(base, name), "rb").read()
+            for base, _dirs, names in os.walk(status_dir) for name in names} == stored
+    # The run still reports why each job waits.
+    assert _job(report, "t")["skipped"] == "Not due: 2 of 3 new snapshot(s) since the last run"
+    assert _job(report, "t", "tag-expiry")["skipped"] == "Not due: 2 of 5 new snapshot(s) since the last run"
+    assert not report.failed and report.tables[0].skipped is None
+    assert [s.id for s in Table.open(table.uri).snapshots()] == [2, 3, 4, 5]
+
+
+def test_a_run_finishing_between_the_status_read_and_the_lease_is_continued_not_overwritten(tmp_path, monkeypatch):
+    from airflow_snaptable.core.lake import lease as leases
+
+    lake = str(tmp_path / "lake")
+    write_native(native_dir(lake, "t"), 4)
+    policy = Policy.from_mapping({"defaults": {"snapshot-expiry": EXPIRY}})
+    original = leases.acquire
+    raced: list[str] = []
+
+    def acquire_after_another_run(storage, directory, run_id, *args, **kwargs):
+        if run_id == "this-run" and not raced:  # the other run works and releases the lease before this one takes it
+            raced.append(run_id)
+            maintain(lake, policy, run_id="other-run")
+        return original(storage, directory, run_id, *args, **kwargs)
+
+    monkeypatch.setattr(leases, "acquire", acquire_after_another_run)
+    maintain(lake, policy, run_id="this-run")
+    doc = lake_status(lake).tables[0]
+    runs = json.loads(open(os.path.join(native_dir(lake, "t"), "maintenance", "status.json")).read())["runs"]
+    assert [run["runId"] for run in runs] == ["other-run", "this-run"]
+    assert doc.jobs["snapshot-expiry"]["runId"] == "this-run"
 
 
 def test_a_compaction_earlier_in_the_run_moves_the_mark_of_the_jobs_after_it(tmp_path):

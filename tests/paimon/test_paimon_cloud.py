@@ -1,8 +1,10 @@
-"""The lifecycle on a real Paimon table on GCS and Azure (fake-gcs-server and Azurite on 127.0.0.1).
+"""The lifecycle on a real Paimon table on S3 (moto, SeaweedFS), GCS and Azure (fake-gcs-server, Azurite),
+all on 127.0.0.1.
 
 pypaimon writes the table locally (tests/paimon/conftest.py; pypaimon has no GCS or Azure file IO of its
-own): it is uploaded as it is, the lifecycle runs against ``gs://...`` / ``abfs://...``, and the table is
-brought back for pypaimon to read every snapshot and tag that is left, as on S3 (test_paimon_s3.py).
+own): it is uploaded as it is, the lifecycle runs against ``s3://...`` / ``gs://...`` / ``abfs://...``, and
+the table is brought back for pypaimon to read every snapshot and tag that is left: the same rule as on
+local disk, through the object store.
 """
 
 from __future__ import annotations
@@ -10,20 +12,16 @@ from __future__ import annotations
 import os
 import time
 
-import pytest
-
 from airflow_snaptable.core import Table
 from tests.paimon.conftest import FAR_FUTURE, table_files
 from tests.paimon.test_paimon_lifecycle import check
 
-pytestmark = pytest.mark.cloud
 
-
-def test_expire_tags_rollback_and_orphans(paimon, cloud_server, cloud_table_uri, tmp_path):
-    options = cloud_server.storage_options()
-    fs = cloud_server.filesystem()
+def test_expire_tags_rollback_and_orphans(paimon, object_store, object_store_uri, tmp_path):
+    options = object_store.storage_options()
+    fs = object_store.filesystem()
     source = os.path.join(paimon.template, "db.db", "app")
-    uri = cloud_table_uri + "/db.db/app"
+    uri = object_store_uri + "/db.db/app"
     remote = uri.split("://", 1)[1]
     fs.put(source + "/", remote + "/", recursive=True)
 

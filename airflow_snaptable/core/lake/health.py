@@ -4,7 +4,8 @@ Per table: its snapshots, the data files and bytes its latest snapshot reads, th
 oldest snapshot, and each job's stored status (core/lake/status.py: status, last run, failure,
 ``nextDue`` / ``skipped`` of a triggered job). Tables with a failed job come first, then by name.
 
-Cost per table: its status file, its snapshot range (ours and Paimon's ids are consecutive: the
+Cost per table: its status file (a table with a triggered job is opened to count it against its
+trigger, core/lake/run.py's ``lake_status``), its snapshot range (ours and Paimon's ids are consecutive: the
 earliest and latest snapshot, not the history between) and the latest snapshot's file list (ours
 and Paimon's manifests; Iceberg's snapshot summary, ``total-data-files`` / ``total-files-size``).
 A table that cannot be read is listed with the error, never dropped.

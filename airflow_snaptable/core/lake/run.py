@@ -18,7 +18,9 @@ policy (core/lake/policy.py) and runs them through the existing actions (core/la
   written.
 
 :func:`lake_status` reads the stored status of every table: a table never maintained says
-``Not_Yet_Run`` for every job.
+``Not_Yet_Run`` for every job; a triggered job is counted against its trigger as it is read.
+
+A table whose jobs all wait for their trigger is left alone: no lease, nothing written (``_Run._waiting``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from airflow_snaptable.core.errors import InvalidArgumentError, TableNotFoundErr
 from airflow_snaptable.core.formats.foreign import is_iceberg_uri
 from airflow_snaptable.core.lake import lease as leases
 from airflow_snaptable.core.lake.discovery import DEFAULT_MAX_DEPTH, LakeTable, discover
+from airflow_snaptable.core.lake.due import jobs_due
 from airflow_snaptable.core.lake.jobs import DRY_RUNNABLE, plan_job
 from airflow_snaptable.core.lake.policy import JOBS, Policy, ResolvedJob
 from airflow_snaptable.core.lake.report import LakeReport, TableReport
@@ -160,6 +163,7 @@ def lake_status(
             report.status_error = f"{type(exc).__name__}: {exc}"
             doc, holder = new_document(table), None
         report.jobs = {job: _stored(doc, job, table.format) for job in JOBS}
+        _count_against_triggers(report.jobs, lambda: Table.open(table.uri, storage_options, catalog=catalog))
         if holder is not None:
             report.lock = {"owner": holder.owner, "runId": holder.run_id, "expiresAt": iso_time(holder.expires_millis)}
         return report
@@ -172,6 +176,28 @@ def _stored(doc: dict[str, Any], job: str, table_format: str) -> dict[str, Any]:
         return disabled(f"not supported on {table_format} tables", None)
     record = doc["jobs"].get(job)
     return dict(record) if isinstance(record, dict) else not_yet_run()
+
+
+def _count_against_triggers(jobs: dict[str, dict[str, Any]], open_table: Callable[[], Table]) -> None:
+    """Each triggered job's stored record, counted against its trigger now (the trigger and mark its last run
+    recorded): a run that finds no job due writes nothing (``_Run._waiting``), and a DAG gives such a table
+    no task, so how far a job is from due is told when the status is read. The table is opened only when a
+    job has a trigger; one that cannot be opened keeps its stored records (its health says why)."""
+    triggered = {job: record for job, record in jobs.items()
+                 if isinstance(record.get("trigger"), dict) and record.get("status") in (SUCCESSFUL, FAILED)}
+    if not triggered:
+        return
+    try:
+        progress = TableProgress(open_table())
+        counted = {job: progress.due(record["trigger"], record) for job, record in triggered.items()}
+    except Exception:  # noqa: BLE001 - the stored status is still worth showing
+        return
+    for job, due in counted.items():
+        if due.due:
+            record = {key: value for key, value in triggered[job].items() if key != "skipped"}
+            jobs[job] = {**record, "nextDue": f"now: {due.reason}"}
+        else:
+            jobs[job] = _not_due(triggered[job], triggered[job]["trigger"], due)
 
 
 def _tables(location: str, storage_options, catalog, max_depth: int) -> Iterable[LakeTable]:
@@ -236,6 +262,10 @@ class _Run:
         doc, report.status_error = _previous(where, table)
         lease = None
         if not self.dry_run:
+            waiting = self._waiting(table, resolved, doc)
+            if waiting is not None:
+                report.jobs = waiting
+                return report
             try:
                 taken = leases.acquire(where.storage, where.lease_directory, self.run_id, self.lease_seconds)
             except Exception as exc:  # noqa: BLE001
@@ -249,12 +279,47 @@ class _Run:
             lease = taken
             self.keeper.add(lease)
         try:
+            if lease is not None:
+                # Read again under the lease: a run that finished between the first read and the lease
+                # wrote its jobs and its run entry, which this run continues rather than overwrites.
+                doc, report.status_error = _previous(where, table)
             self._run_jobs(table, resolved, where, doc, lease, report)
         finally:
             if lease is not None:
                 self.keeper.discard(lease)
                 lease.release()
         return report
+
+    def _waiting(self, table: LakeTable, resolved: dict[str, ResolvedJob], doc: dict) -> dict[str, dict] | None:
+        """Each job's record when no job is due (core/lake/due.py), else None.
+
+        A table whose jobs all wait for their trigger is left alone: no lease, nothing written (the
+        status keeps each job's last run; :func:`lake_status` counts against the trigger when read). It is
+        decided without the lease: a run racing on the table only ever runs jobs (moving their marks
+        forward) or fails them, which makes them due for the next run; a commit landing after the count
+        is counted by the next run, as if it had landed a moment later.
+        """
+        found = jobs_due(table, resolved, read_status=lambda: doc,
+                         open_table=lambda: Table.open(table.uri, self.storage_options, catalog=self.catalog))
+        if found.due:
+            return None
+        records = {}
+        for name in JOBS:
+            job, previous = resolved[name], _record(doc, name)
+            records[name] = self._left_alone(table, job, previous) or _not_due(previous, job.trigger, found.counted[name])
+        return records
+
+    def _left_alone(self, table: LakeTable, job: ResolvedJob, previous: dict | None) -> dict | None:
+        """The record of a job that does not run whatever its trigger says (unsupported, disabled, completed
+        by this run before it was resumed), else None."""
+        if table.format not in JOBS[job.job].formats:
+            return disabled(f"not supported on {table.format} tables", previous)
+        if not job.enabled:
+            return disabled(job.disabled_reason or "disabled by the policy", previous)
+        if (self.resuming and previous is not None and previous.get("runId") == self.run_id
+                and previous.get("status") == SUCCESSFUL):
+            return {**previous, "resumed": True}
+        return None
 
     def _run_jobs(self, table: LakeTable, resolved: dict[str, ResolvedJob], where: StatusLocation, doc: dict,
                   lease: leases.Lease | None, report: TableReport) -> None:
@@ -267,7 +332,7 @@ class _Run:
         runs = [r for r in doc["runs"] if r.get("runId") != self.run_id]
         progress = TableProgress(opened) if opened is not None else None
         for job in JOBS:
-            previous = doc["jobs"].get(job) if isinstance(doc["jobs"].get(job), dict) else None
+            previous = _record(doc, job)
             record, ran = self._job(table, resolved[job], opened, open_error, lease, previous, progress)
             if ran and progress is not None and isinstance(record.get("snapshotCommitted"), int):
                 progress.committed(record["snapshotCommitted"])  # the later jobs' triggers count from it
@@ -289,14 +354,9 @@ class _Run:
     def _job(self, table: LakeTable, job: ResolvedJob, opened, open_error, lease, previous,
              progress: TableProgress | None = None) -> tuple[dict, bool]:
         """The job's status record, and whether it ran."""
-        spec = JOBS[job.job]
-        if table.format not in spec.formats:
-            return disabled(f"not supported on {table.format} tables", previous), False
-        if not job.enabled:
-            return disabled(job.disabled_reason or "disabled by the policy", previous), False
-        if (self.resuming and previous is not None and previous.get("runId") == self.run_id
-                and previous.get("status") == SUCCESSFUL):
-            return {**previous, "resumed": True}, False
+        left = self._left_alone(table, job, previous)
+        if left is not None:
+            return left, False
         started = time.monotonic()
         record: dict[str, Any] = {"runId": self.run_id}
         mark = None
@@ -347,6 +407,11 @@ def _previous(where: StatusLocation, table: LakeTable) -> tuple[dict, str | None
         return where.read() or new_document(table), None
     except Exception as exc:  # noqa: BLE001 - the status is ours, not the table's: it never blocks maintenance
         return new_document(table), f"{type(exc).__name__}: {exc}"
+
+
+def _record(doc: dict, job: str) -> dict | None:
+    record = doc["jobs"].get(job)
+    return record if isinstance(record, dict) else None
 
 
 def _not_due(previous: dict | None, trigger: dict, due) -> dict[str, Any]:

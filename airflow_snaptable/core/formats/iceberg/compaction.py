@@ -34,12 +34,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_snaptable.core.arguments.checks import check_int
-from airflow_snaptable.core.arguments.table_options import parse_size
 from airflow_snaptable.core.errors import (
     CommitConflictError,
     CorruptMetadataError,
     InvalidArgumentError,
-    InvalidOptionError,
     UnsupportedMetadataError,
 )
 from airflow_snaptable.core.formats.iceberg.counted_io import CountedFileIO
@@ -49,10 +47,10 @@ from airflow_snaptable.core.formats.iceberg.replace_commit import (
     check_format_version,
     check_no_delete_files,
     commit_replace,
-    live_entries,
-    prefetch_entries,
+    live_entries_by_manifest,
     replace_summary,
     snapshot_manifests,
+    target_size,
 )
 
 #: Iceberg's defaults (``RewriteDataFiles`` / ``SizeBasedFileRewritePlanner``).
@@ -186,20 +184,7 @@ def _count(result: CompactionResult, plan: _Plan | None, added: list) -> None:
 
 
 def _target(iceberg, given) -> int:
-    if given is not None:
-        try:
-            target = parse_size(given, "target_file_size")
-        except (ValueError, InvalidOptionError) as exc:
-            raise InvalidArgumentError(str(exc)) from None
-    else:
-        text = iceberg.metadata.properties.get(TARGET_FILE_SIZE_PROPERTY)
-        try:
-            target = DEFAULT_TARGET_FILE_SIZE if text is None else int(text)
-        except ValueError:
-            raise InvalidArgumentError(f"table property {TARGET_FILE_SIZE_PROPERTY} must be a number of bytes, got {text!r}") from None
-    if target <= 0:
-        raise InvalidArgumentError(f"target_file_size must be positive, got {target}")
-    return target
+    return target_size(iceberg.metadata, given, "target_file_size", TARGET_FILE_SIZE_PROPERTY, DEFAULT_TARGET_FILE_SIZE)
 
 
 def _partition_names(metadata) -> set[str]:
@@ -255,7 +240,7 @@ def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_g
     if head is None:
         return None
     manifests = snapshot_manifests(head, file_io)
-    prefetch_entries(manifests, file_io, metadata)
+    entries = live_entries_by_manifest(manifests, file_io, metadata)
     check_no_delete_files(manifests, file_io, metadata, uri)
     _check_sort_order(metadata)
     small_size = target * MIN_FILE_SIZE_RATIO
@@ -264,7 +249,7 @@ def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_g
     specs = metadata.specs()
     schema = metadata.schema()
     for manifest in manifests:
-        for entry in live_entries(manifest, file_io, metadata):
+        for entry in entries[manifest.manifest_path]:
             data_file = entry.data_file
             if data_file.content != DataFileContent.DATA:  # a delete file in a data manifest: fail closed alike
                 check_no_delete_files([manifest], file_io, metadata, uri, found=data_file.file_path)
@@ -521,7 +506,7 @@ def _manifests(writer, head, plan: _Plan, added: list, uri: str):
         raise ReplaceConflict("main has no snapshot any more")
     file_io = writer.file_io
     manifests = snapshot_manifests(head, file_io)
-    prefetch_entries([m for m in manifests if _may_hold(m, plan)], file_io, writer.metadata)
+    held = live_entries_by_manifest([m for m in manifests if _may_hold(m, plan)], file_io, writer.metadata)
     if head.snapshot_id != plan.base_id:
         check_no_delete_files(manifests, file_io, writer.metadata, uri)
     rewritten = set(plan.data_files)
@@ -529,7 +514,7 @@ def _manifests(writer, head, plan: _Plan, added: list, uri: str):
     deleted_entries: dict[int, list] = {}
     kept = []
     for manifest in manifests:
-        entries = live_entries(manifest, file_io, writer.metadata) if _may_hold(manifest, plan) else []
+        entries = held.get(manifest.manifest_path, [])
         if not any(e.data_file.file_path in rewritten for e in entries):
             kept.append(manifest)
             continue

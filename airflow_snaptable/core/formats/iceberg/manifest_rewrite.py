@@ -17,17 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from airflow_snaptable.core.arguments.table_options import parse_size
-from airflow_snaptable.core.errors import CommitConflictError, InvalidArgumentError, InvalidOptionError
+from airflow_snaptable.core.errors import CommitConflictError
 from airflow_snaptable.core.formats.iceberg.counted_io import CountedFileIO
 from airflow_snaptable.core.formats.iceberg.replace_commit import (
     CommitOutcomeUnknownError,
     ReplaceConflict,
     check_format_version,
     commit_replace,
-    live_entries,
-    prefetch_entries,
+    live_entries_by_manifest,
     snapshot_manifests,
+    target_size,
 )
 
 TARGET_MANIFEST_SIZE_PROPERTY = "commit.manifest.target-size-bytes"
@@ -48,19 +47,7 @@ class ManifestRewriteResult:
 
 
 def _target(iceberg, given) -> int:
-    if given is not None:
-        try:
-            return parse_size(given, "target_manifest_size")
-        except (ValueError, InvalidOptionError) as exc:
-            raise InvalidArgumentError(str(exc)) from None
-    text = iceberg.metadata.properties.get(TARGET_MANIFEST_SIZE_PROPERTY)
-    try:
-        value = DEFAULT_TARGET_MANIFEST_SIZE if text is None else int(text)
-    except ValueError:
-        raise InvalidArgumentError(f"table property {TARGET_MANIFEST_SIZE_PROPERTY} must be a number of bytes, got {text!r}") from None
-    if value <= 0:
-        raise InvalidArgumentError(f"table property {TARGET_MANIFEST_SIZE_PROPERTY} must be positive, got {value}")
-    return value
+    return target_size(iceberg.metadata, given, "target_manifest_size", TARGET_MANIFEST_SIZE_PROPERTY, DEFAULT_TARGET_MANIFEST_SIZE)
 
 
 def _sort_key(partition) -> tuple:
@@ -80,11 +67,11 @@ def _cluster(head, file_io, metadata, target: int) -> _Clustered:
 
     manifests = snapshot_manifests(head, file_io)
     data = [m for m in manifests if m.content == ManifestContent.DATA]
-    prefetch_entries(data, file_io, metadata)
+    live = live_entries_by_manifest(data, file_io, metadata)
     by_spec: dict[int, list] = {}
     total_bytes = total_entries = 0
     for manifest in data:
-        entries = live_entries(manifest, file_io, metadata)
+        entries = live[manifest.manifest_path]
         by_spec.setdefault(manifest.partition_spec_id, []).extend(entries)
         total_bytes += manifest.manifest_length
         counts = (manifest.added_files_count, manifest.existing_files_count, manifest.deleted_files_count)

@@ -21,12 +21,13 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
 from pyiceberg.manifest import ManifestContent, ManifestFile, write_manifest_list
 
-from airflow_snaptable.core.errors import CommitFailedError, UnsupportedMetadataError
+from airflow_snaptable.core.arguments.table_options import parse_size
+from airflow_snaptable.core.errors import CommitFailedError, InvalidArgumentError, InvalidOptionError, UnsupportedMetadataError
 from airflow_snaptable.core.formats.iceberg.counted_io import CountedFileIO
 from airflow_snaptable.core.formats.iceberg.manifest_avro import Entry, ManifestWriter, read_entries
 
@@ -75,6 +76,31 @@ def snapshot_manifests(snapshot, file_io) -> list[ManifestFile]:
     if cache is not None:
         cache[snapshot.manifest_list] = manifests
     return manifests
+
+
+def live_entries_by_manifest(manifests: list[ManifestFile], file_io: CountedFileIO, metadata) -> dict[str, list[Entry]]:
+    """Each manifest's live entries, by its path: how compaction and manifest rewriting walk a snapshot's
+    manifests (read in one bulk read first, then each decoded once per FileIO)."""
+    prefetch_entries(manifests, file_io, metadata)
+    return {manifest.manifest_path: live_entries(manifest, file_io, metadata) for manifest in manifests}
+
+
+def target_size(metadata, given: Any, argument: str, table_property: str, default: int) -> int:
+    """A rewrite's target size in bytes: the ``argument`` when given (``"128 mb"`` or a byte count), else the
+    table's ``table_property``, else Iceberg's ``default``."""
+    if given is not None:
+        try:
+            return parse_size(given, argument)
+        except (ValueError, InvalidOptionError) as exc:
+            raise InvalidArgumentError(str(exc)) from None
+    text = metadata.properties.get(table_property)
+    try:
+        value = default if text is None else int(text)
+    except ValueError:
+        raise InvalidArgumentError(f"table property {table_property} must be a number of bytes, got {text!r}") from None
+    if value <= 0:
+        raise InvalidArgumentError(f"table property {table_property} must be positive, got {value}")
+    return value
 
 
 def prefetch_entries(manifests: list[ManifestFile], file_io: CountedFileIO, metadata) -> None:
