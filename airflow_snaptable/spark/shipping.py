@@ -25,6 +25,7 @@ tasks on one worker never see half an archive; a later call finds it and pays no
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import platform
@@ -54,6 +55,11 @@ _LEFT_OUT = re.compile(
 )
 _PACKAGE = "airflow_snaptable"
 _DIST = "airflow-snaptable"
+#: A build keeps the archives of other contents that are this recent: a spark-submit started
+#: a moment ago may still be sending one (each is about 100 MB; every upgrade or code change
+#: makes a new one, so without pruning the cache only grows).
+STALE_ARCHIVE_SECONDS = 24 * 3600
+_ARCHIVE_NAME = re.compile(r"^snaptable-env-.+\.tar\.gz$")
 
 
 @dataclass(frozen=True)
@@ -170,6 +176,8 @@ def cached_archive(directory: str | None = None) -> ShippedArchive:
     names = tuple(f"{d.metadata['Name']}=={d.version}" for d in distributions)
     path = os.path.join(directory, f"snaptable-env-{version}-py{sys.version_info[0]}{sys.version_info[1]}-{key}.tar.gz")
     if os.path.exists(path):
+        with contextlib.suppress(OSError):  # marks its last use for pruning; a read-only cache still serves it
+            os.utime(path)
         return ShippedArchive(path, key, version, names, os.path.getsize(path), False, time.monotonic() - started)
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".building-", suffix=".tar.gz", dir=directory)
@@ -189,7 +197,29 @@ def cached_archive(directory: str | None = None) -> ShippedArchive:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    prune_stale_archives(directory, keep=path)
     return ShippedArchive(path, key, version, names, os.path.getsize(path), True, time.monotonic() - started)
+
+
+def prune_stale_archives(directory: str, keep: str, now: float | None = None) -> list[str]:
+    """Removes the cache's archives of other contents unused for :data:`STALE_ARCHIVE_SECONDS`
+    (and abandoned partial builds as old); returns their paths. Only files this module names
+    are touched, never another file in the directory."""
+    now = time.time() if now is None else now
+    removed = []
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        if path == keep or not (_ARCHIVE_NAME.match(name) or name.startswith(".building-")):
+            continue
+        try:
+            # Its mtime is its last use: every cache hit touches it.
+            if now - os.stat(path).st_mtime < STALE_ARCHIVE_SECONDS:
+                continue
+            os.unlink(path)
+        except FileNotFoundError:  # a concurrent build pruned it first
+            continue
+        removed.append(path)
+    return removed
 
 
 def executor_pythonpath(alias: str = ARCHIVE_ALIAS) -> str:
