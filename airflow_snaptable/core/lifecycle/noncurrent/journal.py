@@ -22,8 +22,9 @@ Rules:
   and refuses. ``undone-<run>.json`` records a finished undo, so undoing again is a no-op.
 - A deleting run does not delete while an undo is marked (:func:`refuse_while_undoing`): expiry,
   rollback and tag deletion publish their plan before they read the marks (an undo reads the plans
-  after it marks: one of the two backs out); consumer expiry and orphan removal read the marks
-  right before they delete. Orphan removal also reads the noncurrent files before AND after the
+  after it marks: one of the two backs out); orphan removal reads the marks right before it deletes.
+  Consumer expiry marks itself (``expiring-consumers-<token>.json``) before it reads the undo marks,
+  until its last delete; undo refuses while a fresh one is up (:func:`consumer_expiry_marked`). Orphan removal also reads the noncurrent files before AND after the
   files in use (:meth:`NoncurrentJournal.held_paths`): an undo commits what it restores before it
   drops its entries, a run with a retention records before it unpublishes, so every file either
   moves is in one of the three reads, whatever order they interleave in.
