@@ -168,6 +168,11 @@ class UndoUnsupportedError(UndoRefusedError, UnsupportedOperationError):
     snapshots through a REST catalog: Iceberg's add-snapshot refuses an old snapshot). Nothing was changed."""
 
 
+class ConsumerExpiryInProgressError(UndoRefusedError):
+    """A consumer expiry of the table is under way: undo refuses (nothing changed) rather than write back a
+    consumer the expiry may be about to delete. Rerun the undo; a crashed expiry's mark goes stale after 15 minutes."""
+
+
 class UndoInProgressError(CommitConflictError):
     """An undo of the table is under way (or was interrupted): a deleting run does not start until it
     finished. Rerun the undo named in the message if it was interrupted, then this run."""

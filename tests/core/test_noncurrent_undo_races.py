@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.errors import UndoInProgressError
+from airflow_snaptable.core.errors import ConsumerExpiryInProgressError, UndoInProgressError
 from airflow_snaptable.core.lifecycle import consumers as consumers_module
 from airflow_snaptable.core.lifecycle import orphans as orphans_module
 from airflow_snaptable.core.lifecycle.noncurrent import undo as undo_module
@@ -147,7 +147,8 @@ def test_a_consumer_expiry_leaves_a_consumer_an_undo_brought_back_after_its_list
     def undo_after_the_listing(*args, **kwargs):
         if not undone:
             undone.append(True)
-            Table.open(table.uri).undo(run_id)  # writes the removed reader back over the new one
+            with pytest.raises(ConsumerExpiryInProgressError):  # the expiry is marked: the undo backs out
+                Table.open(table.uri).undo(run_id)
         return record_removed(*args, **kwargs)
 
     monkeypatch.setattr(consumers_module, "record_removed", undo_after_the_listing)
@@ -155,7 +156,8 @@ def test_a_consumer_expiry_leaves_a_consumer_an_undo_brought_back_after_its_list
     expired = _maybe_retained(other, days, lambda: other.expire_consumers(now=FAR_FUTURE))
     monkeypatch.undo()
     assert undone
-    assert expired == []
+    assert expired == ["reader"]
+    Table.open(table.uri).undo(run_id)  # rerun after the expiry: the reader it removed is back
     assert Table.open(table.uri).consumer("reader").next_snapshot == 4
 
 
@@ -245,3 +247,65 @@ def test_orphan_removal_in_another_process_during_an_undo_backs_out_and_an_undo_
     monkeypatch.undo()
     assert ran and result.orphan_count == 0, result.orphan_files[:5]
     assert _rows(table) == before and Table.open(table.uri).verify().ok
+
+
+@pytest.mark.parametrize("days", RETENTIONS)
+def test_a_consumer_expiry_leaves_a_consumer_an_undo_brought_back_between_its_last_read_and_its_delete(tmp_path, monkeypatch, days):
+    from airflow_snaptable.core.native import consumers as native_consumers
+
+    table = _consumer_table(tmp_path)
+    table.update_consumer("reader", 4)
+    run_id = _noncurrent(table, 10, lambda: table.expire_consumers(now=FAR_FUTURE))
+    table.update_consumer("reader", 4)
+    undone: list[bool] = []
+    store_class = native_consumers.ConsumerManager
+    delete = store_class.delete
+
+    def undo_right_before_the_delete(self, consumer_id):
+        if not undone:
+            undone.append(True)
+            try:
+                Table.open(table.uri).undo(run_id)  # marks, writes the removed reader back
+            except ConsumerExpiryInProgressError:
+                pass
+        return delete(self, consumer_id)
+
+    monkeypatch.setattr(store_class, "delete", undo_right_before_the_delete)
+    other = Table.open(table.uri)
+    try:
+        _maybe_retained(other, days, lambda: other.expire_consumers(now=FAR_FUTURE))
+    except UndoInProgressError:
+        pass
+    monkeypatch.undo()
+    assert undone
+    undone_run = run_id not in {r.run_id for r in Table.open(table.uri).trash()}
+    # Either the undo was refused (its run still in the trash) or the consumer it restored is there.
+    assert not undone_run or Table.open(table.uri).consumer("reader").next_snapshot == 4
+    Table.open(table.uri).undo(run_id)  # the expiry is over: the undo goes through
+    assert Table.open(table.uri).consumer("reader").next_snapshot == 4
+
+
+def test_a_crashed_consumer_expiry_holds_an_undo_back_only_until_its_mark_is_stale(tmp_path, monkeypatch):
+    from airflow_snaptable.core.lifecycle.noncurrent import journal as journal_module
+
+    table = _consumer_table(tmp_path)
+    table.update_consumer("reader", 4)
+    run_id = _noncurrent(table, 10, lambda: table.expire_consumers(now=FAR_FUTURE))
+    table.update_consumer("reader", 1)
+    crash = RuntimeError("crash after the mark")
+
+    def crashing(*args, **kwargs):
+        raise crash
+
+    monkeypatch.setattr(journal_module.NoncurrentJournal, "unmark", crashing)  # the mark stays up
+    monkeypatch.setattr(consumers_module, "record_removed", crashing)
+    with pytest.raises(RuntimeError):
+        Table.open(table.uri).expire_consumers(now=FAR_FUTURE)
+    monkeypatch.undo()
+    assert NoncurrentJournal(Table.open(table.uri).store.lifecycle).marked_runs(journal_module.CONSUMER_EXPIRY_PREFIX)
+    with pytest.raises(ConsumerExpiryInProgressError):
+        Table.open(table.uri).undo(run_id)
+    real_now = journal_module.real_now_millis()
+    monkeypatch.setattr(journal_module, "real_now_millis", lambda: real_now + journal_module.STALE_MARK_MILLIS + 1)
+    Table.open(table.uri).undo(run_id)  # the crashed expiry's mark is stale: it holds nothing back
+    assert Table.open(table.uri).consumer("reader").next_snapshot == 4

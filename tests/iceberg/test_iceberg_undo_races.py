@@ -117,3 +117,41 @@ def test_a_consumer_expiry_during_an_undo_backs_out(iceberg_env, monkeypatch, da
     assert raced, "the consumer expiry ran while an undo was marked"
     assert _open(iceberg_env).consumer("reader") == position
     assert "snaptable-consumer-reader" in table.refresh().metadata.refs  # pyiceberg sees its ref again
+
+
+@pytest.mark.parametrize("days", RETENTIONS)
+def test_a_consumer_expiry_leaves_a_consumer_an_undo_brings_back_between_its_last_read_and_its_delete(iceberg_env, monkeypatch, days):
+    from airflow_snaptable.core.errors import ConsumerExpiryInProgressError
+    from airflow_snaptable.core.formats.iceberg import consumers as consumers_module
+
+    table = iceberg_env.create(properties={"consumer.expiration-time": "1 h"})
+    for n in range(3):
+        table.append(rows(n))
+    ours = _open(iceberg_env)
+    ours.update_consumer("reader", 2)
+    position = ours.consumer("reader")
+    with ours.retaining_noncurrent(10, "expire-consumers") as run:
+        ours.expire_consumers(now=FAR)
+    ours.update_consumer("reader", 1)  # a new reader of the name, expired by FAR as well
+    undone: list[bool] = []
+    write = consumers_module.IcebergConsumers._write
+
+    def undo_right_before_the_delete(self, consumer_id, consumer):
+        if consumer is None and not undone:
+            undone.append(True)
+            try:
+                _open(iceberg_env).undo(run.run_id)
+            except ConsumerExpiryInProgressError:
+                pass
+        return write(self, consumer_id, consumer)
+
+    monkeypatch.setattr(consumers_module.IcebergConsumers, "_write", undo_right_before_the_delete)
+    other = _open(iceberg_env)
+    _maybe_retained(other, days, lambda: other.expire_consumers(now=FAR))
+    monkeypatch.undo()
+    assert undone
+    if run.run_id not in {r.run_id for r in _open(iceberg_env).trash()}:  # the undo went through: its reader stays
+        assert _open(iceberg_env).consumer("reader") == position
+    _open(iceberg_env).undo(run.run_id)
+    assert _open(iceberg_env).consumer("reader") == position
+    assert "snaptable-consumer-reader" in table.refresh().metadata.refs

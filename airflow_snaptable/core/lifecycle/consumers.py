@@ -17,7 +17,7 @@ from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFound
 from airflow_snaptable.core.lifecycle.intents import CONSUMER as CONSUMER_INTENT, Intent, IntentManager
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.lifecycle.deletion_plans import PlanManager
-from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal, NoncurrentRun, refuse_while_undoing
+from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal, NoncurrentRun, consumer_expiry_marked, refuse_while_undoing
 from airflow_snaptable.core.lifecycle.noncurrent.record import record_removed
 from airflow_snaptable.core.lifecycle.store import TableStore
 
@@ -72,16 +72,18 @@ class ConsumerLifecycle:
         if self.expiration is None:
             return []
         limit = now_millis - int(self.expiration.total_seconds() * 1000)
+        journal = NoncurrentJournal(self.store.lifecycle)
         expired = [c for c in self.store.consumers.consumers() if c.update_time_millis < limit]
         if not expired:
             return []
-        # Read after the listing: an undo that restores a consumer marks first (core/lifecycle/noncurrent/journal.py).
-        refuse_while_undoing(NoncurrentJournal(self.store.lifecycle), self.store.uri, "no consumer was expired")
-        record_removed(self.store, self.noncurrent, "consumers", consumers=expired)
-        gone = []
-        for consumer in expired:
-            # One written since the listing (moved, or brought back by an undo) is not the one that expired.
-            if self.store.consumers.get(consumer.id) == consumer:
-                self.store.consumers.delete(consumer.id)
-                gone.append(consumer.id)
-        return gone
+        with consumer_expiry_marked(journal):
+            # Read after the listing: an undo that restores a consumer marks first (core/lifecycle/noncurrent/journal.py).
+            refuse_while_undoing(journal, self.store.uri, "no consumer was expired")
+            record_removed(self.store, self.noncurrent, "consumers", consumers=expired)
+            gone = []
+            for consumer in expired:
+                # One written since the listing (moved, or brought back by an undo) is not the one that expired.
+                if self.store.consumers.get(consumer.id) == consumer:
+                    self.store.consumers.delete(consumer.id)
+                    gone.append(consumer.id)
+            return gone

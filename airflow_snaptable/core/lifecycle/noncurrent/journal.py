@@ -22,8 +22,9 @@ Rules:
   and refuses. ``undone-<run>.json`` records a finished undo, so undoing again is a no-op.
 - A deleting run does not delete while an undo is marked (:func:`refuse_while_undoing`): expiry,
   rollback and tag deletion publish their plan before they read the marks (an undo reads the plans
-  after it marks: one of the two backs out); consumer expiry and orphan removal read the marks
-  right before they delete. Orphan removal also reads the noncurrent files before AND after the
+  after it marks: one of the two backs out); orphan removal reads the marks right before it deletes.
+  Consumer expiry marks itself (``expiring-consumers-<token>.json``) before it reads the undo marks,
+  until its last delete; undo refuses while a fresh one is up (:func:`consumer_expiry_marked`). Orphan removal also reads the noncurrent files before AND after the
   files in use (:meth:`NoncurrentJournal.held_paths`): an undo commits what it restores before it
   drops its entries, a run with a retention records before it unpublishes, so every file either
   moves is in one of the three reads, whatever order they interleave in.
@@ -36,6 +37,7 @@ import hashlib
 import json
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -49,6 +51,10 @@ ENTRY_PREFIX = "entry-"
 UNDO_PREFIX = "undo-"
 PURGE_PREFIX = "purge-"
 UNDONE_PREFIX = "undone-"
+#: A consumer expiry in progress (``expiring-consumers-<token>.json``): undo refuses while a fresh one is up.
+CONSUMER_EXPIRY_PREFIX = "expiring-consumers-"
+#: A consumer expiry mark older than this is from a crashed run: it no longer holds an undo back.
+STALE_MARK_MILLIS = 15 * 60_000
 DAY_MILLIS = 86_400_000
 
 #: The operations a run records (what ``snaptable trash`` shows).
@@ -246,6 +252,34 @@ class NoncurrentJournal:
 
     def marked_runs(self, prefix: str) -> set[str]:
         return {n[len(prefix):-len(".json")] for n in self.storage.list_names(self.directory) if n.startswith(prefix) and n.endswith(".json")}
+
+
+@contextmanager
+def consumer_expiry_marked(journal: NoncurrentJournal) -> Iterator[None]:
+    """Consumer expiry marks itself before it reads the undo marks and takes the mark down after its last
+    delete; undo marks before it reads these (:func:`refuse_while_expiring_consumers`): one of the two backs out,
+    so no consumer an undo writes back is deleted between the expiry's last read and its delete. A crashed
+    expiry's mark goes stale after ``STALE_MARK_MILLIS`` and no longer holds undo back."""
+    token = uuid.uuid4().hex
+    journal.mark(CONSUMER_EXPIRY_PREFIX, token)
+    try:
+        yield
+    finally:
+        journal.unmark(CONSUMER_EXPIRY_PREFIX, token)
+
+
+def fresh_consumer_expiries(journal: NoncurrentJournal) -> list[str]:
+    fresh = []
+    for token in sorted(journal.marked_runs(CONSUMER_EXPIRY_PREFIX)):
+        try:
+            at = int(json.loads(journal.storage.read_bytes(journal._marker(CONSUMER_EXPIRY_PREFIX, token)))["at_millis"])
+        except FileNotFoundError:
+            continue  # finished while we listed
+        except Exception:  # noqa: BLE001 - an unreadable mark is a torn write of a crashed run: stale
+            continue
+        if real_now_millis() - at < STALE_MARK_MILLIS:
+            fresh.append(token)
+    return fresh
 
 
 def refuse_while_undoing(journal: NoncurrentJournal, where: str, outcome: str) -> None:

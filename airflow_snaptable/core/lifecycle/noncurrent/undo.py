@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from airflow_snaptable.core.errors import (
+    ConsumerExpiryInProgressError,
     DependentRunError,
     InvalidArgumentError,
     MissingMetadataError,
@@ -44,6 +45,7 @@ from airflow_snaptable.core.lifecycle.noncurrent.journal import (
     UNDONE_PREFIX,
     JournalEntry,
     NoncurrentJournal,
+    fresh_consumer_expiries,
 )
 from airflow_snaptable.core.lifecycle.store import TableStore
 from airflow_snaptable.core.native.consumers import Consumer
@@ -99,6 +101,9 @@ def undo_run(journal: NoncurrentJournal, run_id: str, where: str, prepare: UndoP
     try:
         if journal.marked(PURGE_PREFIX, run_id):
             raise RunPurgedError(f"run {run_id} is being purged (or was): its files may be gone")
+        expiring = fresh_consumer_expiries(journal)
+        if expiring:
+            raise ConsumerExpiryInProgressError(f"a consumer expiry ({expiring[0]}) is under way on {where}: rerun the undo after it")
         apply = prepare(entries, result)
     except UndoRefusedError:
         if not marked_before:
