@@ -260,9 +260,10 @@ class _Run:
             report.jobs = {job: self._failed_or_not_run(resolved[job], table, exc) for job in JOBS}
             return report
         doc, report.status_error = _previous(where, table)
+        opened = _OpenedOnce(lambda: Table.open(table.uri, self.storage_options, catalog=self.catalog))
         lease = None
         if not self.dry_run:
-            waiting = self._waiting(table, resolved, doc)
+            waiting = self._waiting(table, resolved, doc, opened)
             if waiting is not None:
                 report.jobs = waiting
                 return report
@@ -283,14 +284,15 @@ class _Run:
                 # Read again under the lease: a run that finished between the first read and the lease
                 # wrote its jobs and its run entry, which this run continues rather than overwrites.
                 doc, report.status_error = _previous(where, table)
-            self._run_jobs(table, resolved, where, doc, lease, report)
+            self._run_jobs(table, resolved, where, doc, lease, report, opened)
         finally:
             if lease is not None:
                 self.keeper.discard(lease)
                 lease.release()
         return report
 
-    def _waiting(self, table: LakeTable, resolved: dict[str, ResolvedJob], doc: dict) -> dict[str, dict] | None:
+    def _waiting(self, table: LakeTable, resolved: dict[str, ResolvedJob], doc: dict,
+                 opened: "_OpenedOnce") -> dict[str, dict] | None:
         """Each job's record when no job is due (core/lake/due.py), else None.
 
         A table whose jobs all wait for their trigger is left alone: no lease, nothing written (the
@@ -299,8 +301,7 @@ class _Run:
         forward) or fails them, which makes them due for the next run; a commit landing after the count
         is counted by the next run, as if it had landed a moment later.
         """
-        found = jobs_due(table, resolved, read_status=lambda: doc,
-                         open_table=lambda: Table.open(table.uri, self.storage_options, catalog=self.catalog))
+        found = jobs_due(table, resolved, read_status=lambda: doc, open_table=opened)
         if found.due:
             return None
         records = {}
@@ -322,10 +323,10 @@ class _Run:
         return None
 
     def _run_jobs(self, table: LakeTable, resolved: dict[str, ResolvedJob], where: StatusLocation, doc: dict,
-                  lease: leases.Lease | None, report: TableReport) -> None:
+                  lease: leases.Lease | None, report: TableReport, open_table: "_OpenedOnce") -> None:
         opened, open_error = None, None
         try:
-            opened = Table.open(table.uri, self.storage_options, catalog=self.catalog)
+            opened = open_table()
         except Exception as exc:  # noqa: BLE001 - reported on each enabled job
             open_error = exc
         entry = RunEntry(self.run_id, int(time.time() * 1000))
@@ -399,6 +400,34 @@ class _Run:
             return disabled(job.disabled_reason or "disabled by the policy", None)
         return {"status": FAILED, "lastRunTimestamp": iso_time(int(time.time() * 1000)),
                 "failureMessage": prefix + _message(exc), "runId": self.run_id}
+
+
+class _OpenedOnce:
+    """A table of the run, opened on first use and then handed out as it is: the trigger count before the
+    lease (``_Run._waiting``) and the jobs after it share one open, and a table that could not be opened
+    fails the same way for both (its error is not retried within the run).
+
+    The jobs may thus work on a table opened just before the lease. Each action reads the table's state
+    itself (an Iceberg action refreshes its metadata before it commits); a trigger counts what the table
+    held when it was opened, so a commit landing after that is counted by the next run, as any commit
+    landing after the count is.
+    """
+
+    def __init__(self, open_table: Callable[[], Table]):
+        self._open_table = open_table
+        self._table: Table | None = None
+        self._error: Exception | None = None
+
+    def __call__(self) -> Table:
+        if self._error is not None:
+            raise self._error
+        if self._table is None:
+            try:
+                self._table = self._open_table()
+            except Exception as exc:
+                self._error = exc
+                raise
+        return self._table
 
 
 def _previous(where: StatusLocation, table: LakeTable) -> tuple[dict, str | None]:
