@@ -23,6 +23,7 @@ from collections import Counter
 import pyarrow as pa
 
 from airflow_snaptable.core import Table
+from tests.noncurrent_support import data_and_manifest_files as files
 
 EXPIRE = dict(retain_min=1, time_retained="0 s", limit=1_000_000)
 
@@ -38,16 +39,6 @@ def build(uri: str, snapshots: int) -> None:
             table.overwrite(rows, partitions=[{"p": p}])
         else:
             table.append(rows)
-
-
-def files(uri: str) -> set[str]:
-    out = set()
-    for directory, _dirs, names in os.walk(uri):
-        for name in names:
-            rel = os.path.relpath(os.path.join(directory, name), uri)
-            if rel.startswith(("data", "manifest")):
-                out.add(rel)
-    return out
 
 
 def timed(uri: str, days: int | None) -> tuple[float, Counter]:

@@ -22,6 +22,7 @@ from airflow_snaptable.core.lifecycle.deletion_plans import STALE_PENDING_SECOND
 from airflow_snaptable.core.lifecycle.noncurrent.journal import PURGE_PREFIX, UNDO_PREFIX, NoncurrentJournal
 from tests.conftest import FailAt, InjectedCrash, sorted_ids
 from tests.core.test_lifecycle import FAR_FUTURE, Clock, build_rich_history, make_table
+from tests.noncurrent_support import data_and_manifest_files as _files
 
 EXPIRE = dict(retain_min=1, time_retained="0 s", now=FAR_FUTURE)
 #: Crash points swept per call besides the first and last four (runtime: each point copies and reruns).
@@ -48,16 +49,6 @@ def _readable(uri: str, model: dict[int, list[int]]) -> None:
         assert sorted_ids(fresh.scan(snapshot_id=snapshot.id).to_arrow()) == model[snapshot.id]
     for tag in fresh.tags():
         assert sorted_ids(fresh.scan(tag=tag.name).to_arrow()) == model[tag.snapshot_id]
-
-
-def _files(uri: str) -> set[str]:
-    out = set()
-    for directory, _dirs, names in os.walk(uri):
-        for name in names:
-            rel = os.path.relpath(os.path.join(directory, name), uri)
-            if rel.startswith(("data", "manifest")):
-                out.add(rel)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -31,16 +31,10 @@ from airflow_snaptable.core.lifecycle.noncurrent import undo as undo_module
 from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal
 from tests.core.test_lifecycle import FAR_FUTURE, make_table
 from tests.core.test_noncurrent import EXPIRE, _noncurrent, _rows, rich  # noqa: F401 - fixture
+from tests.noncurrent_support import maybe_retained as _maybe_retained
 
 RETENTIONS = [None, 10]
 SNAPTABLE = str(Path(sys.executable).with_name("snaptable"))
-
-
-def _maybe_retained(table: Table, days: int | None, call):
-    if days is None:
-        return call()
-    with table.retaining_noncurrent(days, "race"):
-        return call()
 
 
 def undo_between_in_use_and_noncurrent_reads(monkeypatch, undo) -> list[bool]:
@@ -105,17 +99,19 @@ def test_orphan_removal_during_an_undo_backs_out(rich, monkeypatch, days):
     assert _rows(table) == before and Table.open(table.uri).trash() == []
 
 
-def _consumer_table(tmp_path):
+def _consumer_expired(tmp_path, position: int) -> tuple[Table, str]:
+    """A table of 4 appends (consumers expire after 1 h) whose consumer ``reader`` at ``position`` was
+    expired under a retention of 10 days; the table and that run's id."""
     history = make_table(str(tmp_path / "t"), **{"consumer.expiration-time": "1 h"})
     history.appends(4)
-    return history.table
+    table = history.table
+    table.update_consumer("reader", position)
+    return table, _noncurrent(table, 10, lambda: table.expire_consumers(now=FAR_FUTURE))
 
 
 @pytest.mark.parametrize("days", RETENTIONS)
 def test_a_consumer_expiry_during_an_undo_backs_out(tmp_path, monkeypatch, days):
-    table = _consumer_table(tmp_path)
-    table.update_consumer("reader", 3)
-    run_id = _noncurrent(table, 10, lambda: table.expire_consumers(now=FAR_FUTURE))
+    table, run_id = _consumer_expired(tmp_path, 3)
     raced: list[BaseException] = []
     apply = undo_module.NoncurrentUndo._apply
 
@@ -137,9 +133,7 @@ def test_a_consumer_expiry_during_an_undo_backs_out(tmp_path, monkeypatch, days)
 
 @pytest.mark.parametrize("days", RETENTIONS)
 def test_a_consumer_expiry_leaves_a_consumer_an_undo_brought_back_after_its_listing(tmp_path, monkeypatch, days):
-    table = _consumer_table(tmp_path)
-    table.update_consumer("reader", 4)
-    run_id = _noncurrent(table, 10, lambda: table.expire_consumers(now=FAR_FUTURE))
+    table, run_id = _consumer_expired(tmp_path, 4)
     table.update_consumer("reader", 2)  # a new reader of the name, behind the one the run removed
     undone: list[bool] = []
     record_removed = consumers_module.record_removed
@@ -253,9 +247,7 @@ def test_orphan_removal_in_another_process_during_an_undo_backs_out_and_an_undo_
 def test_a_consumer_expiry_leaves_a_consumer_an_undo_brought_back_between_its_last_read_and_its_delete(tmp_path, monkeypatch, days):
     from airflow_snaptable.core.native import consumers as native_consumers
 
-    table = _consumer_table(tmp_path)
-    table.update_consumer("reader", 4)
-    run_id = _noncurrent(table, 10, lambda: table.expire_consumers(now=FAR_FUTURE))
+    table, run_id = _consumer_expired(tmp_path, 4)
     table.update_consumer("reader", 4)
     undone: list[bool] = []
     store_class = native_consumers.ConsumerManager
@@ -288,9 +280,7 @@ def test_a_consumer_expiry_leaves_a_consumer_an_undo_brought_back_between_its_la
 def test_a_crashed_consumer_expiry_holds_an_undo_back_only_until_its_mark_is_stale(tmp_path, monkeypatch):
     from airflow_snaptable.core.lifecycle.noncurrent import journal as journal_module
 
-    table = _consumer_table(tmp_path)
-    table.update_consumer("reader", 4)
-    run_id = _noncurrent(table, 10, lambda: table.expire_consumers(now=FAR_FUTURE))
+    table, run_id = _consumer_expired(tmp_path, 4)
     table.update_consumer("reader", 1)
     crash = RuntimeError("crash after the mark")
 

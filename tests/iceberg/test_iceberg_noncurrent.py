@@ -12,28 +12,12 @@ import os
 
 import pytest
 
-from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import RunNotFoundError, RunPurgedError, UndoInvariantError
-from tests.iceberg.conftest import IcebergEnv, files_on_disk, read_everything, rows
-
-FAR = "2100-01-01T00:00:00"
-
-
-def _open(env) -> Table:
-    return Table.open("iceberg://db.orders", catalog=env.properties)
-
-
-def _history(env):
-    table = env.create()
-    for n in range(4):
-        table.append(rows(n))
-    table = table.refresh()
-    ids = [s.snapshot_id for s in table.metadata.snapshots]
-    table.manage_snapshots().create_tag(ids[1], "t1").create_branch(ids[2], "audit").commit()
-    table = table.refresh()
-    table.append(rows(50, "b"), branch="audit")
-    table.overwrite(rows(99, "c"))
-    return table.refresh(), ids
+from tests.iceberg.conftest import IcebergEnv, files_on_disk, read_everything
+# FAR, _history and _open: the names other test modules import from here.
+from tests.iceberg.undo_support import FAR, expired_consumer, expired_history
+from tests.iceberg.undo_support import history as _history
+from tests.iceberg.undo_support import open_orders as _open
 
 
 OPERATIONS = {
@@ -114,17 +98,11 @@ def test_undo_refuses_when_a_ref_was_moved_since_and_when_a_file_is_gone(iceberg
 
 
 def test_consumer_expiry_is_undone(iceberg_env):
-    table = iceberg_env.create(properties={"consumer.expiration-time": "1 h"})
-    for n in range(3):
-        table.append(rows(n))
-    ours = _open(iceberg_env)
-    ours.update_consumer("reader", 2)
-    position = ours.consumer("reader")
-    with ours.retaining_noncurrent(10, "expire-consumers") as run:
-        assert ours.expire_consumers(now=FAR) == ["reader"]
+    expired = expired_consumer(iceberg_env)
+    assert expired.expired == ["reader"]
     assert _open(iceberg_env).consumers() == []
-    result = _open(iceberg_env).undo(run.run_id)
-    assert result.restored_consumers == ["reader"] and _open(iceberg_env).consumer("reader") == position
+    result = _open(iceberg_env).undo(expired.run_id)
+    assert result.restored_consumers == ["reader"] and _open(iceberg_env).consumer("reader") == expired.position
 
 
 def _fresh_env(tmp_path, name: str) -> IcebergEnv:
@@ -167,11 +145,8 @@ def test_an_expiry_starting_during_an_undo_backs_out_and_the_undo_restores_every
     from airflow_snaptable.core.errors import UndoInProgressError
     from airflow_snaptable.core.formats.iceberg import noncurrent
 
-    table, _ids = _history(iceberg_env)
-    before = read_everything(table)
-    ours = _open(iceberg_env)
-    with ours.retaining_noncurrent(10, "expire") as run:
-        ours.expire_snapshots(retain_min=3, older_than=FAR)
+    expired = expired_history(iceberg_env, retain_min=3)
+    table, before = expired.table, expired.before
     raced: list[BaseException] = []
     commit = noncurrent.IcebergNoncurrent._commit
 
@@ -184,7 +159,7 @@ def test_an_expiry_starting_during_an_undo_backs_out_and_the_undo_restores_every
         return commit(self, *args, **kwargs)
 
     monkeypatch.setattr(noncurrent.IcebergNoncurrent, "_commit", expiry_meanwhile)
-    _open(iceberg_env).undo(run.run_id)
+    _open(iceberg_env).undo(expired.run_id)
     assert raced, "the expiry ran while the undo was marked"
     assert read_everything(table) == before
 
@@ -322,11 +297,8 @@ def test_a_crash_at_every_storage_operation_of_an_undo_then_the_rerun_restores_w
     from tests.conftest import FailAt, InjectedCrash
 
     env = _fresh_env(tmp_path, "crash")
-    table, _ids = _history(env)
-    before = read_everything(table)
-    ours = _open(env)
-    with ours.retaining_noncurrent(10, "expire") as run:
-        ours.expire_snapshots(retain_min=1, older_than=FAR)
+    run = expired_history(env)
+    table, before = run.table, run.before
     expired = read_everything(table)
     root, pristine = tmp_path / "crash", tmp_path / "pristine"
     shutil.copytree(root, pristine)  # each crash starts from the same table (its metadata names absolute paths)

@@ -11,32 +11,22 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import UndoInProgressError
 from airflow_snaptable.core.formats.iceberg import noncurrent
 from airflow_snaptable.core.formats.iceberg import orphans as orphans_module
 from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal
-from tests.iceberg.conftest import files_on_disk, read_everything, rows
-from tests.iceberg.test_iceberg_noncurrent import FAR, _history, _open
+from tests.iceberg.conftest import files_on_disk, read_everything
+from tests.iceberg.undo_support import FAR, expired_consumer, expired_history
+from tests.iceberg.undo_support import open_orders as _open
+from tests.noncurrent_support import maybe_retained as _maybe_retained
 
 RETENTIONS = [None, 10]
 
 
-def _maybe_retained(table: Table, days: int | None, call):
-    if days is None:
-        return call()
-    with table.retaining_noncurrent(days, "race"):
-        return call()
-
-
 def _expired_with_a_retention(env):
-    table, _ids = _history(env)
-    before = read_everything(table)
-    ours = _open(env)
-    with ours.retaining_noncurrent(10, "expire") as run:
-        ours.expire_snapshots(retain_min=1, older_than=FAR)
-    assert read_everything(table) != before
-    return table, before, run.run_id
+    expired = expired_history(env)
+    assert read_everything(expired.table) != expired.before
+    return expired.table, expired.before, expired.run_id
 
 
 @pytest.mark.parametrize("days", RETENTIONS)
@@ -92,14 +82,8 @@ def test_orphan_removal_during_an_undo_backs_out(iceberg_env, monkeypatch, days)
 
 @pytest.mark.parametrize("days", RETENTIONS)
 def test_a_consumer_expiry_during_an_undo_backs_out(iceberg_env, monkeypatch, days):
-    table = iceberg_env.create(properties={"consumer.expiration-time": "1 h"})
-    for n in range(3):
-        table.append(rows(n))
-    ours = _open(iceberg_env)
-    ours.update_consumer("reader", 2)
-    position = ours.consumer("reader")
-    with ours.retaining_noncurrent(10, "expire-consumers") as run:
-        ours.expire_consumers(now=FAR)
+    expired = expired_consumer(iceberg_env)
+    table, position = expired.table, expired.position
     raced: list[BaseException] = []
     commit = noncurrent.IcebergNoncurrent._commit
 
@@ -112,7 +96,7 @@ def test_a_consumer_expiry_during_an_undo_backs_out(iceberg_env, monkeypatch, da
             raced.append(exc)
 
     monkeypatch.setattr(noncurrent.IcebergNoncurrent, "_commit", expiry_meanwhile)
-    _open(iceberg_env).undo(run.run_id)
+    _open(iceberg_env).undo(expired.run_id)
     monkeypatch.undo()
     assert raced, "the consumer expiry ran while an undo was marked"
     assert _open(iceberg_env).consumer("reader") == position
@@ -124,15 +108,9 @@ def test_a_consumer_expiry_leaves_a_consumer_an_undo_brings_back_between_its_las
     from airflow_snaptable.core.errors import ConsumerExpiryInProgressError
     from airflow_snaptable.core.formats.iceberg import consumers as consumers_module
 
-    table = iceberg_env.create(properties={"consumer.expiration-time": "1 h"})
-    for n in range(3):
-        table.append(rows(n))
-    ours = _open(iceberg_env)
-    ours.update_consumer("reader", 2)
-    position = ours.consumer("reader")
-    with ours.retaining_noncurrent(10, "expire-consumers") as run:
-        ours.expire_consumers(now=FAR)
-    ours.update_consumer("reader", 1)  # a new reader of the name, expired by FAR as well
+    run = expired_consumer(iceberg_env)
+    table, position = run.table, run.position
+    _open(iceberg_env).update_consumer("reader", 1)  # a new reader of the name, expired by FAR as well
     undone: list[bool] = []
     write = consumers_module.IcebergConsumers._write
 

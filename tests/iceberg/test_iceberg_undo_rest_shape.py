@@ -16,8 +16,10 @@ import pytest
 
 from airflow_snaptable.core.errors import UndoRefusedError, UndoUnsupportedError, UnsupportedOperationError
 from airflow_snaptable.core.formats.iceberg import requirements
-from tests.iceberg.conftest import read_everything, rows
-from tests.iceberg.test_iceberg_noncurrent import FAR, _history, _open
+from tests.iceberg.conftest import read_everything
+from tests.iceberg.undo_support import expired_consumer, expired_history
+from tests.iceberg.undo_support import history as _history
+from tests.iceberg.undo_support import open_orders as _open
 
 
 def _as_rest_requests(monkeypatch) -> list[dict]:
@@ -71,29 +73,19 @@ def test_undoing_a_ref_run_commits_only_what_a_rest_catalog_takes(iceberg_env, m
 
 
 def test_undoing_a_consumer_expiry_commits_only_what_a_rest_catalog_takes(iceberg_env, monkeypatch):
-    table = iceberg_env.create(properties={"consumer.expiration-time": "1 h"})
-    for n in range(3):
-        table.append(rows(n))
-    ours = _open(iceberg_env)
-    ours.update_consumer("reader", 2)
-    position = ours.consumer("reader")
-    with ours.retaining_noncurrent(10, "expire-consumers") as run:
-        ours.expire_consumers(now=FAR)
+    expired = expired_consumer(iceberg_env)
     sent = _as_rest_requests(monkeypatch)
-    _open(iceberg_env).undo(run.run_id)
+    _open(iceberg_env).undo(expired.run_id)
     monkeypatch.undo()
     assert sent
     for request in sent:
         _parses_as_rest(request)
-    assert _open(iceberg_env).consumer("reader") == position
+    assert _open(iceberg_env).consumer("reader") == expired.position
 
 
 def test_undoing_an_expiry_through_a_rest_style_catalog_is_refused_changing_nothing(iceberg_env, monkeypatch):
-    table, _ids = _history(iceberg_env)
-    before = read_everything(table)
-    ours = _open(iceberg_env)
-    with ours.retaining_noncurrent(10, "expire") as run:
-        ours.expire_snapshots(retain_min=1, older_than=FAR)
+    run = expired_history(iceberg_env)
+    table, before = run.table, run.before
     expired = read_everything(table)
     sent = _as_rest_requests(monkeypatch)
     with pytest.raises(UndoUnsupportedError, match="sequence number") as refused:
@@ -113,11 +105,8 @@ def test_why_an_expiry_undo_needs_an_in_process_catalog(iceberg_env, monkeypatch
     from pyiceberg.catalog.sql import SqlCatalog
     from pydantic import ValidationError
 
-    table, _ids = _history(iceberg_env)
-    before = read_everything(table)
-    ours = _open(iceberg_env)
-    with ours.retaining_noncurrent(10, "expire") as run:
-        ours.expire_snapshots(retain_min=1, older_than=FAR)
+    run = expired_history(iceberg_env)
+    table, before = run.table, run.before
     actions: list[str] = []
     commit = SqlCatalog.commit_table
 

@@ -3,22 +3,11 @@ removes noncurrent, the status names the run to undo, and the ``purge`` job dele
 
 from __future__ import annotations
 
-import os
-
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.lake import SUCCESSFUL, Policy, maintain
 from tests.conftest import sorted_ids
 from tests.lake.conftest import native_dir, write_native
-
-
-def _files(uri: str) -> set[str]:
-    out = set()
-    for directory, _dirs, names in os.walk(uri):
-        for name in names:
-            rel = os.path.relpath(os.path.join(directory, name), uri)
-            if rel.startswith(("data", "manifest")):
-                out.add(rel)
-    return out
+from tests.noncurrent_support import data_and_manifest_files as _files
 
 
 def _job(report, table: str, job: str) -> dict:
