@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass
 
 from airflow_snaptable.core.errors import ConsumerNotFoundError, CorruptMetadataError
-from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.io.storage import Storage
+from airflow_snaptable.core.native.named_files import read_named_file
 
 CONSUMER_DIR = "consumer"
 CONSUMER_PREFIX = "consumer-"
@@ -53,12 +53,8 @@ class ConsumerManager:
         self.storage = storage
 
     def consumer(self, consumer_id: str) -> Consumer:
-        validate_name(consumer_id, "consumer")
         path = consumer_path(consumer_id)
-        try:
-            data = self.storage.read_bytes(path)
-        except FileNotFoundError:
-            raise ConsumerNotFoundError(f"consumer {consumer_id!r} does not exist in {self.storage.uri}") from None
+        data = read_named_file(self.storage, "consumer", consumer_id, path, ConsumerNotFoundError)
         return Consumer.from_json(data, where=self.storage.full_uri(path))
 
     def get(self, consumer_id: str) -> Consumer | None:

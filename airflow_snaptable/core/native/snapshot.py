@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from airflow_snaptable.core.errors import (
     CorruptMetadataError,
@@ -140,6 +140,22 @@ def snapshot_path(snapshot_id: int) -> str:
     return f"{SNAPSHOT_DIR}/snapshot-{snapshot_id}"
 
 
+def read_snapshot_files(storage: Storage, snapshot_ids: Iterable[int],
+                        parse: Callable[[int, str, bytes], Snapshot]) -> dict[int, tuple[Snapshot, int]]:
+    """Those snapshots with their file sizes, read in one ``Storage.read_many`` from the ``snapshot/`` layout
+    ours shares with Paimon, each parsed by ``parse(id, path, data)`` (the format's reader); a missing one
+    raises SnapshotNotFoundError (callers reading a range fail closed)."""
+    paths = {snapshot_id: snapshot_path(snapshot_id) for snapshot_id in snapshot_ids}
+    contents = storage.read_many(list(paths.values()))
+    found = {}
+    for snapshot_id, path in paths.items():
+        data = contents.get(path)
+        if data is None:
+            raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist in {storage.uri}")
+        found[snapshot_id] = (parse(snapshot_id, path, data), len(data))
+    return found
+
+
 def parse_snapshot_id(name: str) -> int | None:
     match = _SNAPSHOT_FILE.match(name)
     return int(match.group(1)) if match else None
@@ -166,17 +182,8 @@ class SnapshotManager:
         return self.parse(snapshot_id, path, data), len(data)
 
     def read_ids(self, snapshot_ids: Iterable[int]) -> dict[int, tuple[Snapshot, int]]:
-        """Those snapshots with their file sizes, read in one ``Storage.read_many``; a missing one raises
-        SnapshotNotFoundError (callers reading a range fail closed)."""
-        paths = {snapshot_id: snapshot_path(snapshot_id) for snapshot_id in snapshot_ids}
-        contents = self.storage.read_many(list(paths.values()))
-        found = {}
-        for snapshot_id, path in paths.items():
-            data = contents.get(path)
-            if data is None:
-                raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist in {self.storage.uri}")
-            found[snapshot_id] = (self.parse(snapshot_id, path, data), len(data))
-        return found
+        """Those snapshots with their file sizes (:func:`read_snapshot_files`)."""
+        return read_snapshot_files(self.storage, snapshot_ids, self.parse)
 
     def parse(self, snapshot_id: int, path: str, data: bytes) -> Snapshot:
         """The snapshot in ``data``, read from ``path``; CorruptMetadataError if it is not snapshot ``snapshot_id``."""

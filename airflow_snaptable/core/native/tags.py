@@ -17,6 +17,7 @@ from typing import Callable
 from airflow_snaptable.core.errors import CorruptMetadataError, SnapTableError, TagNotFoundError
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.arguments.times import duration_argument
+from airflow_snaptable.core.native.named_files import read_named_file
 from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.io.storage import Storage
 
@@ -107,10 +108,21 @@ def retained_millis(time_retained) -> int | None:
 
 
 class TagManager:
-    """Reads and writes tag files. Reading is fail-closed: an unreadable tag is an error, never "no tag"."""
+    """Reads and writes tag files. Reading is fail-closed: an unreadable tag is an error, never "no tag".
+
+    The layout (``tag/tag-<name>``) is Paimon's too: its tag store is this one with Paimon's tag JSON
+    (:meth:`decode`, :meth:`encode`; core/formats/paimon/tags.py).
+    """
 
     def __init__(self, storage: Storage):
         self.storage = storage
+
+    def decode(self, name: str, data: bytes, where: str) -> Tag:
+        """The tag ``name`` in ``data``, read from ``where``; CorruptMetadataError if it cannot be read."""
+        return Tag.from_json(data, where=where)
+
+    def encode(self, tag: Tag) -> bytes:
+        return tag.to_json()
 
     def names(self) -> list[str]:
         names = []
@@ -120,13 +132,9 @@ class TagManager:
         return names
 
     def tag(self, name: str) -> Tag:
-        validate_name(name, "tag")
         path = tag_path(name)
-        try:
-            data = self.storage.read_bytes(path)
-        except FileNotFoundError:
-            raise TagNotFoundError(f"tag {name!r} does not exist in {self.storage.uri}") from None
-        return Tag.from_json(data, where=self.storage.full_uri(path))
+        data = read_named_file(self.storage, "tag", name, path, TagNotFoundError)
+        return self.decode(name, data, self.storage.full_uri(path))
 
     def exists(self, name: str) -> bool:
         return self.storage.exists(tag_path(validate_name(name, "tag")))
@@ -152,11 +160,11 @@ class TagManager:
     def create(self, tag: Tag) -> bool:
         # A create killed mid-write (kill -9) left a temp file: the next tag write removes it.
         self.storage.remove_abandoned_temps(TAG_DIR)
-        return self.storage.create_exclusive(tag_path(tag.name), tag.to_json())
+        return self.storage.create_exclusive(tag_path(tag.name), self.encode(tag))
 
     def replace(self, tag: Tag) -> None:
         self.storage.remove_abandoned_temps(TAG_DIR)
-        self.storage.write_bytes(tag_path(tag.name), tag.to_json())
+        self.storage.write_bytes(tag_path(tag.name), self.encode(tag))
 
     def delete(self, name: str) -> None:
         self.storage.delete(tag_path(name))

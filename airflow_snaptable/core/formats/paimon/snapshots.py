@@ -17,8 +17,8 @@ import json
 import re
 from typing import Any, Iterable
 
-from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError, UnsupportedMetadataError
-from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
+from airflow_snaptable.core.errors import CorruptMetadataError, UnsupportedMetadataError
+from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot, read_snapshot_files
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.io.table_paths import checked_file_name
 
@@ -120,15 +120,7 @@ class PaimonSnapshotStore:
         return self.read_ids([snapshot_id])[snapshot_id][0]
 
     def read_ids(self, snapshot_ids: Iterable[int]) -> dict[int, tuple[Snapshot, int]]:
-        paths = {i: snapshot_path(i) for i in snapshot_ids}
-        contents = self.storage.read_many(list(paths.values()))
-        found = {}
-        for snapshot_id, path in paths.items():
-            data = contents.get(path)
-            if data is None:
-                raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist in {self.storage.uri}")
-            found[snapshot_id] = (self.parse(snapshot_id, path, data), len(data))
-        return found
+        return read_snapshot_files(self.storage, snapshot_ids, self.parse)
 
     def exists(self, snapshot_id: int) -> bool:
         return self.storage.exists(snapshot_path(snapshot_id))

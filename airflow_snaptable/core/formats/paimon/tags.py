@@ -13,26 +13,20 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Callable
 
 from airflow_snaptable.core.native.consumers import Consumer
-from airflow_snaptable.core.errors import ConsumerNotFoundError, CorruptMetadataError, SnapTableError, TagNotFoundError
+from airflow_snaptable.core.errors import ConsumerNotFoundError, CorruptMetadataError
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.formats.paimon.snapshots import document, from_document, parse_json
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.native.tags import UNRECORDED, Tag
+from airflow_snaptable.core.native.named_files import read_named_file
+from airflow_snaptable.core.native.tags import UNRECORDED, Tag, TagManager
 
 
-TAG_DIR = "tag"
-TAG_PREFIX = "tag-"
 CONSUMER_DIR = "consumer"
 CONSUMER_PREFIX = "consumer-"
 _CREATE_TIME = "tagCreateTime"
 _TIME_RETAINED = "tagTimeRetained"
-
-
-def tag_path(name: str) -> str:
-    return f"{TAG_DIR}/{TAG_PREFIX}{name}"
 
 
 def local_datetime_millis(value) -> int:
@@ -81,53 +75,14 @@ def decode_tag(name: str, data: bytes, where: str) -> Tag:
     return Tag(name, snapshot, create_millis, retained_millis, UNRECORDED)
 
 
-class PaimonTagStore:
-    """core/lifecycle/store.py ``TagStore`` on ``tag/``."""
+class PaimonTagStore(TagManager):
+    """core/lifecycle/store.py ``TagStore`` on ``tag/``: our tag files' layout, with Paimon's tag JSON."""
 
-    def __init__(self, storage: Storage):
-        self.storage = storage
+    def decode(self, name: str, data: bytes, where: str) -> Tag:
+        return decode_tag(name, data, where)
 
-    def names(self) -> list[str]:
-        return [n[len(TAG_PREFIX):] for n in self.storage.list_names(TAG_DIR) if n.startswith(TAG_PREFIX)]
-
-    def tag(self, name: str) -> Tag:
-        validate_name(name, "tag")
-        path = tag_path(name)
-        try:
-            data = self.storage.read_bytes(path)
-        except FileNotFoundError:
-            raise TagNotFoundError(f"tag {name!r} does not exist in {self.storage.uri}") from None
-        return decode_tag(name, data, self.storage.full_uri(path))
-
-    def exists(self, name: str) -> bool:
-        return self.storage.exists(tag_path(validate_name(name, "tag")))
-
-    def tags(self, unreadable: Callable[[str, SnapTableError], None] | None = None) -> list[Tag]:
-        found = []
-        for name in self.names():
-            try:
-                found.append(self.tag(name))
-            except TagNotFoundError:
-                continue
-            except SnapTableError as exc:
-                if unreadable is None:
-                    raise
-                unreadable(name, exc)
-        return sorted(found, key=lambda t: (t.snapshot_id, t.name))
-
-    def create(self, tag: Tag) -> bool:
-        # A create killed mid-write (kill -9) left a temp file: the next tag write removes it.
-        self.storage.remove_abandoned_temps(TAG_DIR)
-        return self.storage.create_exclusive(tag_path(tag.name), encode_tag(tag))
-
-    def replace(self, tag: Tag) -> None:
-        self.storage.remove_abandoned_temps(TAG_DIR)
-        self.storage.write_bytes(tag_path(tag.name), encode_tag(tag))
-
-    def delete(self, name: str) -> None:
-        self.storage.delete(tag_path(name))
-        # A deletion a power loss takes back would bring the tag back over files expiry freed since.
-        self.storage.sync_directory(TAG_DIR)
+    def encode(self, tag: Tag) -> bytes:
+        return encode_tag(tag)
 
 
 def parse_consumer_file(data: bytes, where: str, consumer_id: str = "", modified: float | None = None) -> Consumer:
@@ -156,12 +111,8 @@ class PaimonConsumerStore:
         return {rel.rsplit("/", 1)[-1]: mtime for rel, _size, mtime in self.storage.list_files(CONSUMER_DIR)}
 
     def consumer(self, consumer_id: str) -> Consumer:
-        validate_name(consumer_id, "consumer")
         path = f"{CONSUMER_DIR}/{CONSUMER_PREFIX}{consumer_id}"
-        try:
-            data = self.storage.read_bytes(path)
-        except FileNotFoundError:
-            raise ConsumerNotFoundError(f"consumer {consumer_id!r} does not exist in {self.storage.uri}") from None
+        data = read_named_file(self.storage, "consumer", consumer_id, path, ConsumerNotFoundError)
         modified = self._modified().get(CONSUMER_PREFIX + consumer_id)
         return parse_consumer_file(data, self.storage.full_uri(path), consumer_id, modified)
 
