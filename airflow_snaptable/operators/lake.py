@@ -116,7 +116,7 @@ class SnapTableListLakeTablesOperator(BaseOperator):
         tables = list_tables(where.uri, storage_options=where.storage_options, catalog=where.catalog, max_depth=self.max_depth)
         self.log.info("%d table(s) in %s", len(tables), where.uri)
         if self.policy is not None:
-            policy = Policy.from_mapping(self.policy) if isinstance(self.policy, dict) else Policy.load(self.policy)
+            policy = _load_policy(self.policy)
             due = []
             for table in tables:
                 storage_options, catalog = where.for_table(table)
@@ -177,9 +177,6 @@ class SnapTableMaintainTableOperator(BaseOperator):
         self.lake_run_id = lake_run_id
         self._lineage: tuple[str, bool] | None = None
 
-    def _policy(self) -> Policy:
-        return Policy.from_mapping(self.policy) if isinstance(self.policy, dict) else Policy.load(self.policy)
-
     def execute(self, context: Context) -> dict[str, Any]:
         with errors_naming_task(self.task_id):
             return self._execute(context)
@@ -189,7 +186,7 @@ class SnapTableMaintainTableOperator(BaseOperator):
         where = _LakeLocation(SnapTableHook(snaptable_conn_id=self.snaptable_conn_id), self.location)
         storage_options, catalog = where.for_table(table)
         run_id = self.lake_run_id or f"{self.dag_id}/{context['run_id']}"
-        report = maintain_table(table, self._policy(), storage_options=storage_options, catalog=catalog,
+        report = maintain_table(table, _load_policy(self.policy), storage_options=storage_options, catalog=catalog,
                                 dry_run=self.dry_run, run_id=run_id)
         for job, record in report.jobs.items():
             if record["status"] != "Disabled":
@@ -294,7 +291,7 @@ class SnapTableMaintainLakeOnSparkOperator(BaseOperator):
         if not isinstance(self.tables, list):
             raise InvalidArgumentError(f"{self.task_id}: tables must be a list of tables (list_tables), got {type(self.tables).__name__}")
         tables = tuple(LakeTable.from_dict(table) for table in self.tables)
-        policy = Policy.from_mapping(self.policy) if isinstance(self.policy, dict) else Policy.load(self.policy)
+        policy = _load_policy(self.policy)
         where = _LakeLocation(SnapTableHook(snaptable_conn_id=self.snaptable_conn_id), self.location)
         job = LakeJob(tables, policy, self.lake_run_id or f"{self.dag_id}/{context['run_id']}", self.dry_run,
                       self.parallel, self.spark_lake_mode)
@@ -335,6 +332,11 @@ class SnapTableMaintainLakeOnSparkOperator(BaseOperator):
     def on_kill(self) -> None:
         if self._runner is not None:
             self._runner.kill()
+
+
+def _load_policy(policy: Any) -> Policy:
+    """The task's policy: a mapping given in the DAG, or a policy file's path read when the task runs."""
+    return Policy.from_mapping(policy) if isinstance(policy, dict) else Policy.load(policy)
 
 
 def _check_lake_arguments(task_id: str | None, location: Any, policy: Any, *, policy_required: bool = True,
