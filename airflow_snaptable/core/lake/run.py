@@ -77,15 +77,11 @@ def maintain(
     max_depth: int = DEFAULT_MAX_DEPTH,
 ) -> LakeReport:
     """Run the policy's jobs on every table ``location`` holds; the report of every table (see the module)."""
-    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
-        raise InvalidArgumentError(f"parallel must be an integer >= 1, got {parallel!r}")
-    run = _Run.checked(policy, storage_options, catalog, dry_run, run_id, lease_seconds)
-    if is_iceberg_uri(location):
-        run.locator.shared_storage()  # a catalog without a status location fails here, before any table
-    try:
+    _check_parallel(parallel)
+    with _Run.checked(policy, storage_options, catalog, dry_run, run_id, lease_seconds) as run:
+        if is_iceberg_uri(location):
+            run.locator.shared_storage()  # a catalog without a status location fails here, before any table
         reports = _for_each_table(_tables(location, storage_options, catalog, max_depth), run.maintain_table, parallel)
-    finally:
-        run.keeper.close()
     names = [report.table for report in reports]
     return LakeReport(reports, run.run_id, dry_run, policy.unmatched(names))
 
@@ -104,11 +100,8 @@ def maintain_table(
     task onto (``list_tables`` gives the tables)."""
     if not isinstance(table, LakeTable):
         raise InvalidArgumentError(f"table must be a LakeTable (list_tables, LakeTable.from_dict), got {type(table).__name__}")
-    run = _Run.checked(policy, storage_options, catalog, dry_run, run_id, lease_seconds)
-    try:
+    with _Run.checked(policy, storage_options, catalog, dry_run, run_id, lease_seconds) as run:
         return run.maintain_table(table)
-    finally:
-        run.keeper.close()
 
 
 def maintain_tables(
@@ -124,16 +117,12 @@ def maintain_tables(
 ) -> list[TableReport]:
     """Given tables' jobs, exactly as :func:`maintain` runs them on each table, on ``parallel`` threads: the
     unit a Spark application (airflow_snaptable/spark/lake.py) runs on its driver or on each executor's share."""
-    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
-        raise InvalidArgumentError(f"parallel must be an integer >= 1, got {parallel!r}")
+    _check_parallel(parallel)
     tables = list(tables)
     if not all(isinstance(table, LakeTable) for table in tables):
         raise InvalidArgumentError("tables must be LakeTables (list_tables, LakeTable.from_dict)")
-    run = _Run.checked(policy, storage_options, catalog, dry_run, run_id, lease_seconds)
-    try:
+    with _Run.checked(policy, storage_options, catalog, dry_run, run_id, lease_seconds) as run:
         return _for_each_table(tables, run.maintain_table, parallel)
-    finally:
-        run.keeper.close()
 
 
 def list_tables(
@@ -169,6 +158,11 @@ def lake_status(
         return report
 
     return LakeReport(_for_each_table(_tables(location, storage_options, catalog, max_depth), read, parallel))
+
+
+def _check_parallel(parallel: Any) -> None:
+    if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+        raise InvalidArgumentError(f"parallel must be an integer >= 1, got {parallel!r}")
 
 
 def _stored(doc: dict[str, Any], job: str, table_format: str) -> dict[str, Any]:
@@ -222,7 +216,7 @@ def _for_each_table(tables: Iterable[LakeTable], work: Callable[[LakeTable], Tab
 
 
 class _Run:
-    """One maintenance run's settings and its lease keeper."""
+    """One maintenance run's settings and its lease keeper: used as a context, which stops the keeper at its end."""
 
     @classmethod
     def checked(cls, policy: Policy, storage_options, catalog, dry_run: bool, run_id: str | None, lease_seconds: float) -> "_Run":
@@ -250,6 +244,12 @@ class _Run:
         self.resuming = resuming
         self.lease_seconds = lease_seconds
         self.keeper = leases.LeaseKeeper(lease_seconds)
+
+    def __enter__(self) -> "_Run":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.keeper.close()
 
     def maintain_table(self, table: LakeTable) -> TableReport:
         report = TableReport(table.name, table.format, table.uri)
