@@ -168,11 +168,17 @@ class UndoUnsupportedError(UndoRefusedError, UnsupportedOperationError):
     snapshots through a REST catalog: Iceberg's add-snapshot refuses an old snapshot). Nothing was changed."""
 
 
-class ConsumerExpiryInProgressError(UndoRefusedError):
-    """A consumer expiry of the table is under way: undo refuses (nothing changed) rather than write back a
-    consumer the expiry may be about to delete. Rerun the undo; a crashed expiry's mark goes stale after 15 minutes."""
+class DeletionInProgressError(UndoRefusedError):
+    """A deleting run no deletion plan fences (consumer expiry, orphan removal, a tag deletion that frees
+    nothing) is under way on the table: undo refuses (nothing changed) rather than bring back what that run
+    may be about to delete. Rerun the undo after it; a crashed run's mark goes stale after 15 minutes."""
 
 
 class UndoInProgressError(CommitConflictError):
     """An undo of the table is under way (or was interrupted): a deleting run does not start until it
     finished. Rerun the undo named in the message if it was interrupted, then this run."""
+
+
+class DeletingMarkLapsedError(CommitConflictError):
+    """A deleting run could not renew its deleting mark for half its stale time, so an undo may have taken
+    it for a crashed run's and brought files back meanwhile: the run deletes nothing more. Rerun it."""

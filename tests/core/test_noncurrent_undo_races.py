@@ -3,9 +3,10 @@
 The interleavings are injected deterministically at the step where the race bites, on our tables
 and on Apache Paimon tables (judged by pypaimon):
 
-- an undo runs to its end between orphan removal's read of the files in use and its read of the
-  noncurrent files: the files it brought back are neither, unless the noncurrent files are read
-  before the files in use as well;
+- a deleting run with a retention and its undo between orphan removal's reads (the run before the
+  first read or right after it, the undo between the read of the files in use and the last read of
+  the noncurrent files): the files the undo would bring back are in none of the reads, unless the
+  orphan removal's deleting mark keeps the undo out until it is done (``DeletionInProgressError``);
 - an orphan removal, a consumer expiry or a tag deletion outside a plan starting while an undo is marked backs out
   (``UndoInProgressError``) and deletes nothing;
 - an undo that brings a consumer back after a consumer expiry listed it: the expiry leaves the
@@ -24,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.errors import ConsumerExpiryInProgressError, UndoInProgressError
+from airflow_snaptable.core.errors import DeletionInProgressError, UndoInProgressError
 from airflow_snaptable.core.lifecycle import consumers as consumers_module
 from airflow_snaptable.core.lifecycle import orphans as orphans_module
 from airflow_snaptable.core.lifecycle.noncurrent import undo as undo_module
@@ -37,41 +38,63 @@ RETENTIONS = [None, 10]
 SNAPTABLE = str(Path(sys.executable).with_name("snaptable"))
 
 
-def undo_between_in_use_and_noncurrent_reads(monkeypatch, undo) -> list[bool]:
-    """Runs ``undo`` once, right before the first read of the noncurrent files that comes after orphan
-    removal read the files in use; returns a list that holds True once it ran."""
-    ran: list[bool] = []
-    in_use_read: list[bool] = []
+def _expired_with_a_retention(uri: str, expire: dict) -> str:
+    table = Table.open(uri)
+    return _noncurrent(table, 10, lambda: table.expire_snapshots(**expire))
+
+
+#: When the deleting run the undo takes back runs: before the orphan removal, or right after its first read.
+RUN_AT = ["before", "inside"]
+
+
+def run_and_undo_inside_orphan_removal(monkeypatch, run_at: str, run, undo) -> tuple[list[str], list[BaseException]]:
+    """Calls ``run`` (a deleting run with a retention; returns its run id) now, or right after orphan removal's
+    first read of the noncurrent files (``run_at``), and ``undo(run_id)`` right after its read of the files in
+    use. Returns the run ids (filled in once ``run`` ran) and the undo's refusals."""
+    run_ids: list[str] = []
+    refused: list[BaseException] = []
     paths_in_use = orphans_module.paths_in_use
     held_paths = NoncurrentJournal.held_paths
 
-    def reading_in_use(store):
-        found = paths_in_use(store)
-        in_use_read.append(True)
+    def reading_held(self):
+        found = held_paths(self)
+        if not run_ids:
+            run_ids.append(run())  # after the first read: in none of the orphan removal's reads of the journal
         return found
 
-    def reading_held(self):
-        if in_use_read and not ran:
-            ran.append(True)
-            undo()
-        return held_paths(self)
+    def reading_in_use(store):
+        found = paths_in_use(store)
+        monkeypatch.setattr(NoncurrentJournal, "held_paths", held_paths)
+        try:
+            undo(run_ids[0])
+        except DeletionInProgressError as exc:
+            refused.append(exc)
+        return found
 
+    if run_at == "before":
+        run_ids.append(run())
+    else:
+        monkeypatch.setattr(NoncurrentJournal, "held_paths", reading_held)
     monkeypatch.setattr(orphans_module, "paths_in_use", reading_in_use)
-    monkeypatch.setattr(NoncurrentJournal, "held_paths", reading_held)
-    return ran
+    return run_ids, refused
 
 
+@pytest.mark.parametrize("run_at", RUN_AT)
 @pytest.mark.parametrize("days", RETENTIONS)
-def test_orphan_removal_deletes_no_file_an_undo_brings_back_meanwhile(rich, monkeypatch, days):
+def test_orphan_removal_deletes_no_file_a_run_and_its_undo_move_between_its_reads(rich, monkeypatch, days, run_at):
     table = rich.table
     before = _rows(table)
-    run_id = _noncurrent(table, 10, lambda: table.expire_snapshots(**EXPIRE))
-    ran = undo_between_in_use_and_noncurrent_reads(monkeypatch, lambda: Table.open(table.uri).undo(run_id))
+    run_ids, refused = run_and_undo_inside_orphan_removal(
+        monkeypatch, run_at,
+        run=lambda: _expired_with_a_retention(table.uri, EXPIRE),
+        undo=lambda run_id: Table.open(table.uri).undo(run_id),
+    )
     cleaner = Table.open(table.uri)
     result = _maybe_retained(cleaner, days, lambda: cleaner.remove_orphan_files(older_than="0 s", dry_run=False))
     monkeypatch.undo()
-    assert ran, "the undo did not run inside the orphan removal"
-    assert result.orphan_count == 0, f"files the undo brought back were taken for orphans: {result.orphan_files[:5]}"
+    assert result.orphan_count == 0, f"files the run held were taken for orphans: {result.orphan_files[:5]}"
+    assert run_ids and refused, "the undo went through while the orphan removal was under way"
+    Table.open(table.uri).undo(run_ids[0])  # the orphan removal is over: the undo goes through
     assert _rows(table) == before
     assert Table.open(table.uri).verify().ok
 
@@ -141,7 +164,7 @@ def test_a_consumer_expiry_leaves_a_consumer_an_undo_brought_back_after_its_list
     def undo_after_the_listing(*args, **kwargs):
         if not undone:
             undone.append(True)
-            with pytest.raises(ConsumerExpiryInProgressError):  # the expiry is marked: the undo backs out
+            with pytest.raises(DeletionInProgressError):  # the expiry is marked: the undo backs out
                 Table.open(table.uri).undo(run_id)
         return record_removed(*args, **kwargs)
 
@@ -158,8 +181,9 @@ def test_a_consumer_expiry_leaves_a_consumer_an_undo_brought_back_after_its_list
 # -- Apache Paimon tables (the same code paths, Paimon's files), judged by pypaimon ----------------
 
 
+@pytest.mark.parametrize("run_at", RUN_AT)
 @pytest.mark.parametrize("days", RETENTIONS)
-def test_paimon_orphan_removal_deletes_no_file_an_undo_brings_back_meanwhile(paimon, tmp_path, monkeypatch, days):
+def test_paimon_orphan_removal_deletes_no_file_a_run_and_its_undo_move_between_its_reads(paimon, tmp_path, monkeypatch, days, run_at):
     from tests.paimon.test_paimon_lifecycle import check
     from tests.paimon.test_paimon_noncurrent import EXPIRE as PAIMON_EXPIRE
 
@@ -167,12 +191,17 @@ def test_paimon_orphan_removal_deletes_no_file_an_undo_brings_back_meanwhile(pai
     path = os.path.join(warehouse, "db.db", "app")
     table = Table.open(path)
     snapshots, tags = [s.id for s in table.snapshots()], [t.name for t in table.tags()]
-    run_id = _noncurrent(table, 10, lambda: table.expire_snapshots(**PAIMON_EXPIRE))
-    ran = undo_between_in_use_and_noncurrent_reads(monkeypatch, lambda: Table.open(path).undo(run_id))
+    run_ids, refused = run_and_undo_inside_orphan_removal(
+        monkeypatch, run_at,
+        run=lambda: _expired_with_a_retention(path, PAIMON_EXPIRE),
+        undo=lambda run_id: Table.open(path).undo(run_id),
+    )
     cleaner = Table.open(path)
     result = _maybe_retained(cleaner, days, lambda: cleaner.remove_orphan_files(older_than="0 s", dry_run=False))
     monkeypatch.undo()
-    assert ran and result.orphan_count == 0, result.orphan_files[:5]
+    assert result.orphan_count == 0, f"files the run held were taken for orphans: {result.orphan_files[:5]}"
+    assert run_ids and refused, "the undo went through while the orphan removal was under way"
+    Table.open(path).undo(run_ids[0])
     check(paimon, warehouse, "app", snapshots, tags)
 
 
@@ -228,18 +257,21 @@ def test_orphan_removal_in_another_process_during_an_undo_backs_out_and_an_undo_
     [refused] = outcomes
     assert refused.returncode != 0 and "UndoInProgressError" in refused.stdout + refused.stderr, refused
     assert _rows(table) == before
-    # 2. The orphan removal here, a `snaptable undo` process between its reads: nothing it restores goes.
-    run_id = _noncurrent(table, 10, lambda: table.expire_snapshots(**EXPIRE))
-
-    def undo_process() -> None:
-        done = _snaptable("undo", table.uri, run_id, "--json")
-        assert done.returncode == 0, done
-
-    ran = undo_between_in_use_and_noncurrent_reads(monkeypatch, undo_process)
+    # 2. The orphan removal here, a `snaptable undo` process between its reads: refused, nothing it would restore goes.
+    outcomes.clear()
+    run_ids, _refused = run_and_undo_inside_orphan_removal(
+        monkeypatch, "inside",
+        run=lambda: _expired_with_a_retention(table.uri, EXPIRE),
+        undo=lambda run_id: outcomes.append(_snaptable("undo", table.uri, run_id, "--json")),
+    )
     cleaner = Table.open(table.uri)
     result = _maybe_retained(cleaner, days, lambda: cleaner.remove_orphan_files(older_than="0 s", dry_run=False))
     monkeypatch.undo()
-    assert ran and result.orphan_count == 0, result.orphan_files[:5]
+    [refused] = outcomes
+    assert refused.returncode != 0 and "DeletionInProgressError" in refused.stdout + refused.stderr, refused
+    assert result.orphan_count == 0, result.orphan_files[:5]
+    done = _snaptable("undo", table.uri, run_ids[0], "--json")
+    assert done.returncode == 0, done
     assert _rows(table) == before and Table.open(table.uri).verify().ok
 
 
@@ -258,7 +290,7 @@ def test_a_consumer_expiry_leaves_a_consumer_an_undo_brought_back_between_its_la
             undone.append(True)
             try:
                 Table.open(table.uri).undo(run_id)  # marks, writes the removed reader back
-            except ConsumerExpiryInProgressError:
+            except DeletionInProgressError:
                 pass
         return delete(self, consumer_id)
 
@@ -292,8 +324,8 @@ def test_a_crashed_consumer_expiry_holds_an_undo_back_only_until_its_mark_is_sta
     with pytest.raises(RuntimeError):
         Table.open(table.uri).expire_consumers(now=FAR_FUTURE)
     monkeypatch.undo()
-    assert NoncurrentJournal(Table.open(table.uri).store.lifecycle).marked_runs(journal_module.CONSUMER_EXPIRY_PREFIX)
-    with pytest.raises(ConsumerExpiryInProgressError):
+    assert NoncurrentJournal(Table.open(table.uri).store.lifecycle).marked_runs(journal_module.DELETING_PREFIX)
+    with pytest.raises(DeletionInProgressError):
         Table.open(table.uri).undo(run_id)
     real_now = journal_module.real_now_millis()
     monkeypatch.setattr(journal_module, "real_now_millis", lambda: real_now + journal_module.STALE_MARK_MILLIS + 1)

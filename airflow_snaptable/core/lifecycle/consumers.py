@@ -4,12 +4,16 @@ A consumer's new position is announced first (core/lifecycle/intents.py), then c
 the plans' fences, and only then written; the intent is withdrawn last. Either an
 expiry sees the intent and keeps the position, or this check sees its fence and the
 move fails: a crash at any point keeps the previous position.
+
+Consumer expiry (every format: :func:`remove_expired_consumers`) is a deleting step no plan
+fences: it holds a deleting mark over its removals (core/lifecycle/noncurrent/journal.py), and
+removes only a consumer unchanged since it was listed.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Callable
+from typing import Callable, Sequence
 
 from airflow_snaptable.core.arguments.checks import check_int
 from airflow_snaptable.core.native.consumers import Consumer
@@ -17,7 +21,7 @@ from airflow_snaptable.core.errors import InvalidArgumentError, SnapshotNotFound
 from airflow_snaptable.core.lifecycle.intents import CONSUMER as CONSUMER_INTENT, Intent, IntentManager
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.lifecycle.deletion_plans import PlanManager
-from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal, NoncurrentRun, consumer_expiry_marked, refuse_while_undoing
+from airflow_snaptable.core.lifecycle.noncurrent.journal import EXPIRE_CONSUMERS, DeletingMark, NoncurrentJournal, NoncurrentRun
 from airflow_snaptable.core.lifecycle.noncurrent.record import record_removed
 from airflow_snaptable.core.lifecycle.store import TableStore
 
@@ -72,18 +76,32 @@ class ConsumerLifecycle:
         if self.expiration is None:
             return []
         limit = now_millis - int(self.expiration.total_seconds() * 1000)
-        journal = NoncurrentJournal(self.store.lifecycle)
         expired = [c for c in self.store.consumers.consumers() if c.update_time_millis < limit]
-        if not expired:
-            return []
-        with consumer_expiry_marked(journal):
-            # Read after the listing: an undo that restores a consumer marks first (core/lifecycle/noncurrent/journal.py).
-            refuse_while_undoing(journal, self.store.uri, "no consumer was expired")
-            record_removed(self.store, self.noncurrent, "consumers", consumers=expired)
-            gone = []
-            for consumer in expired:
-                # One written since the listing (moved, or brought back by an undo) is not the one that expired.
-                if self.store.consumers.get(consumer.id) == consumer:
-                    self.store.consumers.delete(consumer.id)
-                    gone.append(consumer.id)
-            return gone
+        return remove_expired_consumers(
+            NoncurrentJournal(self.store.lifecycle), self.store.uri, expired,
+            current=self.store.consumers.get, remove=self.store.consumers.delete,
+            record=lambda consumers: record_removed(self.store, self.noncurrent, "consumers", consumers=consumers),
+        )
+
+
+def remove_expired_consumers(
+    journal: NoncurrentJournal, where: str, expired: Sequence[Consumer],
+    current: Callable[[str], Consumer | None], remove: Callable[[str], None], record: Callable[[list[Consumer]], None],
+) -> list[str]:
+    """Remove the listed ``expired`` consumers that are still as listed; returns their ids.
+
+    Under a deleting mark, put up after the listing: an undo that brings a consumer back either
+    finished before the mark (the consumer read by ``current`` is not the listed one, and stays) or
+    refuses. ``record``: a run with a retention records them, as they were, before they go."""
+    if not expired:
+        return []
+    with DeletingMark(journal, EXPIRE_CONSUMERS) as mark:
+        mark.check(where, "no consumer was expired")
+        record(list(expired))
+        gone = []
+        for consumer in expired:
+            # One written since the listing (moved, or brought back by an undo) is not the one that expired.
+            if current(consumer.id) == consumer:
+                remove(consumer.id)
+                gone.append(consumer.id)
+        return gone

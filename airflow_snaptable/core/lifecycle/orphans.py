@@ -9,13 +9,17 @@ Rules (Paimon OrphanFilesClean, and its bugs not repeated):
   ages come from the storage's clock, and a commit in flight has young files;
 - any read failure while building the in-use set aborts the run, and a table
   with snapshots but an empty in-use set is an error, never "delete
-  everything" (Paimon #7715).
+  everything" (Paimon #7715);
+- noncurrent files (an earlier run's, undoable) are not orphans; a deleting run holds
+  a deleting mark from before its first read to after its last delete and reads the
+  undo marks right before each batch, so no undo brings a file back meanwhile
+  (core/lifecycle/noncurrent/journal.py).
 """
 
 from __future__ import annotations
 
 import itertools
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 import tempfile
 import time
@@ -29,7 +33,7 @@ from airflow_snaptable.core.arguments.checks import check_bool
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
 from airflow_snaptable.core.arguments.table_options import parse_duration
 from airflow_snaptable.core.io.path_set import PathHashSet
-from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal, NoncurrentRun, entry_key, refuse_while_undoing
+from airflow_snaptable.core.lifecycle.noncurrent.journal import REMOVE_ORPHANS, DeletingMark, NoncurrentJournal, NoncurrentRun, entry_key
 from airflow_snaptable.core.lifecycle.noncurrent.record import record_removed
 from airflow_snaptable.core.lifecycle.progress import delete_with_progress
 from airflow_snaptable.core.lifecycle.store import InUse, StoredFile, TableStore
@@ -135,21 +139,21 @@ class OrphanFilesClean:
 
         files = self.store.files
         result = OrphanResult(older_than_millis=cutoff, dry_run=dry_run)
-        with CandidateSpill(self.batch) as candidates:
+        journal = NoncurrentJournal(self.store.lifecycle)
+        with CandidateSpill(self.batch) as candidates, (nullcontext() if dry_run else DeletingMark(journal, REMOVE_ORPHANS)) as mark:
             # Candidates first, then the in-use set: a file committed in between is in the set.
             listed = itertools.chain(files.listed_files(), files.leftover_files())
             candidates.write(found for found in listed if found.modified is not None and found.modified * 1000 < cutoff)
-            # Noncurrent files (an earlier run's, undoable) are not orphans. Read before the files in use
-            # (an undo that drops its entries meanwhile committed what it restores first) and after them
-            # (a run with a retention that unpublishes meanwhile recorded first): journal.py.
-            journal = NoncurrentJournal(self.store.lifecycle)
+            # Noncurrent files (an earlier run's, undoable) are not orphans. Read before the files in use (an undo
+            # that finished before the mark committed what it restores before it dropped its entries) and after
+            # them (a run with a retention that unpublishes meanwhile recorded first); the mark keeps undos out.
             held_before = journal.held_paths()
             used = paths_in_use(self.store)
             if not len(used) and self.store.snapshots.latest_id() is not None:
                 raise CorruptMetadataError("the table has snapshots but no file is in use: refusing to delete anything")
             held_after = journal.held_paths()
             if not dry_run:
-                refuse_while_undoing(journal, self.store.uri, "no orphan was removed")
+                mark.check(self.store.uri, "no orphan was removed")
             doomed: list[tuple[str, int]] = []
             for paths, sizes in candidates.batches():
                 kept = used.contains(paths) | held_before.contains(paths) | held_after.contains(paths)
@@ -160,17 +164,18 @@ class OrphanFilesClean:
                     if not dry_run:
                         doomed.append((path, size))
                 if len(doomed) >= DELETE_BUFFER:
-                    self._remove(doomed)
+                    self._remove(doomed, mark)
                     doomed = []
-            self._remove(doomed)  # nothing on a dry run
+            self._remove(doomed, mark)  # nothing on a dry run
         if self.noncurrent is not None and not dry_run and result.orphan_count:
             result.run_id = self.noncurrent.run_id  # recorded: undoable by this id
         return result
 
-    def _remove(self, doomed: list[tuple[str, int]]) -> None:
+    def _remove(self, doomed: list[tuple[str, int]], mark: DeletingMark) -> None:
         """Delete a batch of orphans, or, in a run with a retention, record them as noncurrent (one entry a batch)."""
         if not doomed:
             return
+        mark.check(self.store.uri, "no orphan of this batch was removed")
         if self.noncurrent is not None:
             record_removed(self.store, self.noncurrent, entry_key("orphans", doomed[0][0], str(len(doomed))), files=doomed)
             return

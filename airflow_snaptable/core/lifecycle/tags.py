@@ -28,7 +28,7 @@ from airflow_snaptable.core.errors import (
 )
 from airflow_snaptable.core.lifecycle.intents import TAG as TAG_INTENT, Intent, IntentManager
 from airflow_snaptable.core.arguments.names import validate_name
-from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal, entry_key, refuse_while_undoing
+from airflow_snaptable.core.lifecycle.noncurrent.journal import DELETE_TAG, DeletingMark, NoncurrentJournal, entry_key
 from airflow_snaptable.core.lifecycle.noncurrent.record import record_removed
 from airflow_snaptable.core.lifecycle.plan_executor import PlanExecutor
 from airflow_snaptable.core.lifecycle.deletion_plans import DELETE_TAG, DataCandidate, DeletionPlan
@@ -164,10 +164,11 @@ class TagLifecycle:
         tag = self.store.tags.tag(name)
         plan = self._release_plan(tag, delete_tag_file=True)
         if plan is None:
-            # No plan fences this one against an undo (plan_executor.py): it reads the undo marks itself.
-            refuse_while_undoing(NoncurrentJournal(self.store.lifecycle), self.store.uri, "the tag was not deleted")
-            record_removed(self.store, self.executor.noncurrent, entry_key("tag", name, str(tag.create_time_millis)), tags=[tag])
-            self.store.tags.delete(name)  # the snapshot still holds everything; expiry frees it later
+            # No plan fences this one against an undo (plan_executor.py): a deleting mark does (noncurrent/journal.py).
+            with DeletingMark(NoncurrentJournal(self.store.lifecycle), DELETE_TAG) as mark:
+                mark.check(self.store.uri, "the tag was not deleted")
+                record_removed(self.store, self.executor.noncurrent, entry_key("tag", name, str(tag.create_time_millis)), tags=[tag])
+                self.store.tags.delete(name)  # the snapshot still holds everything; expiry frees it later
             return []
         return self.executor.run(plan).deleted_data_files
 

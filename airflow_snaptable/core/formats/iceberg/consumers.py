@@ -35,7 +35,7 @@ from airflow_snaptable.core.errors import (
 )
 from airflow_snaptable.core.formats.iceberg.journal import journal_of
 from airflow_snaptable.core.formats.iceberg.positions import IcebergPositions
-from airflow_snaptable.core.lifecycle.noncurrent.journal import consumer_expiry_marked, refuse_while_undoing
+from airflow_snaptable.core.lifecycle.consumers import remove_expired_consumers
 from airflow_snaptable.core.formats.iceberg.retention import CONSUMER_REF_PREFIX as REF_PREFIX, MAIN, ancestors
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.arguments.times import duration_argument, millis
@@ -166,21 +166,11 @@ class IcebergConsumers:
                 return []
             expiration = millis(duration_argument(raw, "table property consumer.expiration-time"))
         expired = [c for c in self.consumers() if c.update_time_millis < now_millis - expiration]
-        if not expired:
-            return []
-        journal = journal_of(self.table.storage)
-        with consumer_expiry_marked(journal):  # undo refuses while it is up (see the journal module)
-            # Read after the listing: an undo that restores a consumer marks first (core/lifecycle/noncurrent/journal.py).
-            refuse_while_undoing(journal, self.table.uri, "no consumer was expired")
-            if record is not None:
-                record(expired)
-            gone = []
-            for consumer in expired:
-                # One written since the listing (moved, or brought back by an undo) is not the one that expired.
-                if self.get(consumer.id) == consumer:
-                    self._write(consumer.id, None)
-                    gone.append(consumer.id)
-            return gone
+        return remove_expired_consumers(
+            journal_of(self.table.storage), self.table.uri, expired,
+            current=self.get, remove=lambda consumer_id: self._write(consumer_id, None),
+            record=record or (lambda consumers: None),
+        )
 
     def restore(self, consumer: Consumer) -> bool:
         """Write back a consumer an expiry removed (undo), unless one of that id exists now; whether it did."""

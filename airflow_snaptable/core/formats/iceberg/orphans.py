@@ -11,16 +11,21 @@ The valid files are those of the metadata loaded after the listing, and of every
 while they were read: the metadata is loaded again until it holds still (a few rounds, reading only
 what is new). A commit can make an old file valid again (``add_files`` adopting an unreferenced
 file), and the age window does not protect it.
+
+Noncurrent files (an earlier run's, undoable) are not orphans; a deleting run holds a deleting mark
+from before its first read to after its delete, so no undo brings a file back meanwhile
+(core/lifecycle/noncurrent/journal.py).
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from datetime import timedelta
 
 from airflow_snaptable.core.formats.iceberg.files import LIFECYCLE_DIR, Locator, ManifestReader, reach, statistics_entries
 from airflow_snaptable.core.lifecycle.orphans import OrphanResult, cutoff_millis
 from airflow_snaptable.core.io.storage import Storage
-from airflow_snaptable.core.lifecycle.noncurrent.journal import JournalEntry, NoncurrentRun, entry_key, refuse_while_undoing
+from airflow_snaptable.core.lifecycle.noncurrent.journal import REMOVE_ORPHANS, DeletingMark, JournalEntry, NoncurrentRun, entry_key
 from airflow_snaptable.core.formats.iceberg.journal import journal_of
 
 DEFAULT_WINDOW = timedelta(days=3)
@@ -45,38 +50,38 @@ def remove_orphan_files(
     """``noncurrent``: a run with a retention records the orphans (core/lifecycle/noncurrent/) instead of deleting them.
     Noncurrent files of earlier runs are never orphans."""
     cutoff = cutoff_millis(now_millis, DEFAULT_WINDOW if older_than is None else older_than)
-    # Candidates first, then what is valid: a file committed in between is valid.
-    candidates = [
-        f for f in storage.iter_files("")
-        if not f[0].startswith(LIFECYCLE_DIR + "/") and f[2] is not None and f[2] * 1000 < cutoff
-    ]
-    # Noncurrent files are read before the valid files and after them: an undo commits what it restores
-    # before it drops its entries, an expiry with a retention records before it commits
-    # (core/lifecycle/noncurrent/journal.py); every file either moves is in one of the three reads.
     journal = journal_of(storage)
-    held_before = journal.held_paths()
-    table = table_loader()
-    reader = ManifestReader(storage, Locator(table.location()))  # lists and manifests are immutable: read once
-    valid = valid_files(table, storage, reader)
-    for _ in range(RECHECKS):
-        latest = table_loader()
-        if latest.metadata_location == table.metadata_location:
-            break
-        table = latest
-        valid |= valid_files(table, storage, reader)
-    held_after = journal.held_paths()
-    orphans = sorted(
-        (rel, size) for rel, size, _mtime in candidates if rel not in valid and rel not in held_before and rel not in held_after
-    )
-    result = OrphanResult(older_than_millis=cutoff, dry_run=dry_run)
-    if not dry_run:
-        refuse_while_undoing(journal, table.location(), "no orphan was removed")
-    if not dry_run and noncurrent is not None:
-        if orphans:
-            journal.write(JournalEntry(noncurrent, entry_key("orphans", orphans[0][0], str(len(orphans))), data_files=orphans))
-            result.run_id = noncurrent.run_id
-    elif not dry_run:
-        storage.delete_files([rel for rel, _size in orphans])
+    with nullcontext() if dry_run else DeletingMark(journal, REMOVE_ORPHANS) as mark:
+        # Candidates first, then what is valid: a file committed in between is valid.
+        candidates = [
+            f for f in storage.iter_files("")
+            if not f[0].startswith(LIFECYCLE_DIR + "/") and f[2] is not None and f[2] * 1000 < cutoff
+        ]
+        # Noncurrent files are read before the valid files and after them: an expiry with a retention records
+        # before it commits, and the deleting mark keeps undos out (an undo that finished before it committed
+        # what it restores before it dropped its entries): every file either moves is in one of the three reads.
+        held_before = journal.held_paths()
+        table = table_loader()
+        reader = ManifestReader(storage, Locator(table.location()))  # lists and manifests are immutable: read once
+        valid = valid_files(table, storage, reader)
+        for _ in range(RECHECKS):
+            latest = table_loader()
+            if latest.metadata_location == table.metadata_location:
+                break
+            table = latest
+            valid |= valid_files(table, storage, reader)
+        held_after = journal.held_paths()
+        orphans = sorted(
+            (rel, size) for rel, size, _mtime in candidates if rel not in valid and rel not in held_before and rel not in held_after
+        )
+        result = OrphanResult(older_than_millis=cutoff, dry_run=dry_run)
+        if not dry_run:
+            mark.check(table.location(), "no orphan was removed")
+            if noncurrent is not None and orphans:
+                journal.write(JournalEntry(noncurrent, entry_key("orphans", orphans[0][0], str(len(orphans))), data_files=orphans))
+                result.run_id = noncurrent.run_id
+            elif noncurrent is None:
+                storage.delete_files([rel for rel, _size in orphans])
     for rel, size in orphans:
         result.add(rel, size)  # lists at most MAX_LISTED_ORPHANS, counts all
     return result

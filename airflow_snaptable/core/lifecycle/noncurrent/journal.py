@@ -20,14 +20,20 @@ Rules:
   *before* each checks for the other's: ``undo-<run>.json`` and ``purge-<run>.json``.
   Either purge sees the undo marker and leaves the run alone, or undo sees the purge marker
   and refuses. ``undone-<run>.json`` records a finished undo, so undoing again is a no-op.
-- A deleting run does not delete while an undo is marked (:func:`refuse_while_undoing`): expiry,
-  rollback and tag deletion publish their plan before they read the marks (an undo reads the plans
-  after it marks: one of the two backs out); orphan removal reads the marks right before it deletes.
-  Consumer expiry marks itself (``expiring-consumers-<token>.json``) before it reads the undo marks,
-  until its last delete; undo refuses while a fresh one is up (:func:`consumer_expiry_marked`). Orphan removal also reads the noncurrent files before AND after the
-  files in use (:meth:`NoncurrentJournal.held_paths`): an undo commits what it restores before it
-  drops its entries, a run with a retention records before it unpublishes, so every file either
-  moves is in one of the three reads, whatever order they interleave in.
+- A deleting run does not delete while an undo is marked (:func:`refuse_while_undoing`), and an
+  undo does not start while a deleting run is under way:
+  - expiry, rollback and tag deletions that free files publish their deletion plan before they read
+    the undo marks; an undo reads the plans after it marks: one of the two backs out;
+  - the deleting steps no plan fences (consumer expiry, orphan removal, a tag deletion that frees
+    nothing) hold a *deleting mark* (:class:`DeletingMark`, ``deleting-<token>.json``) from before
+    their first read to after their last delete, and read the undo marks right before each delete;
+    an undo refuses while a fresh one is up (:func:`fresh_deleting_marks`). A deleting run's reads
+    of the journal and of the live metadata cannot otherwise see a whole run-then-undo between
+    them: orphan removal could take a file an expiry with a retention recorded after its first
+    read, and an undo brought back before its last, for an orphan;
+  - the holder renews its mark while it works; a mark not renewed for ``STALE_MARK_MILLIS`` is a
+    crashed run's and holds nothing back, and a holder whose renewals failed for half that time
+    no longer trusts its reads and deletes nothing more (``DeletingMarkLapsedError``).
 - A file's retention is measured against the real clock from the run's real start time.
 """
 
@@ -35,13 +41,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 import uuid
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from airflow_snaptable.core.errors import CorruptMetadataError, UndoInProgressError
+from airflow_snaptable.core.errors import CorruptMetadataError, DeletingMarkLapsedError, UndoInProgressError
 from airflow_snaptable.core.io.path_set import PathHashSet, PathHashSetBuilder
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.io.table_paths import checked_relative_path
@@ -51,10 +57,12 @@ ENTRY_PREFIX = "entry-"
 UNDO_PREFIX = "undo-"
 PURGE_PREFIX = "purge-"
 UNDONE_PREFIX = "undone-"
-#: A consumer expiry in progress (``expiring-consumers-<token>.json``): undo refuses while a fresh one is up.
-CONSUMER_EXPIRY_PREFIX = "expiring-consumers-"
-#: A consumer expiry mark older than this is from a crashed run: it no longer holds an undo back.
+#: A deleting step no deletion plan fences, under way (``deleting-<token>.json``): undo refuses while a fresh one is up.
+DELETING_PREFIX = "deleting-"
+#: A deleting mark not renewed for this long is a crashed run's: it no longer holds an undo back.
 STALE_MARK_MILLIS = 15 * 60_000
+#: How often a deleting run renews its mark.
+RENEW_MARK_MILLIS = STALE_MARK_MILLIS // 5
 DAY_MILLIS = 86_400_000
 
 #: The operations a run records (what ``snaptable trash`` shows).
@@ -254,32 +262,78 @@ class NoncurrentJournal:
         return {n[len(prefix):-len(".json")] for n in self.storage.list_names(self.directory) if n.startswith(prefix) and n.endswith(".json")}
 
 
-@contextmanager
-def consumer_expiry_marked(journal: NoncurrentJournal) -> Iterator[None]:
-    """Consumer expiry marks itself before it reads the undo marks and takes the mark down after its last
-    delete; undo marks before it reads these (:func:`refuse_while_expiring_consumers`): one of the two backs out,
-    so no consumer an undo writes back is deleted between the expiry's last read and its delete. A crashed
-    expiry's mark goes stale after ``STALE_MARK_MILLIS`` and no longer holds undo back."""
-    token = uuid.uuid4().hex
-    journal.mark(CONSUMER_EXPIRY_PREFIX, token)
-    try:
-        yield
-    finally:
-        journal.unmark(CONSUMER_EXPIRY_PREFIX, token)
+class DeletingMark:
+    """A deleting step no deletion plan fences, marked from before its first read to after its last
+    delete (see the module doc). Use as a context manager; call :meth:`check` right before each delete.
+
+    The mark is renewed on a background thread every ``renew_millis``, so a long step (an orphan
+    listing of millions of files) keeps holding undo back; the mark records the operation, which an
+    undo's refusal names."""
+
+    def __init__(self, journal: NoncurrentJournal, operation: str, renew_millis: int = RENEW_MARK_MILLIS):
+        self.journal = journal
+        self.operation = operation
+        self.token = uuid.uuid4().hex
+        self.renew_millis = renew_millis
+        #: Set once renewals failed for half the stale time: an undo may have taken the mark for a crashed run's.
+        self.lapsed = False
+        self._renewed_at = 0.0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "DeletingMark":
+        self._renewed_at = time.monotonic()
+        self._write()
+        self._thread = threading.Thread(target=self._renew, name="snaptable-deleting-mark", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()  # no renewal may write the mark again after it is taken down
+        self.journal.unmark(DELETING_PREFIX, self.token)
+
+    def _write(self) -> None:
+        doc = {"run_id": self.token, "operation": self.operation, "at_millis": real_now_millis()}
+        self.journal.storage.write_bytes(self.journal._marker(DELETING_PREFIX, self.token), json.dumps(doc).encode())
+        now = time.monotonic()
+        if (now - self._renewed_at) * 1000 >= STALE_MARK_MILLIS / 2:
+            self.lapsed = True
+        self._renewed_at = now
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.renew_millis / 1000):
+            try:
+                self._write()
+            except Exception:  # noqa: BLE001 - a storage hiccup: the next round retries, check() judges the gap
+                continue
+
+    def check(self, where: str, outcome: str) -> None:
+        """Right before a delete: no undo is marked, and the mark held since it went up.
+        ``outcome``: what the run left, for the message."""
+        if self.lapsed or (time.monotonic() - self._renewed_at) * 1000 >= STALE_MARK_MILLIS / 2:
+            self.lapsed = True
+            raise DeletingMarkLapsedError(
+                f"the {self.operation} mark on {where} was not renewed for {STALE_MARK_MILLIS // 120_000} minutes or more: "
+                f"an undo may have run meanwhile; {outcome}"
+            )
+        refuse_while_undoing(self.journal, where, outcome)
 
 
-def fresh_consumer_expiries(journal: NoncurrentJournal) -> list[str]:
+def fresh_deleting_marks(journal: NoncurrentJournal) -> list[tuple[str, str]]:
+    """The deleting steps under way (token, operation), oldest mark first; stale and torn marks are crashed runs'."""
     fresh = []
-    for token in sorted(journal.marked_runs(CONSUMER_EXPIRY_PREFIX)):
+    for token in sorted(journal.marked_runs(DELETING_PREFIX)):
         try:
-            at = int(json.loads(journal.storage.read_bytes(journal._marker(CONSUMER_EXPIRY_PREFIX, token)))["at_millis"])
+            doc = json.loads(journal.storage.read_bytes(journal._marker(DELETING_PREFIX, token)))
+            at, operation = int(doc["at_millis"]), str(doc["operation"])
         except FileNotFoundError:
             continue  # finished while we listed
         except Exception:  # noqa: BLE001 - an unreadable mark is a torn write of a crashed run: stale
             continue
         if real_now_millis() - at < STALE_MARK_MILLIS:
-            fresh.append(token)
-    return fresh
+            fresh.append((at, token, operation))
+    return [(token, operation) for _at, token, operation in sorted(fresh)]
 
 
 def refuse_while_undoing(journal: NoncurrentJournal, where: str, outcome: str) -> None:

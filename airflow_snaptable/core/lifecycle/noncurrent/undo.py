@@ -11,7 +11,9 @@ Rules:
   - ``UndoInvariantError``: the snapshot id is used by another commit now (invariant 4: one
     commit per id), a tag of the same name points at another state, the history would have a gap.
 - Undo marks the run (``undo-<run>.json``) before it checks for a purge of it; purge marks before it
-  checks for an undo (core/lifecycle/noncurrent/journal.py): never both on one run.
+  checks for an undo (core/lifecycle/noncurrent/journal.py): never both on one run. Likewise undo
+  reads the deleting marks after its own (``DeletionInProgressError`` while a consumer expiry, an
+  orphan removal or a tag deletion outside a plan is under way).
 - Each step is idempotent: a snapshot or tag that is back already (same commit, same tag) is
   skipped, so a rerun after a crash finishes the undo. The journal entries go last, then the
   mark; ``undone-<run>.json`` makes undoing again a no-op that says so.
@@ -25,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from airflow_snaptable.core.errors import (
-    ConsumerExpiryInProgressError,
+    DeletionInProgressError,
     DependentRunError,
     InvalidArgumentError,
     MissingMetadataError,
@@ -45,7 +47,7 @@ from airflow_snaptable.core.lifecycle.noncurrent.journal import (
     UNDONE_PREFIX,
     JournalEntry,
     NoncurrentJournal,
-    fresh_consumer_expiries,
+    fresh_deleting_marks,
 )
 from airflow_snaptable.core.lifecycle.store import TableStore
 from airflow_snaptable.core.native.consumers import Consumer
@@ -101,9 +103,10 @@ def undo_run(journal: NoncurrentJournal, run_id: str, where: str, prepare: UndoP
     try:
         if journal.marked(PURGE_PREFIX, run_id):
             raise RunPurgedError(f"run {run_id} is being purged (or was): its files may be gone")
-        expiring = fresh_consumer_expiries(journal)
-        if expiring:
-            raise ConsumerExpiryInProgressError(f"a consumer expiry ({expiring[0]}) is under way on {where}: rerun the undo after it")
+        deleting = fresh_deleting_marks(journal)
+        if deleting:
+            token, operation = deleting[0]
+            raise DeletionInProgressError(f"a {operation} run ({token}) is under way on {where}: nothing was undone; rerun the undo after it")
         apply = prepare(entries, result)
     except UndoRefusedError:
         if not marked_before:
