@@ -118,7 +118,12 @@ def test_a_crashed_orphan_removal_holds_an_undo_back_only_until_its_mark_is_stal
         Table.open(table.uri).undo(run_id)
     real_now = journal_module.real_now_millis()
     monkeypatch.setattr(journal_module, "real_now_millis", lambda: real_now + STALE_MARK_MILLIS + 1)
+    Table.open(table.uri).purge()
+    assert _marks(table), "a purge dropped a mark a live run could still renew"
     assert Table.open(table.uri).undo(run_id).restored_snapshot_ids
+    monkeypatch.setattr(journal_module, "real_now_millis", lambda: real_now + 4 * STALE_MARK_MILLIS)
+    Table.open(table.uri).purge()  # housekeeping: the crashed run's mark goes
+    assert _marks(table) == {}
 
 
 def test_an_orphan_removal_whose_mark_lapsed_deletes_nothing(rich, monkeypatch):

@@ -34,6 +34,7 @@ from airflow_snaptable.core.formats.iceberg.journal import expiry_plans_in_fligh
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.lifecycle.noncurrent.journal import (
     PURGE_PREFIX,
+    drop_crashed_deleting_marks,
     UNDO_PREFIX,
     JournalEntry,
     NoncurrentRun,
@@ -257,6 +258,7 @@ class IcebergNoncurrent:
         run_ids = journal.run_ids()
         for stale in journal.marked_runs(PURGE_PREFIX) - set(run_ids):
             journal.unmark(PURGE_PREFIX, stale)
+        drop_crashed_deleting_marks(journal)
         purging: set[str] = set()
         for run_id in run_ids:
             first = next(iter(journal.entries(run_id)), None)

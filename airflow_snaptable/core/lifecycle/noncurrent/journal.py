@@ -320,20 +320,33 @@ class DeletingMark:
         refuse_while_undoing(self.journal, where, outcome)
 
 
-def fresh_deleting_marks(journal: NoncurrentJournal) -> list[tuple[str, str]]:
-    """The deleting steps under way (token, operation), oldest mark first; stale and torn marks are crashed runs'."""
-    fresh = []
+def _deleting_marks(journal: NoncurrentJournal) -> Iterator[tuple[str, str, int | None]]:
+    """Each deleting mark: (token, operation, when it was last renewed; None for a torn write)."""
     for token in sorted(journal.marked_runs(DELETING_PREFIX)):
         try:
             doc = json.loads(journal.storage.read_bytes(journal._marker(DELETING_PREFIX, token)))
-            at, operation = int(doc["at_millis"]), str(doc["operation"])
+            yield token, str(doc["operation"]), int(doc["at_millis"])
         except FileNotFoundError:
             continue  # finished while we listed
-        except Exception:  # noqa: BLE001 - an unreadable mark is a torn write of a crashed run: stale
-            continue
-        if real_now_millis() - at < STALE_MARK_MILLIS:
-            fresh.append((at, token, operation))
-    return [(token, operation) for _at, token, operation in sorted(fresh)]
+        except Exception:  # noqa: BLE001 - an unreadable mark is a torn write of a crashed run
+            yield token, "", None
+
+
+def fresh_deleting_marks(journal: NoncurrentJournal) -> list[tuple[str, str]]:
+    """The deleting steps under way (token, operation), oldest mark first; stale and torn marks are crashed runs'."""
+    now = real_now_millis()
+    fresh = sorted((at, token, operation) for token, operation, at in _deleting_marks(journal)
+                   if at is not None and now - at < STALE_MARK_MILLIS)
+    return [(token, operation) for _at, token, operation in fresh]
+
+
+def drop_crashed_deleting_marks(journal: NoncurrentJournal) -> None:
+    """Purge's housekeeping: the marks of crashed deleting runs (not renewed for four times the stale time,
+    a live holder renews every few minutes) are deleted."""
+    now = real_now_millis()
+    for token, _operation, at in _deleting_marks(journal):
+        if at is None or now - at >= 4 * STALE_MARK_MILLIS:
+            journal.unmark(DELETING_PREFIX, token)
 
 
 def refuse_while_undoing(journal: NoncurrentJournal, where: str, outcome: str) -> None:

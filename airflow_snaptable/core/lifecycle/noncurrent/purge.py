@@ -12,6 +12,8 @@ Rules:
   same path again) and what the runs not purged yet would bring back (their snapshots, tags and
   files). The live view is read after the marks are up, and read again whenever the latest
   snapshot or the tags changed before a batch is deleted.
+- The marks of crashed deleting runs (core/lifecycle/noncurrent/journal.py ``DeletingMark``) go once
+  they are four times stale.
 - A run's entries are deleted after their files, the mark last; a crash anywhere leaves the mark,
   and the next purge finishes the run (deleting what is gone is success).
 - Memory: one entry (one plan's files, bounded like a plan) and 8 bytes per live or held file
@@ -26,6 +28,7 @@ from airflow_snaptable.core.errors import SnapshotNotFoundError
 from airflow_snaptable.core.io.path_set import PathHashSet, PathHashSetBuilder
 from airflow_snaptable.core.lifecycle.noncurrent.journal import (
     PURGE_PREFIX,
+    drop_crashed_deleting_marks,
     UNDO_PREFIX,
     JournalEntry,
     NoncurrentJournal,
@@ -124,6 +127,7 @@ class NoncurrentPurge:
         run_ids = journal.run_ids()
         for stale in journal.marked_runs(PURGE_PREFIX) - set(run_ids):
             journal.unmark(PURGE_PREFIX, stale)  # a purge that crashed after its last entry went
+        drop_crashed_deleting_marks(journal)
         due = []
         for run_id in run_ids:
             first = next(iter(journal.entries(run_id)), None)
