@@ -249,8 +249,14 @@ class NoncurrentJournal:
     def _marker(self, prefix: str, run_id: str) -> str:
         return f"{self.directory}/{prefix}{run_id}.json"
 
-    def mark(self, prefix: str, run_id: str) -> None:
-        self.storage.write_bytes(self._marker(prefix, run_id), json.dumps({"run_id": run_id, "at_millis": real_now_millis()}).encode())
+    def mark(self, prefix: str, run_id: str, **fields: str) -> None:
+        """Write (or rewrite) the marker, stamped with the real clock; ``fields``: what else it records."""
+        doc = {"run_id": run_id, "at_millis": real_now_millis(), **fields}
+        self.storage.write_bytes(self._marker(prefix, run_id), json.dumps(doc).encode())
+
+    def read_mark(self, prefix: str, run_id: str) -> dict:
+        """The marker's document (FileNotFoundError when it is gone)."""
+        return json.loads(self.storage.read_bytes(self._marker(prefix, run_id)))
 
     def marked(self, prefix: str, run_id: str) -> bool:
         return self.storage.exists(self._marker(prefix, run_id))
@@ -294,12 +300,13 @@ class DeletingMark:
         self.journal.unmark(DELETING_PREFIX, self.token)
 
     def _write(self) -> None:
-        doc = {"run_id": self.token, "operation": self.operation, "at_millis": real_now_millis()}
-        self.journal.storage.write_bytes(self.journal._marker(DELETING_PREFIX, self.token), json.dumps(doc).encode())
-        now = time.monotonic()
-        if (now - self._renewed_at) * 1000 >= STALE_MARK_MILLIS / 2:
-            self.lapsed = True
-        self._renewed_at = now
+        self.journal.mark(DELETING_PREFIX, self.token, operation=self.operation)
+        self.lapsed = self.lapsed or self._unrenewed_too_long()
+        self._renewed_at = time.monotonic()
+
+    def _unrenewed_too_long(self) -> bool:
+        """No renewal succeeded for half the stale time: an undo may have judged the mark stale."""
+        return (time.monotonic() - self._renewed_at) * 1000 >= STALE_MARK_MILLIS / 2
 
     def _renew(self) -> None:
         while not self._stop.wait(self.renew_millis / 1000):
@@ -311,8 +318,8 @@ class DeletingMark:
     def check(self, where: str, outcome: str) -> None:
         """Right before a delete: no undo is marked, and the mark held since it went up.
         ``outcome``: what the run left, for the message."""
-        if self.lapsed or (time.monotonic() - self._renewed_at) * 1000 >= STALE_MARK_MILLIS / 2:
-            self.lapsed = True
+        self.lapsed = self.lapsed or self._unrenewed_too_long()
+        if self.lapsed:
             raise DeletingMarkLapsedError(
                 f"the {self.operation} mark on {where} was not renewed for {STALE_MARK_MILLIS // 120_000} minutes or more: "
                 f"an undo may have run meanwhile; {outcome}"
@@ -324,7 +331,7 @@ def _deleting_marks(journal: NoncurrentJournal) -> Iterator[tuple[str, str, int 
     """Each deleting mark: (token, operation, when it was last renewed; None for a torn write)."""
     for token in sorted(journal.marked_runs(DELETING_PREFIX)):
         try:
-            doc = json.loads(journal.storage.read_bytes(journal._marker(DELETING_PREFIX, token)))
+            doc = journal.read_mark(DELETING_PREFIX, token)
             yield token, str(doc["operation"]), int(doc["at_millis"])
         except FileNotFoundError:
             continue  # finished while we listed
