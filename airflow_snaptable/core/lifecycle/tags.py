@@ -28,7 +28,7 @@ from airflow_snaptable.core.errors import (
 )
 from airflow_snaptable.core.lifecycle.intents import TAG as TAG_INTENT, Intent, IntentManager
 from airflow_snaptable.core.arguments.names import validate_name
-from airflow_snaptable.core.lifecycle.noncurrent.journal import DELETE_TAG, DeletingMark, NoncurrentJournal, entry_key
+from airflow_snaptable.core.lifecycle.noncurrent.journal import DeletingMark, NoncurrentJournal, entry_key
 from airflow_snaptable.core.lifecycle.noncurrent.record import record_removed
 from airflow_snaptable.core.lifecycle.plan_executor import PlanExecutor
 from airflow_snaptable.core.lifecycle.deletion_plans import DELETE_TAG, DataCandidate, DeletionPlan

@@ -34,10 +34,10 @@ from airflow_snaptable.core.formats.iceberg.journal import expiry_plans_in_fligh
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.lifecycle.noncurrent.journal import (
     PURGE_PREFIX,
-    drop_crashed_deleting_marks,
     UNDO_PREFIX,
     JournalEntry,
     NoncurrentRun,
+    drop_crashed_deleting_marks,
     real_now_millis,
 )
 from airflow_snaptable.core.lifecycle.noncurrent import purge as purge_module

@@ -28,10 +28,10 @@ from airflow_snaptable.core.errors import SnapshotNotFoundError
 from airflow_snaptable.core.io.path_set import PathHashSet, PathHashSetBuilder
 from airflow_snaptable.core.lifecycle.noncurrent.journal import (
     PURGE_PREFIX,
-    drop_crashed_deleting_marks,
     UNDO_PREFIX,
     JournalEntry,
     NoncurrentJournal,
+    drop_crashed_deleting_marks,
     real_now_millis,
 )
 from airflow_snaptable.core.lifecycle.orphans import paths_in_use
