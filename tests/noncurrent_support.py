@@ -26,3 +26,24 @@ def data_and_manifest_files(uri: str) -> set[str]:
             if rel.startswith(("data", "manifest")):
                 out.add(rel)
     return out
+
+
+def refusals_inside_undo(monkeypatch, owner: type, step: str, call: Callable[[], Any]) -> list[BaseException]:
+    """Runs ``call`` right after the undo's ``owner.step`` (what it brings back is written, the undo not
+    finished, its mark up) each time the step runs; returns the ``UndoInProgressError`` each such call
+    backed out with (a call that went through adds nothing)."""
+    from airflow_snaptable.core.errors import UndoInProgressError
+
+    refused: list[BaseException] = []
+    original = getattr(owner, step)
+
+    def step_then_call(self, *args, **kwargs):
+        done = original(self, *args, **kwargs)
+        try:
+            call()
+        except UndoInProgressError as exc:
+            refused.append(exc)
+        return done
+
+    monkeypatch.setattr(owner, step, step_then_call)
+    return refused

@@ -32,7 +32,7 @@ from airflow_snaptable.core.lifecycle.noncurrent import undo as undo_module
 from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal
 from tests.core.test_lifecycle import FAR_FUTURE, make_table
 from tests.core.test_noncurrent import EXPIRE, _noncurrent, _rows, rich  # noqa: F401 - fixture
-from tests.noncurrent_support import maybe_retained as _maybe_retained
+from tests.noncurrent_support import maybe_retained as _maybe_retained, refusals_inside_undo
 
 RETENTIONS = [None, 10]
 SNAPTABLE = str(Path(sys.executable).with_name("snaptable"))
@@ -104,18 +104,12 @@ def test_orphan_removal_during_an_undo_backs_out(rich, monkeypatch, days):
     table = rich.table
     before = _rows(table)
     run_id = _noncurrent(table, 10, lambda: table.expire_snapshots(**EXPIRE))
-    raced: list[BaseException] = []
-    apply = undo_module.NoncurrentUndo._apply
-
-    def orphans_meanwhile(self, *args, **kwargs):
-        apply(self, *args, **kwargs)  # the snapshots are back, the entries not yet dropped
+    def clean_orphans():
         cleaner = Table.open(table.uri)
-        try:
-            _maybe_retained(cleaner, days, lambda: cleaner.remove_orphan_files(older_than="0 s", dry_run=False))
-        except UndoInProgressError as exc:
-            raced.append(exc)
+        _maybe_retained(cleaner, days, lambda: cleaner.remove_orphan_files(older_than="0 s", dry_run=False))
 
-    monkeypatch.setattr(undo_module.NoncurrentUndo, "_apply", orphans_meanwhile)
+    # Inside the undo: the snapshots are back, the entries not yet dropped.
+    raced = refusals_inside_undo(monkeypatch, undo_module.NoncurrentUndo, "_apply", clean_orphans)
     Table.open(table.uri).undo(run_id)
     monkeypatch.undo()
     assert raced, "orphan removal ran while an undo was marked"
@@ -135,18 +129,12 @@ def _consumer_expired(tmp_path, position: int) -> tuple[Table, str]:
 @pytest.mark.parametrize("days", RETENTIONS)
 def test_a_consumer_expiry_during_an_undo_backs_out(tmp_path, monkeypatch, days):
     table, run_id = _consumer_expired(tmp_path, 3)
-    raced: list[BaseException] = []
-    apply = undo_module.NoncurrentUndo._apply
-
-    def expiry_meanwhile(self, *args, **kwargs):
-        apply(self, *args, **kwargs)  # the consumer is back, the undo not finished
+    def expire_consumers():
         other = Table.open(table.uri)
-        try:
-            _maybe_retained(other, days, lambda: other.expire_consumers(now=FAR_FUTURE))
-        except UndoInProgressError as exc:
-            raced.append(exc)
+        _maybe_retained(other, days, lambda: other.expire_consumers(now=FAR_FUTURE))
 
-    monkeypatch.setattr(undo_module.NoncurrentUndo, "_apply", expiry_meanwhile)
+    # Inside the undo: the consumer is back, the undo not finished.
+    raced = refusals_inside_undo(monkeypatch, undo_module.NoncurrentUndo, "_apply", expire_consumers)
     Table.open(table.uri).undo(run_id)
     monkeypatch.undo()
     assert raced, "the consumer expiry ran while an undo was marked"
@@ -210,18 +198,12 @@ def test_deleting_a_tag_of_a_live_snapshot_during_an_undo_backs_out(rich, monkey
     """The deletion outside a plan (the snapshot still holds the files): no plan fences it, it reads the marks."""
     table = rich.table
     run_id = _noncurrent(table, 10, lambda: table.delete_tag("t10"))
-    raced: list[BaseException] = []
-    apply = undo_module.NoncurrentUndo._apply
-
-    def deletion_meanwhile(self, *args, **kwargs):
-        apply(self, *args, **kwargs)  # the tag is back, the undo not finished
+    def delete_tag():
         other = Table.open(table.uri)
-        try:
-            _maybe_retained(other, days, lambda: other.delete_tag("t10"))
-        except UndoInProgressError as exc:
-            raced.append(exc)
+        _maybe_retained(other, days, lambda: other.delete_tag("t10"))
 
-    monkeypatch.setattr(undo_module.NoncurrentUndo, "_apply", deletion_meanwhile)
+    # Inside the undo: the tag is back, the undo not finished.
+    raced = refusals_inside_undo(monkeypatch, undo_module.NoncurrentUndo, "_apply", delete_tag)
     assert Table.open(table.uri).undo(run_id).restored_tags == ["t10"]
     monkeypatch.undo()
     assert raced, "the tag deletion ran while an undo was marked"

@@ -19,7 +19,7 @@ from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJourna
 from tests.iceberg.conftest import files_on_disk, read_everything
 from tests.iceberg.undo_support import FAR, expired_consumer, expired_history, history
 from tests.iceberg.undo_support import open_orders as _open
-from tests.noncurrent_support import maybe_retained as _maybe_retained
+from tests.noncurrent_support import maybe_retained as _maybe_retained, refusals_inside_undo
 
 RETENTIONS = [None, 10]
 
@@ -77,18 +77,12 @@ def test_orphan_removal_deletes_no_file_a_run_and_its_undo_move_between_its_read
 @pytest.mark.parametrize("days", RETENTIONS)
 def test_orphan_removal_during_an_undo_backs_out(iceberg_env, monkeypatch, days):
     table, before, run_id = _expired_with_a_retention(iceberg_env)
-    raced: list[BaseException] = []
-    commit = noncurrent.IcebergNoncurrent._commit
-
-    def orphans_meanwhile(self, *args, **kwargs):
-        commit(self, *args, **kwargs)  # the snapshots are back, the undo not finished
+    def clean_orphans():
         cleaner = _open(iceberg_env)
-        try:
-            _maybe_retained(cleaner, days, lambda: cleaner.remove_orphan_files(older_than="0 s", dry_run=False))
-        except UndoInProgressError as exc:
-            raced.append(exc)
+        _maybe_retained(cleaner, days, lambda: cleaner.remove_orphan_files(older_than="0 s", dry_run=False))
 
-    monkeypatch.setattr(noncurrent.IcebergNoncurrent, "_commit", orphans_meanwhile)
+    # Inside the undo: the snapshots are back, the undo not finished.
+    raced = refusals_inside_undo(monkeypatch, noncurrent.IcebergNoncurrent, "_commit", clean_orphans)
     _open(iceberg_env).undo(run_id)
     monkeypatch.undo()
     assert raced, "orphan removal ran while an undo was marked"
@@ -99,18 +93,12 @@ def test_orphan_removal_during_an_undo_backs_out(iceberg_env, monkeypatch, days)
 def test_a_consumer_expiry_during_an_undo_backs_out(iceberg_env, monkeypatch, days):
     expired = expired_consumer(iceberg_env)
     table, position = expired.table, expired.position
-    raced: list[BaseException] = []
-    commit = noncurrent.IcebergNoncurrent._commit
-
-    def expiry_meanwhile(self, *args, **kwargs):
-        commit(self, *args, **kwargs)  # the consumer is back, the undo not finished
+    def expire_consumers():
         other = _open(iceberg_env)
-        try:
-            _maybe_retained(other, days, lambda: other.expire_consumers(now=FAR))
-        except UndoInProgressError as exc:
-            raced.append(exc)
+        _maybe_retained(other, days, lambda: other.expire_consumers(now=FAR))
 
-    monkeypatch.setattr(noncurrent.IcebergNoncurrent, "_commit", expiry_meanwhile)
+    # Inside the undo: the consumer is back, the undo not finished.
+    raced = refusals_inside_undo(monkeypatch, noncurrent.IcebergNoncurrent, "_commit", expire_consumers)
     _open(iceberg_env).undo(expired.run_id)
     monkeypatch.undo()
     assert raced, "the consumer expiry ran while an undo was marked"
