@@ -288,13 +288,35 @@ class Watcher:
         self.trigger.asset_state_store = store
         self.events: list[dict] = []
 
-    async def start(self):
+    async def start(self, timeout=10.0):
+        """Starts the trigger; returns once it holds its starting position (what lands after is new to it),
+        waits for its table, or failed. A fixed sleep here raced the first poll on a loaded machine."""
+        positioned = asyncio.Event()
+        load, save = self.trigger.load_position, self.trigger.save_position
+
+        async def loading(uri):
+            found = await load(uri)
+            if found is not None:
+                positioned.set()
+            return found
+
+        async def saving(uri, snapshot_id):
+            await save(uri, snapshot_id)
+            positioned.set()
+
+        self.trigger.load_position, self.trigger.save_position = loading, saving
+
         async def consume():
             async for event in self.trigger.run():
                 self.events.append(event.payload)
 
         self.task = asyncio.ensure_future(consume())
-        await asyncio.sleep(0.2)
+
+        async def started():
+            while not (positioned.is_set() or self.task.done() or getattr(self.trigger, "_told_missing", False)):
+                await asyncio.sleep(0.02)
+
+        await asyncio.wait_for(started(), timeout)
 
     async def stop(self):
         self.task.cancel()
