@@ -9,6 +9,8 @@ snapshots' children a later run removed is undone after that run (``DependentRun
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from airflow_snaptable.core.errors import DependentRunError
@@ -95,3 +97,26 @@ def test_undo_is_refused_when_a_plain_expiry_removed_the_children_for_good(icebe
         open_orders(iceberg_env).undo(run_id)
     assert _ancestry(table, "main") == list(reversed(main[4:]))
     assert len(table.refresh().metadata.snapshots) == 2
+
+
+def test_an_entry_written_before_the_links_were_recorded_is_linked_by_the_manifest_lists(iceberg_env):
+    """An entry of an earlier version has no ``parents``: undo finds the children by the ``parent-snapshot-id``
+    that Iceberg writes in each manifest list's header, which the removal left as it was."""
+    import glob
+    import json
+
+    table, main = _appends(iceberg_env, 6)
+    table.manage_snapshots().create_branch(main[2], "b").commit()
+    table.refresh().append(rows(50, "b"), branch="b")
+    table = table.refresh()
+    before = {ref: _ancestry(table, ref) for ref in ("main", "b")}
+    run_id = _expire(iceberg_env, retain_min=2)
+    [path] = glob.glob(os.path.join(iceberg_env.location(), "snaptable", "noncurrent", f"entry-{run_id}-*.json"))
+    with open(path) as f:
+        entry = json.load(f)
+    assert entry.pop("parents")  # what this version records: written as an earlier one did, without it
+    with open(path, "w") as f:
+        json.dump(entry, f)
+    assert [len(_ancestry(table, ref)) for ref in ("main", "b")] == [2, 2]
+    open_orders(iceberg_env).undo(run_id)
+    assert {ref: _ancestry(table, ref) for ref in ("main", "b")} == before

@@ -25,6 +25,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 from airflow_snaptable.core.errors import (
@@ -248,7 +249,8 @@ class IcebergNoncurrent:
         our tables, ``DependentRunError``), or, removed for good, the history cannot be whole again."""
         relinks: dict[int, int] = {}
         for entry in entries:
-            for child_id, parent_id in entry.parents.items():
+            parents = entry.parents if entry.parents is not None else self._parents_from_lists(entry, metadata)
+            for child_id, parent_id in parents.items():
                 child = metadata.snapshot_by_id(child_id)
                 if child is None:
                     later = self._run_holding(child_id, run_id)
@@ -264,6 +266,30 @@ class IcebergNoncurrent:
                     )
                 relinks[child_id] = parent_id
         return relinks
+
+    def _parents_from_lists(self, entry: JournalEntry, metadata) -> dict[int, int]:
+        """An entry written before expiries recorded the links they cut: each snapshot without a parent whose
+        manifest list names one of the entry's snapshots as its parent (Iceberg writes ``parent-snapshot-id``
+        in every manifest list's header, and the removal leaves it there)."""
+        import fastavro
+
+        removed = {int(json.loads(text)["snapshot-id"]) for text in entry.snapshots}
+        if not removed:
+            return {}
+        locator = Locator(metadata.location)
+        found: dict[int, int] = {}
+        for snapshot in metadata.snapshots:
+            if snapshot.parent_snapshot_id is not None or snapshot.snapshot_id in removed:
+                continue
+            try:
+                data = self.storage.read_bytes(locator.inside(snapshot.manifest_list, "manifest list"))
+                named = fastavro.reader(io.BytesIO(data)).metadata.get("parent-snapshot-id")
+                parent = None if named in (None, "null") else int(named)
+            except Exception:  # noqa: BLE001 - a list without the header, or unreadable: no link is known
+                continue
+            if parent in removed:
+                found[snapshot.snapshot_id] = parent
+        return found
 
     def _check_files(self, run_id: str, table, snapshots: list, statistics_paths: list[str]) -> None:
         """Every file the snapshots coming back reach, and their statistics files, are there (invariant 1)."""
