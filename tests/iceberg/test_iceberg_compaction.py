@@ -559,11 +559,16 @@ def test_a_null_partition_is_never_merged_with_the_string_null(iceberg_env, duck
     assert duck("p = 'None'") == nones
 
 
-def test_a_partition_named_null_or_none_selects_only_itself(iceberg_env):
+def test_a_partition_named_null_or_none_selects_only_itself(iceberg_env, capsys):
+    from airflow_snaptable.cli import main
+
     table = _null_and_null_string(iceberg_env)
     ours = Table.open(URI, catalog=iceberg_env.properties)
     for wanted in (None, "null", "None"):
         assert [g.partition for g in ours.compact(dry_run=True, partitions=[{"p": wanted}]).groups] == [{"p": wanted}]
+        partitions = json.dumps([{"p": wanted}])
+        assert main(["compact", URI, "--catalog", iceberg_env.catalog_json, "--dry-run", "--partitions", partitions, "--json"]) == 0
+        assert [g["partition"] for g in json.loads(capsys.readouterr().out)["result"]["groups"]] == [{"p": wanted}]
     before = _rows(table)
     assert [g.partition for g in ours.compact(partitions=[{"p": None}]).groups] == [{"p": None}]
     assert _rows(table) == before
