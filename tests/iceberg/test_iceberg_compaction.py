@@ -575,3 +575,27 @@ def test_a_partition_named_null_or_none_selects_only_itself(iceberg_env, capsys)
     table = table.refresh()
     assert sorted(r["id"] for r in table.scan(row_filter="p IS NULL").to_arrow().to_pylist()) == list(range(5))
     assert len(_live_files(table)) == 11
+
+
+def test_zero_and_negative_zero_partitions_stay_apart(iceberg_env):
+    """Equal in Python, two partition values in Iceberg (pyiceberg writes them apart): grouped by their bits."""
+    import math
+
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import DoubleType, LongType, NestedField
+
+    catalog = iceberg_env.catalog()
+    catalog.create_namespace("db")
+    schema = Schema(NestedField(1, "x", DoubleType(), required=False), NestedField(2, "id", LongType(), required=False))
+    table = catalog.create_table("db.orders", schema=schema, partition_spec=PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "x")))
+    arrow = pa.schema([("x", pa.float64()), ("id", pa.int64())])
+    for i in range(10):
+        table.append(pa.table({"x": [0.0 if i % 2 else -0.0], "id": [i]}, schema=arrow))
+    result = Table.open(URI, catalog=iceberg_env.properties).compact()
+    assert result.added_files == 2 and len(result.groups) == 2
+    for data_file in _live_files(table):
+        sign = math.copysign(1, data_file.partition[0])
+        xs = pq.read_table(data_file.file_path[len("file://"):]).column("x").to_pylist()
+        assert len(xs) == 5 and {math.copysign(1, x) for x in xs} == {sign}

@@ -263,7 +263,7 @@ def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_g
     # string 'null' print alike in Iceberg's paths and are two partitions.
     by_partition: dict[tuple, list] = {}
     names: dict[tuple, dict[str, str | None]] = {}
-    keys: dict[tuple, tuple | None] = {}
+    matched: dict[tuple, bool] = {}
     specs = metadata.specs()
     schema = metadata.schema()
     for manifest in manifests:
@@ -274,15 +274,15 @@ def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_g
             if data_file.file_size_in_bytes >= small_size:
                 continue
             partition = data_file.partition
-            seen = (data_file.spec_id, tuple(partition[i] for i in range(len(partition))))
-            if seen not in keys:  # a partition's key is made once (10,000 files of 10 partitions: 10 keys)
+            # The typed key, not the values themselves: 0.0 == -0.0 in Python, two partitions in Iceberg.
+            key = (data_file.spec_id, partition_key(partition[i] for i in range(len(partition))))
+            if key not in matched:  # judged once per partition (10,000 files of 10 partitions: 10 times)
                 values = partition_dict(specs[data_file.spec_id], partition)
                 human = _human_values(specs[data_file.spec_id], schema, partition)
-                key = (data_file.spec_id, partition_key(seen[1]))
-                keys[seen] = key if _matches(values, human, wanted) else None
+                matched[key] = _matches(values, human, wanted)
                 names[key] = human
-            if keys[seen] is not None:
-                by_partition.setdefault(keys[seen], []).append(data_file)
+            if matched[key]:
+                by_partition.setdefault(key, []).append(data_file)
     groups: list[FileGroup] = []
     data_files: dict[str, Any] = {}
     for (spec_id, typed), files in sorted(by_partition.items(), key=lambda item: item[0]):
