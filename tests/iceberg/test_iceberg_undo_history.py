@@ -90,6 +90,9 @@ def test_an_older_expiry_is_undone_after_the_later_one_that_removed_its_children
     open_orders(iceberg_env).undo(first)
     assert _ancestry(table, "main") == list(reversed(main))
     assert open_orders(iceberg_env).expire_snapshots(retain_min=10, older_than=FAR).expired_snapshot_ids == []
+    # Retention counts the restored snapshots as main's: keeping 7 expires exactly the 3 oldest.
+    assert open_orders(iceberg_env).expire_snapshots(retain_min=7, older_than=FAR).expired_snapshot_ids == main[:3]
+    assert _ancestry(table, "main") == list(reversed(main[3:]))
 
 
 def test_undo_is_refused_when_a_plain_expiry_removed_the_children_for_good(iceberg_env):
