@@ -144,3 +144,31 @@ def test_unreadable_partition_bounds_in_a_list_are_a_typed_error(tmp_path):
     pq.write_table(damaged, path, compression="zstd")
     with pytest.raises(CorruptMetadataError):
         Table.open(uri).scan(filter=[("p", "=", 1)]).files()
+
+
+#: Partition values that print alike or like a null somewhere (Iceberg's paths, Hive's, Python's str, our NULL directory).
+LOOKALIKES = [None, "null", "None", "__NULL__", "", "%5F%5FNULL%5F%5F"]
+
+
+def test_a_null_partition_and_strings_that_print_like_it_stay_apart(tmp_path):
+    """Issue 34, item 8, on our tables: partitions are keyed by their typed values through appends, compaction,
+    a delete and an overwrite of one of them; a scan by ``IS NULL`` or ``=`` returns exactly its rows."""
+    schema = pa.schema([("p", pa.string()), ("id", pa.int64())])
+    table = Table.create(str(tmp_path / "t"), schema, partition_by=["p"], options={"compaction.min.file-num": "2"})
+    for n in range(3):
+        table.append(pa.table({"p": LOOKALIKES, "id": [10 * n + k for k in range(len(LOOKALIKES))]}, schema=schema))
+
+    def ids(value) -> list[int]:
+        where = pc.field("p").is_null() if value is None else pc.field("p") == value
+        return sorted(r["id"] for r in table.scan(filter=where).to_arrow().to_pylist())
+
+    compacted = table.compact()
+    assert compacted.summary["changed_partitions"] == len(LOOKALIKES)
+    assert sorted(f.partition for f in table.scan().files() if f.partition != (None,)) == sorted((v,) for v in LOOKALIKES if v is not None)
+    for k, value in enumerate(LOOKALIKES):
+        assert ids(value) == [k, 10 + k, 20 + k], value
+    table.delete([{"p": None}])
+    table.overwrite(pa.table({"p": ["null"], "id": [99]}, schema=schema), partitions=[{"p": "null"}])
+    assert ids(None) == [] and ids("null") == [99]
+    for k, value in enumerate(LOOKALIKES[2:], start=2):
+        assert ids(value) == [k, 10 + k, 20 + k], value

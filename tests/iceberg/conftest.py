@@ -8,6 +8,7 @@ still references, which must be exactly the files under the table location.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 from dataclasses import dataclass
@@ -104,3 +105,24 @@ def files_on_disk(location: str) -> set[str]:
 
 def assert_exactly_reachable_left(table, location: str) -> None:
     assert files_on_disk(location) == reachable_files(table)
+
+
+def _extension_file(package) -> str:
+    found = glob.glob(os.path.join(os.path.dirname(package.__file__), "extensions", "*", "*.duckdb_extension"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.fixture
+def duckdb_iceberg():
+    """A DuckDB connection with the ``iceberg`` extension loaded from its PyPI package (test_iceberg_duckdb.py's module doc)."""
+    import duckdb
+    import duckdb_extension_avro
+    import duckdb_extension_iceberg
+
+    connection = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
+    # iceberg loads avro on start-up: avro first, from its package.
+    for package in (duckdb_extension_avro, duckdb_extension_iceberg):
+        connection.execute(f"LOAD '{_extension_file(package)}'")
+    yield connection
+    connection.close()

@@ -518,3 +518,84 @@ def test_new_files_are_near_the_target_size(iceberg_env):
     assert len(sizes["a"]) == 4 and len(sizes["b"]) == 2, sizes
     for size in sizes["a"] + sizes["b"]:
         assert 0.75 * target <= size <= 1.25 * target, sizes
+
+
+
+def _null_and_null_string(env: IcebergEnv, appends: int = 5):
+    """An identity(p) partition spec with NULL, the string 'null' and the string 'None' (three partitions),
+    ``appends`` small files in each."""
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    catalog = env.catalog()
+    catalog.create_namespace("db")
+    schema = Schema(NestedField(1, "p", StringType(), required=False), NestedField(2, "id", LongType(), required=False))
+    table = catalog.create_table("db.orders", schema=schema, partition_spec=PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "p")))
+    for i in range(appends):
+        table.append(pa.table({"p": [None, "null", "None"], "id": [i, 100 + i, 200 + i]}, schema=SCHEMA))
+    return table.refresh()
+
+
+def test_a_null_partition_is_never_merged_with_the_string_null(iceberg_env, duckdb_iceberg):
+    """Files are grouped by their typed partition values: NULL, 'null' and 'None' stay three partitions, and
+    after the compaction pyiceberg and DuckDB find each one's rows by ``IS NULL`` and ``=``."""
+    table = _null_and_null_string(iceberg_env)
+    before = _rows(table)
+    result = Table.open(URI, catalog=iceberg_env.properties).compact()
+    table = table.refresh()
+    assert result.added_files == 3 and result.rewritten_files == 15
+    assert sorted((g.partition for g in result.groups), key=repr) == sorted([{"p": None}, {"p": "null"}, {"p": "None"}], key=repr)
+    assert sorted((tuple(f.partition) for f in _live_files(table)), key=repr) == sorted([(None,), ("null",), ("None",)], key=repr)
+    assert _rows(table) == before
+    nulls, strings, nones = list(range(5)), [100 + i for i in range(5)], [200 + i for i in range(5)]
+    assert sorted(r["id"] for r in table.scan(row_filter="p IS NULL").to_arrow().to_pylist()) == nulls
+    assert sorted(r["id"] for r in table.scan(row_filter="p == 'null'").to_arrow().to_pylist()) == strings
+    metadata = table.metadata_location
+    duck = lambda where: sorted(r[0] for r in duckdb_iceberg.execute(f"SELECT id FROM iceberg_scan(?) WHERE {where}", [metadata]).fetchall())  # noqa: E731
+    assert duck("p IS NULL") == nulls
+    assert duck("p = 'null'") == strings
+    assert duck("p = 'None'") == nones
+
+
+def test_a_partition_named_null_or_none_selects_only_itself(iceberg_env, capsys):
+    from airflow_snaptable.cli import main
+
+    table = _null_and_null_string(iceberg_env)
+    ours = Table.open(URI, catalog=iceberg_env.properties)
+    for wanted in (None, "null", "None"):
+        assert [g.partition for g in ours.compact(dry_run=True, partitions=[{"p": wanted}]).groups] == [{"p": wanted}]
+        partitions = json.dumps([{"p": wanted}])
+        assert main(["compact", URI, "--catalog", iceberg_env.catalog_json, "--dry-run", "--partitions", partitions, "--json"]) == 0
+        assert [g["partition"] for g in json.loads(capsys.readouterr().out)["result"]["groups"]] == [{"p": wanted}]
+    before = _rows(table)
+    assert [g.partition for g in ours.compact(partitions=[{"p": None}]).groups] == [{"p": None}]
+    assert _rows(table) == before
+    table = table.refresh()
+    assert sorted(r["id"] for r in table.scan(row_filter="p IS NULL").to_arrow().to_pylist()) == list(range(5))
+    assert len(_live_files(table)) == 11
+
+
+def test_zero_and_negative_zero_partitions_stay_apart(iceberg_env):
+    """Equal in Python, two partition values in Iceberg (pyiceberg writes them apart): grouped by their bits."""
+    import math
+
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import DoubleType, LongType, NestedField
+
+    catalog = iceberg_env.catalog()
+    catalog.create_namespace("db")
+    schema = Schema(NestedField(1, "x", DoubleType(), required=False), NestedField(2, "id", LongType(), required=False))
+    table = catalog.create_table("db.orders", schema=schema, partition_spec=PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "x")))
+    arrow = pa.schema([("x", pa.float64()), ("id", pa.int64())])
+    for i in range(10):
+        table.append(pa.table({"x": [0.0 if i % 2 else -0.0], "id": [i]}, schema=arrow))
+    result = Table.open(URI, catalog=iceberg_env.properties).compact()
+    assert result.added_files == 2 and len(result.groups) == 2
+    for data_file in _live_files(table):
+        sign = math.copysign(1, data_file.partition[0])
+        xs = pq.read_table(data_file.file_path[len("file://"):]).column("x").to_pylist()
+        assert len(xs) == 5 and {math.copysign(1, x) for x in xs} == {sign}

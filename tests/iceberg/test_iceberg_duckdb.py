@@ -4,39 +4,15 @@ pyiceberg is one reader; a table we rewrote must read alike in another engine th
 Avro and manifest code. DuckDB's ``iceberg`` extension (and the ``avro`` one it needs) comes from
 PyPI as a package holding the extension binary (``duckdb-extension-iceberg``, pinned to the duckdb
 version it was built for), loaded from that file: nothing is downloaded at run time, and automatic
-extension installs are turned off so that a missing file fails here instead of reaching the network.
+extension installs are turned off so that a missing file fails here instead of reaching the network
+(the ``duckdb_iceberg`` fixture, tests/iceberg/conftest.py).
 """
 
 from __future__ import annotations
 
-import glob
-import os
-
-import pytest
-
 from airflow_snaptable.core import Table
 from tests.iceberg.conftest import assert_exactly_reachable_left
 from tests.iceberg.test_iceberg_compaction import FAR, URI, _live_files, _rows, _small_appends
-
-
-def _extension_file(package) -> str:
-    found = glob.glob(os.path.join(os.path.dirname(package.__file__), "extensions", "*", "*.duckdb_extension"))
-    assert len(found) == 1, found
-    return found[0]
-
-
-@pytest.fixture
-def duckdb_iceberg():
-    import duckdb
-    import duckdb_extension_avro
-    import duckdb_extension_iceberg
-
-    connection = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
-    # iceberg loads avro on start-up: avro first, from its package.
-    for package in (duckdb_extension_avro, duckdb_extension_iceberg):
-        connection.execute(f"LOAD '{_extension_file(package)}'")
-    yield connection
-    connection.close()
 
 
 def _duckdb_rows(connection, table, where: str = "") -> list:

@@ -211,3 +211,33 @@ def test_orphan_files_older_than_the_window_go(paimon, tmp_path):
     assert not any(os.path.exists(os.path.join(root, rel)) for rel in orphans)
     os.remove(os.path.join(root, "p=b/bucket-1/data-young-0.parquet"))
     check(paimon, warehouse, "pk", [1, 2, 3, 4, 5], ["t1"])
+
+
+def test_a_null_partition_and_blank_or_null_named_strings_are_partitions_of_their_own(paimon, tmp_path):
+    """Issue 34, item 8, on Paimon tables: a partition is its typed values (pypaimon's BinaryRow), not its directory.
+
+    NULL and the blank string share Paimon's ``p=__DEFAULT_PARTITION__`` directory with the string
+    '__DEFAULT_PARTITION__'; 'null' has its own. KEEP_LATEST_FILE_VERSIONS (N = 2) counts each one's
+    versions apart: NULL's begin at 1, 2 and 3 (it needs snapshot 2 on), 'null''s at 1 and 4 (3 on), the
+    others' at 1 only; so only snapshot 1 goes (one partition of them all would have begun a version at
+    every commit, and snapshot 2 would have gone too). Then pypaimon reads every partition's rows."""
+    from tests.paimon.conftest import run_client
+
+    warehouse = str(tmp_path / "w")
+    everyone = [None, "null", "", "__DEFAULT_PARTITION__"]
+    steps = [{"create": "db.nulls", "columns": [["p", "string"], ["id", "int64"]], "partition": ["p"]}]
+    steps.append({"write": "db.nulls", "rows": [[p, k] for k, p in enumerate(everyone)]})
+    steps += [{"write": "db.nulls", "rows": [[p, 10 * n + k]]} for n, (k, p) in enumerate([(0, None), (0, None), (1, "null")], start=1)]
+    before = run_client(paimon.python, warehouse, steps + [{"read": "db.nulls"}])["db.nulls"]
+    table = _open(warehouse, "nulls")
+    assert table.verify().ok, table.verify().to_dict()
+    assert table.remove_orphan_files(older_than="0 s", dry_run=True).orphan_count == 0
+    result = table.clean("KEEP_LATEST_FILE_VERSIONS", file_versions_retained=2)
+    assert result.earliest_commit_retained == 2 and result.expire.expired_snapshot_ids == [1]
+    after = run_client(paimon.python, warehouse, [{"read": "db.nulls"}])["db.nulls"]
+    assert sorted(map(int, after["snapshots"])) == [2, 3, 4]
+    for key, read in after["snapshots"].items():
+        assert "error" not in read and read["rows"] == before["snapshots"][key]["rows"], key
+    latest = sorted(after["snapshots"]["4"]["rows"], key=repr)
+    assert latest == sorted([[None, 0], ["null", 1], ["", 2], ["__DEFAULT_PARTITION__", 3], [None, 10], [None, 20], ["null", 31]], key=repr)
+    assert Table.open(os.path.join(warehouse, "db.db", "nulls")).verify().ok

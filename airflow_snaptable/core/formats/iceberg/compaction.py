@@ -41,6 +41,7 @@ from airflow_snaptable.core.errors import (
     UnsupportedMetadataError,
 )
 from airflow_snaptable.core.formats.iceberg.counted_io import CountedFileIO
+from airflow_snaptable.core.native.partition_keys import partition_key
 from airflow_snaptable.core.formats.iceberg.replace_commit import (
     CommitOutcomeUnknownError,
     ReplaceConflict,
@@ -68,7 +69,7 @@ class FileGroup:
     """Small files of one partition rewritten together: one task (on a Spark executor, one task each)."""
 
     spec_id: int
-    #: The partition's values as Iceberg writes them in paths (``{"day": "2026-01-01"}``).
+    #: The partition's values as Iceberg writes them in paths (``{"day": "2026-01-01"}``; a null is None).
     partition: dict[str, Any]
     #: The files rewritten: listed by a dry run; a compaction's result keeps the count only (a small XCom).
     files: list[str]
@@ -209,10 +210,14 @@ def partition_dict(spec, partition) -> dict[str, Any]:
     return {f.name: partition[i] for i, f in enumerate(spec.fields)}
 
 
-def _human_values(spec, schema, partition) -> dict[str, str]:
-    """Partition values as Iceberg writes them in paths (``2026-01-01`` for a day, not its day number)."""
-    values = {}
+def _human_values(spec, schema, partition) -> dict[str, str | None]:
+    """Partition values as Iceberg writes them in paths (``2026-01-01`` for a day, not its day number); a null
+    is None (Iceberg's path says ``null``, as for the string 'null')."""
+    values: dict[str, str | None] = {}
     for i, partition_field in enumerate(spec.fields):
+        if partition[i] is None:
+            values[partition_field.name] = None
+            continue
         try:
             values[partition_field.name] = partition_field.transform.to_human_string(
                 schema.find_type(partition_field.source_id), partition[i],
@@ -222,13 +227,23 @@ def _human_values(spec, schema, partition) -> dict[str, str]:
     return values
 
 
-def _matches(values: dict[str, Any], human: dict[str, str], wanted: list[dict] | None) -> bool:
+def _matches(values: dict[str, Any], human: dict[str, str | None], wanted: list[dict] | None) -> bool:
     """A partition matches a wanted one when every field given equals its value, as stored or in human form."""
     if wanted is None:
         return True
-    return any(
-        all(k in values and (values[k] == v or str(v) in (str(values[k]), human[k])) for k, v in w.items()) for w in wanted
-    )
+    return any(all(k in values and _value_matches(values[k], human[k], v) for k, v in w.items()) for w in wanted)
+
+
+def _value_matches(value: Any, human: str | None, wanted: Any) -> bool:
+    """None matches only a null; a string value only the same string; another value the same value of its type,
+    or its human form (a day as ``2026-01-01``, a decimal's digits) given as text or as a value that prints so."""
+    if value is None or wanted is None:
+        return value is None and wanted is None
+    if isinstance(value, str) or isinstance(wanted, bool) or isinstance(value, bool):
+        return type(wanted) is type(value) and wanted == value or (isinstance(wanted, str) and wanted == human)
+    if type(wanted) is type(value):
+        return partition_key([wanted]) == partition_key([value])
+    return str(wanted) == human
 
 
 def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_group_bytes: int) -> _Plan | None:
@@ -244,8 +259,11 @@ def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_g
     check_no_delete_files(manifests, file_io, metadata, uri)
     _check_sort_order(metadata)
     small_size = target * MIN_FILE_SIZE_RATIO
+    # Keyed by the typed values (partition_keys.py), never their printed form: a NULL partition and the
+    # string 'null' print alike in Iceberg's paths and are two partitions.
     by_partition: dict[tuple, list] = {}
-    keys: dict[tuple, tuple | None] = {}
+    names: dict[tuple, dict[str, str | None]] = {}
+    matched: dict[tuple, bool] = {}
     specs = metadata.specs()
     schema = metadata.schema()
     for manifest in manifests:
@@ -256,16 +274,18 @@ def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_g
             if data_file.file_size_in_bytes >= small_size:
                 continue
             partition = data_file.partition
-            seen = (data_file.spec_id, tuple(partition[i] for i in range(len(partition))))
-            if seen not in keys:  # a partition's key is made once (10,000 files of 10 partitions: 10 keys)
+            # The typed key, not the values themselves: 0.0 == -0.0 in Python, two partitions in Iceberg.
+            key = (data_file.spec_id, partition_key(partition[i] for i in range(len(partition))))
+            if key not in matched:  # judged once per partition (10,000 files of 10 partitions: 10 times)
                 values = partition_dict(specs[data_file.spec_id], partition)
                 human = _human_values(specs[data_file.spec_id], schema, partition)
-                keys[seen] = (data_file.spec_id, tuple(human.items())) if _matches(values, human, wanted) else None
-            if keys[seen] is not None:
-                by_partition.setdefault(keys[seen], []).append(data_file)
+                matched[key] = _matches(values, human, wanted)
+                names[key] = human
+            if matched[key]:
+                by_partition.setdefault(key, []).append(data_file)
     groups: list[FileGroup] = []
     data_files: dict[str, Any] = {}
-    for (spec_id, values), files in sorted(by_partition.items(), key=lambda item: (item[0][0], repr(item[0][1]))):
+    for (spec_id, typed), files in sorted(by_partition.items(), key=lambda item: item[0]):
         if len(files) < min_files:
             continue
         files.sort(key=lambda f: f.file_path)
@@ -273,7 +293,7 @@ def _plan(iceberg, file_io, uri: str, target: int, min_files: int, wanted, max_g
             data_files.update((f.file_path, f) for f in chunk)
             size = sum(f.file_size_in_bytes for f in chunk)
             groups.append(FileGroup(
-                spec_id, dict(values), [f.file_path for f in chunk], len(chunk), size, sum(f.record_count for f in chunk),
+                spec_id, dict(names[(spec_id, typed)]), [f.file_path for f in chunk], len(chunk), size, sum(f.record_count for f in chunk),
                 max(1, round(size / target)),
             ))
     if not groups:

@@ -13,6 +13,10 @@
   that applies commits on a server (REST) knows only Iceberg's own updates: there an undo that must
   put snapshots back is refused (``UndoUnsupportedError``, nothing changed); one of refs, consumers
   and statistics only commits standard updates and requirements and works on any catalog.
+- Iceberg's removal clears ``parent-snapshot-id`` on each snapshot it keeps whose parent it removes:
+  the expiry records those links (``JournalEntry.parents``) and undo sets them again in the same
+  commit, so each ref's history is whole again. A run whose unlinked children a later run removed
+  is undone after that run (``DependentRunError``), as on our tables.
 - The statistics and partition-statistics entries the expiry dropped with its snapshots go back in
   the same commit (``set-statistics``, ``set-partition-statistics``).
 - Purge keeps every file the current metadata reaches (orphan cleaning's valid set) and what the
@@ -21,6 +25,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 from airflow_snaptable.core.errors import (
@@ -58,6 +63,9 @@ def record_expiry(storage: Storage, run: NoncurrentRun, key: str, metadata, plan
     snapshots = sorted((metadata.snapshot_by_id(i) for i in expired), key=lambda s: (s.sequence_number or 0, s.timestamp_ms))
     refs = {name: metadata.refs[name].model_dump_json(by_alias=True, exclude_none=True) for name in plan.removed_refs}
     log = [entry.model_dump(by_alias=True) for entry in metadata.snapshot_log if entry.snapshot_id in expired]
+    # The commit clears the parent of every snapshot it keeps whose parent it removes (Iceberg's
+    # RemoveSnapshots): undo links them again, or main's and each branch's history would end there.
+    parents = {s.snapshot_id: s.parent_snapshot_id for s in metadata.snapshots if s.snapshot_id not in expired and s.parent_snapshot_id in expired}
     sizes = plan.sizes
     data = [(p, sizes.get(p, 0)) for p in plan.content_files]
     other = [(p, sizes.get(p, 0)) for p in plan.metadata_files + plan.manifest_lists + plan.manifests + plan.statistics_files]
@@ -66,7 +74,7 @@ def record_expiry(storage: Storage, run: NoncurrentRun, key: str, metadata, plan
     partition_statistics = [snapshot_json(f) for f in getattr(metadata, "partition_statistics", None) or [] if f.snapshot_id in expired]
     journal.write(JournalEntry(
         run, key, snapshots=[snapshot_json(s) for s in snapshots], refs=refs, refs_after=dict.fromkeys(plan.removed_refs),
-        log=log, statistics=statistics, partition_statistics=partition_statistics, data_files=data, metadata_files=other,
+        log=log, parents=parents, statistics=statistics, partition_statistics=partition_statistics, data_files=data, metadata_files=other,
     ))
 
 
@@ -95,6 +103,8 @@ def _restore_update_class():
         action: Literal["snaptable-restore-snapshots"] = Field(default="snaptable-restore-snapshots")
         snapshots: list[Snapshot]
         log: list[SnapshotLogEntry]
+        #: Snapshots the expiry unlinked from the parent it removed (child id -> parent id): linked again.
+        parents: dict[int, int] = Field(default_factory=dict)
 
     @_apply_table_update.register(RestoreSnapshotsUpdate)
     def _(update: RestoreSnapshotsUpdate, base: TableMetadata, context: _TableMetadataUpdateContext) -> TableMetadata:
@@ -102,8 +112,13 @@ def _restore_update_class():
         known = {(e.snapshot_id, e.timestamp_ms) for e in base.snapshot_log}
         log = sorted(list(base.snapshot_log) + [e for e in update.log if (e.snapshot_id, e.timestamp_ms) not in known],
                      key=lambda e: e.timestamp_ms)
+        kept = [
+            s.model_copy(update={"parent_snapshot_id": update.parents[s.snapshot_id]})
+            if s.snapshot_id in update.parents and s.parent_snapshot_id is None else s
+            for s in base.snapshots
+        ]
         context.add_update(update)
-        return base.model_copy(update={"snapshots": list(base.snapshots) + missing, "snapshot_log": log})
+        return base.model_copy(update={"snapshots": kept + missing, "snapshot_log": log})
 
     _RESTORE = RestoreSnapshotsUpdate
     return _RESTORE
@@ -162,7 +177,8 @@ class IcebergNoncurrent:
         metadata = table.metadata
         snapshots = [Snapshot.model_validate_json(text) for e in entries for text in e.snapshots]
         missing = [s for s in snapshots if metadata.snapshot_by_id(s.snapshot_id) is None]
-        if missing and not requirements.checks_requirements_here(table.catalog):
+        relinks = self._relinks(run_id, entries, metadata)
+        if (missing or relinks) and not requirements.checks_requirements_here(table.catalog):
             # A catalog that applies commits on a server (REST) knows only Iceberg's updates, and its
             # add-snapshot refuses a snapshot older than the last sequence number (or would move that
             # number back): expired snapshots cannot go back through it. Refs, consumers and
@@ -200,9 +216,9 @@ class IcebergNoncurrent:
         self._check_files(run_id, table, missing, [f.statistics_path for f in statistics + partition_statistics])
         Restore = _restore_update_class()
         updates = []
-        if missing:
+        if missing or relinks:
             log = [SnapshotLogEntry.model_validate(d) for e in entries for d in e.log]
-            updates.append(Restore(snapshots=sorted(missing, key=lambda s: (s.sequence_number or 0)), log=log))
+            updates.append(Restore(snapshots=sorted(missing, key=lambda s: (s.sequence_number or 0)), log=log, parents=relinks))
         updates += [SetStatisticsUpdate(statistics=f) for f in statistics]
         updates += [SetPartitionStatisticsUpdate(partition_statistics=f) for f in partition_statistics]
         for name, ref in refs:
@@ -224,6 +240,56 @@ class IcebergNoncurrent:
                 consumer = Consumer.from_json(text.encode(), f"noncurrent run {run_id}")
                 if self.table.consumer_manager.restore(consumer):  # one written since is left as it is
                     result.restored_consumers.append(consumer.id)
+
+    def _relinks(self, run_id: str, entries: list[JournalEntry], metadata) -> dict[int, int]:
+        """The snapshots the run unlinked from a parent it removed (child id -> parent id) that are not linked again yet
+        (the parent is one of the run's snapshots: back already, or coming back in the same commit).
+
+        A child that is gone was removed after this run: the run that removed it is undone first (as on
+        our tables, ``DependentRunError``), or, removed for good, the history cannot be whole again."""
+        relinks: dict[int, int] = {}
+        for entry in entries:
+            parents = entry.parents if entry.parents is not None else self._parents_from_lists(entry, metadata)
+            for child_id, parent_id in parents.items():
+                child = metadata.snapshot_by_id(child_id)
+                if child is None:
+                    later = self._run_holding(child_id, run_id)
+                    raise DependentRunError(
+                        f"snapshot {child_id} (a child of {parent_id}, which run {run_id} removed) was removed after it"
+                        + (f" by run {later}: undo it first" if later else " for good (no noncurrent run holds it)")
+                    )
+                if child.parent_snapshot_id == parent_id:
+                    continue  # linked again already
+                if child.parent_snapshot_id is not None:
+                    raise UndoInvariantError(
+                        f"snapshot {child_id} has parent {child.parent_snapshot_id} now, not {parent_id} as before run {run_id}"
+                    )
+                relinks[child_id] = parent_id
+        return relinks
+
+    def _parents_from_lists(self, entry: JournalEntry, metadata) -> dict[int, int]:
+        """An entry written before expiries recorded the links they cut: each snapshot without a parent whose
+        manifest list names one of the entry's snapshots as its parent (Iceberg writes ``parent-snapshot-id``
+        in every manifest list's header, and the removal leaves it there)."""
+        import fastavro
+
+        removed = {int(json.loads(text)["snapshot-id"]) for text in entry.snapshots}
+        if not removed:
+            return {}
+        locator = Locator(metadata.location)
+        found: dict[int, int] = {}
+        for snapshot in metadata.snapshots:
+            if snapshot.parent_snapshot_id is not None or snapshot.snapshot_id in removed:
+                continue
+            try:
+                data = self.storage.read_bytes(locator.inside(snapshot.manifest_list, "manifest list"))
+                named = fastavro.reader(io.BytesIO(data)).metadata.get("parent-snapshot-id")
+                parent = None if named in (None, "null") else int(named)
+            except Exception:  # noqa: BLE001 - a list without the header, or unreadable: no link is known
+                continue
+            if parent in removed:
+                found[snapshot.snapshot_id] = parent
+        return found
 
     def _check_files(self, run_id: str, table, snapshots: list, statistics_paths: list[str]) -> None:
         """Every file the snapshots coming back reach, and their statistics files, are there (invariant 1)."""

@@ -133,6 +133,10 @@ class JournalEntry:
     refs: dict[str, str] = field(default_factory=dict)
     refs_after: dict[str, int | None] = field(default_factory=dict)
     log: list[dict] = field(default_factory=list)
+    #: Formats whose snapshot removal unlinks the children of what it removed (Apache Iceberg clears a retained
+    #: snapshot's ``parent-snapshot-id`` when its parent goes): each such child's id and the parent it had.
+    #: None: not recorded (an entry written before this was).
+    parents: dict[int, int] | None = None
     #: Formats that list statistics files per snapshot in their metadata (Apache Iceberg's ``statistics`` and
     #: ``partition-statistics``): the entries of the snapshots it removed, as their JSON text.
     statistics: list[str] = field(default_factory=list)
@@ -156,6 +160,7 @@ class JournalEntry:
                 "tags": self.tags, "consumers": self.consumers,
                 "data_files": [list(f) for f in self.data_files], "metadata_files": [list(f) for f in self.metadata_files],
                 "refs": self.refs, "refs_after": self.refs_after, "log": self.log,
+                "parents": None if self.parents is None else {str(child): parent for child, parent in self.parents.items()},
                 "statistics": self.statistics, "partition_statistics": self.partition_statistics,
             },
             separators=(",", ":"),
@@ -172,6 +177,7 @@ class JournalEntry:
                 refs={str(k): str(v) for k, v in doc.get("refs", {}).items()},
                 refs_after={str(k): (None if v is None else int(v)) for k, v in doc.get("refs_after", {}).items()},
                 log=list(doc.get("log", [])),
+                parents=None if doc.get("parents") is None else {int(child): int(parent) for child, parent in doc["parents"].items()},
                 statistics=[str(t) for t in doc.get("statistics", [])],
                 partition_statistics=[str(t) for t in doc.get("partition_statistics", [])],
                 data_files=[(str(p), int(s)) for p, s in doc["data_files"]],
