@@ -42,7 +42,7 @@ from airflow_snaptable.core.lifecycle.noncurrent.journal import (
 )
 from airflow_snaptable.core.lifecycle.noncurrent import purge as purge_module
 from airflow_snaptable.core.lifecycle.noncurrent.purge import PurgeResult
-from airflow_snaptable.core.lifecycle.noncurrent.undo import UndoResult, undo_run
+from airflow_snaptable.core.lifecycle.noncurrent.undo import UndoResult, abandon_undo, undo_run
 from airflow_snaptable.core.lifecycle.progress import delete_with_progress
 
 def snapshot_json(snapshot) -> str:
@@ -149,6 +149,11 @@ class IcebergNoncurrent:
             return lambda: None
 
         return undo_run(self.journal, run_id, self.table.uri, prepare)
+
+    def abandon(self, run_id: str) -> UndoResult:
+        """Abandon an interrupted undo (core/lifecycle/noncurrent/undo.py ``abandon_undo``): its one commit made
+        the table whole or left it as it was, so only the mark goes."""
+        return abandon_undo(self.journal, run_id, self.table.uri)
 
     def _commit(self, run_id: str, entries: list[JournalEntry], result: UndoResult) -> None:
         from pyiceberg.exceptions import CommitFailedException
