@@ -184,3 +184,28 @@ def test_abandoning_an_interrupted_undo_frees_the_table_and_leaves_what_it_broug
     [summary] = _open(work).trash()
     assert summary.run_id == run_id and summary.state == "noncurrent"
     _free_and_purgeable(work, run_id, model, expire=True)
+
+
+def test_the_cli_abandons_an_interrupted_undo_and_refuses_an_unknown_run(rolled_back, tmp_path, capsys):
+    import json
+
+    from airflow_snaptable.cli import main
+
+    base, run_id, _model = rolled_back["rollback"]
+    work = _copy(base, tmp_path / "work")
+    crashing = _open(work)
+    crashing.storage.on_operation = FailAt(_state_points(_copy(base, tmp_path / "count"), lambda t: t.undo(run_id))[3])
+    with pytest.raises(InjectedCrash):
+        crashing.undo(run_id)
+    assert main(["trash", work, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["result"][0]["state"] == "undoing"
+    assert main(["undo", work, run_id, "--abandon", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["result"]["abandoned"] is True
+    assert main(["trash", work, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["result"][0]["state"] == "noncurrent"
+    assert main(["undo", work, "0" * 32, "--abandon"]) == 2  # a typed error, one line
+    assert "RunNotFoundError" in capsys.readouterr().err
+    # Abandoned, not lost: the undo can still be run to the end.
+    assert main(["undo", work, run_id, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["result"]["restored_snapshot_ids"]
+    assert [s.id for s in Table.open(work).snapshots()] == [1, 2, 3, 4] and Table.open(work).trash() == []
