@@ -100,11 +100,18 @@ def check_run_id(run_id: object) -> str:
 UndoPreparer = Callable[[list[JournalEntry], UndoResult], Callable[[], None]]
 
 
-def undo_run(journal: NoncurrentJournal, run_id: str, where: str, prepare: UndoPreparer) -> UndoResult:
+#: Leaves what an interrupted undo left a valid table before its mark goes (see the module doc).
+UndoSettler = Callable[[list[JournalEntry]], None]
+
+
+def undo_run(
+    journal: NoncurrentJournal, run_id: str, where: str, prepare: UndoPreparer, settle: UndoSettler | None = None,
+) -> UndoResult:
     """The undo protocol every format shares (see the module doc): the run's entries are looked up
     (an undone run says so, a purged or unknown one is refused), the undo mark goes up before the
-    purge mark is read, ``prepare`` checks under it (a refusal takes down a mark this call put up:
-    as if never asked), its step applies, then ``undone-`` is marked, the entries go and the mark last."""
+    purge mark is read, ``prepare`` checks under it and its step applies, then ``undone-`` is marked,
+    the entries go and the mark last. A refusal anywhere runs ``settle`` and takes the mark down,
+    this call's or an interrupted undo's."""
     check_run_id(run_id)
     names = journal.entry_names(run_id)
     if not names:
@@ -129,6 +136,8 @@ def undo_run(journal: NoncurrentJournal, run_id: str, where: str, prepare: UndoP
     except UndoRefusedError:
         # No refusal leaves a mark, this call's or an interrupted undo's it reran: a mark no rerun can take
         # down would hold every deleting run and purge back for good. What is back stays; the run stays recorded.
+        if settle is not None and entries:
+            settle(entries)
         journal.unmark(UNDO_PREFIX, run_id)
         raise
     journal.mark(UNDONE_PREFIX, run_id)
@@ -137,7 +146,7 @@ def undo_run(journal: NoncurrentJournal, run_id: str, where: str, prepare: UndoP
     return result
 
 
-def abandon_undo(journal: NoncurrentJournal, run_id: str, where: str, settle: Callable[[list[JournalEntry]], None] | None = None) -> UndoResult:
+def abandon_undo(journal: NoncurrentJournal, run_id: str, where: str, settle: UndoSettler | None = None) -> UndoResult:
     """Abandon an interrupted undo of the run: ``settle`` (the format's, see the module doc) runs on its entries,
     then its mark goes. The table is left as the undo left it, the run stays recorded (``trash``): purge deletes
     its files once due (never one the live metadata references), or a later undo brings the rest back.
@@ -188,23 +197,15 @@ class NoncurrentUndo:
         self.executor.finish_all()
 
         def prepare(entries: list[JournalEntry], result: UndoResult) -> Callable[[], None]:
-            try:
-                plan = self._checked(run_id, entries)
-            except UndoRefusedError:
-                self._settle(entries)  # a rerun that cannot finish leaves a contiguous history
-                raise
+            plan = self._checked(run_id, entries)
 
             def apply() -> None:
-                try:
-                    self._apply(plan, result)
-                except UndoRefusedError:
-                    self._settle(entries)
-                    raise
+                self._apply(plan, result)
                 result.released_files = plan.files
 
             return apply
 
-        return undo_run(self.journal, run_id, self.store.uri, prepare)
+        return undo_run(self.journal, run_id, self.store.uri, prepare, settle=self._settle)
 
     def abandon(self, run_id: str) -> UndoResult:
         """Abandon an interrupted undo of the run (:func:`abandon_undo`)."""
@@ -385,10 +386,23 @@ class NoncurrentUndo:
             if self._same(snapshot) is not True:
                 raise UndoInvariantError(f"invariant 4 (one commit per snapshot id): snapshot {snapshot.id} is another commit now")
             result.restored_snapshot_ids.append(snapshot.id)
+        gap = range(plan.restored.id + 1, plan.above[0].id) if plan.restored is not None and plan.above else range(0)
+        if gap:
+            # Republishing above a rollback's restored copy opens a gap below the first one. A writer probing from a
+            # LATEST hint at the copy would commit into it, beside the history: the hint goes just below the first
+            # one before it appears, so every writer finds it from then on (a crash in between leaves no such hint).
+            snapshots.write_latest_hint(gap[-1])
         for snapshot in plan.above:
             if not snapshots.republish(snapshot) and self._same(snapshot) is not True:
                 raise UndoInvariantError(f"invariant 4 (one commit per snapshot id): a commit took snapshot id {snapshot.id}")
             result.restored_snapshot_ids.append(snapshot.id)
+            if gap and any(snapshots.exists(i) for i in gap):
+                # A commit on the rollback's state landed before the first one was back: it stays the latest.
+                self.store.files.delete(list(snapshots.unpublish([snapshot.id]) or []))
+                raise UndoInvariantError(
+                    f"invariant 4 (no successful commit is lost): a commit landed after the rollback to snapshot {plan.restored.id}"
+                )
+            gap = range(0)
         if plan.below:
             snapshots.write_earliest_hint(min(s.id for s in plan.below))
         if plan.restored_id is not None and plan.first_above is not None:
