@@ -145,7 +145,10 @@ class RunNotFoundError(SnapTableError):
 
 
 class UndoRefusedError(SnapTableError):
-    """Undoing a noncurrent run would not bring back what it removed exactly as it was. Nothing was changed."""
+    """Undoing a noncurrent run would not bring back what it removed exactly as it was. A refusal of the
+    checks changes nothing; one met while the undo applied (or by a rerun of an interrupted undo) leaves
+    what was brought back before, reading as it did. Either way the run stays recorded (its files
+    noncurrent) and the refusal leaves no undo mark: deleting runs and purge go on (docs/lifecycle.md)."""
 
 
 class RunPurgedError(UndoRefusedError):
@@ -161,6 +164,13 @@ class DependentRunError(UndoRefusedError):
 class UndoInvariantError(UndoRefusedError):
     """Undoing the run would break an invariant of the table, named in the message (a tag name taken by
     another state, a snapshot id reused by a later commit, a history that would have a gap)."""
+
+
+class UndoNameTakenError(UndoInvariantError):
+    """A tag or ref name the run removed names another state now (one created before the undo, or between
+    its checks and its apply): undo brings back only the very tag it removed (same snapshot, same
+    content), never reports another one as restored. The new tag is left as it is; free the name (delete
+    or rename that tag) and rerun the undo, or leave the run to purge."""
 
 
 class UndoUnsupportedError(UndoRefusedError, UnsupportedOperationError):

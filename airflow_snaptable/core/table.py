@@ -420,6 +420,11 @@ class Table:
         """Bring back what a run with a retention removed: its snapshots (same rows), tags and consumers."""
         return NoncurrentUndo(self.store, self._plans()).undo(run_id)
 
+    def abandon_undo(self, run_id: str) -> UndoResult:
+        """Abandon an interrupted undo of the run: its mark goes (deleting runs and purge go on), the table is
+        left as the undo left it, the run stays recorded (``abandoned``: whether a mark was up)."""
+        return NoncurrentUndo(self.store, self._plans()).abandon(run_id)
+
     def purge(self, *, now=None) -> PurgeResult:
         """Delete the noncurrent files whose retention has passed (by the real clock: a later ``now`` never
         shortens one), each checked against the live metadata first."""

@@ -34,3 +34,17 @@ def test_the_undo_and_purge_operators_document_every_parameter():
     for cls in (ops.SnapTableUndoOperator, ops.SnapTablePurgeOperator):
         documented(cls)
         assert cls.__name__.startswith("SnapTable") and cls.__name__.endswith("Operator")
+
+
+def test_the_undo_operator_abandons_an_interrupted_undo(orders):  # noqa: F811
+    from airflow_snaptable.core.lifecycle.noncurrent.journal import UNDO_PREFIX, NoncurrentJournal
+
+    table = Table.open(orders.uri)
+    with table.retaining_noncurrent(10, "expire-snapshots") as retained:
+        table.expire_snapshots(retain_min=1, time_retained="0 s")
+    journal = NoncurrentJournal(table.storage)
+    journal.mark(UNDO_PREFIX, retained.run_id)  # an undo killed before it wrote anything
+    abandon = ops.SnapTableUndoOperator(task_id="abandon", table=orders.uri, run_id=retained.run_id, abandon=True)
+    assert run(abandon)["result"]["abandoned"] is True
+    assert not journal.marked(UNDO_PREFIX, retained.run_id)
+    assert [s.run_id for s in Table.open(orders.uri).trash()] == [retained.run_id], "the run stays recorded"

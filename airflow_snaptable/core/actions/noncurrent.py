@@ -51,8 +51,18 @@ class Undo(Action):
     name: ClassVar[str] = "undo"
 
     run_id: str = arg(check=lambda value, name: check_run_id(value), positional=True, help="The run_id a deleting run printed.")
+    abandon: bool = arg(
+        False,
+        help="Do not undo: abandon an interrupted undo of the run. Its mark goes, the table is left as the undo left it "
+        "(all it brought back stays), the run stays in the trash: purged when due, or undone by a later undo.",
+    )
 
     def run(self, table: Table) -> dict[str, Any]:
+        if self.abandon:
+            abandon = getattr(table, "abandon_undo", None)
+            if abandon is None:
+                raise UnsupportedOperationError(f"abandoning an undo is not supported on {table!r}")
+            return self.result_document(abandon(self.run_id))
         return self.result_document(table.undo(self.run_id))
 
 

@@ -32,6 +32,7 @@ from airflow_snaptable.core.errors import (
     DependentRunError,
     RunPurgedError,
     UndoInvariantError,
+    UndoNameTakenError,
     UndoUnsupportedError,
 )
 from airflow_snaptable.core.formats.iceberg.files import Locator, ManifestReader, reach
@@ -47,7 +48,7 @@ from airflow_snaptable.core.lifecycle.noncurrent.journal import (
 )
 from airflow_snaptable.core.lifecycle.noncurrent import purge as purge_module
 from airflow_snaptable.core.lifecycle.noncurrent.purge import PurgeResult
-from airflow_snaptable.core.lifecycle.noncurrent.undo import UndoResult, undo_run
+from airflow_snaptable.core.lifecycle.noncurrent.undo import UndoResult, abandon_undo, undo_run
 from airflow_snaptable.core.lifecycle.progress import delete_with_progress
 
 def snapshot_json(snapshot) -> str:
@@ -165,11 +166,16 @@ class IcebergNoncurrent:
 
         return undo_run(self.journal, run_id, self.table.uri, prepare)
 
+    def abandon(self, run_id: str) -> UndoResult:
+        """Abandon an interrupted undo (core/lifecycle/noncurrent/undo.py ``abandon_undo``): its one commit made
+        the table whole or left it as it was, so only the mark goes."""
+        return abandon_undo(self.journal, run_id, self.table.uri)
+
     def _commit(self, run_id: str, entries: list[JournalEntry], result: UndoResult) -> None:
         from pyiceberg.exceptions import CommitFailedException
         from pyiceberg.table.refs import SnapshotRef
         from pyiceberg.table.snapshots import Snapshot, SnapshotLogEntry
-        from pyiceberg.table.update import SetPartitionStatisticsUpdate, SetSnapshotRefUpdate, SetStatisticsUpdate
+        from pyiceberg.table.update import AssertRefSnapshotId, SetPartitionStatisticsUpdate, SetSnapshotRefUpdate, SetStatisticsUpdate
 
         from airflow_snaptable.core.formats.iceberg import requirements
 
@@ -203,8 +209,13 @@ class IcebergNoncurrent:
                 current = metadata.refs.get(name)
                 expected = entry.refs_after.get(name)
                 now_at = None if current is None else current.snapshot_id
-                if now_at == ref.snapshot_id:
-                    continue  # back already
+                if current == ref:
+                    continue  # back already: the very ref (same snapshot, type and retention)
+                if current is not None and expected is None:
+                    raise UndoNameTakenError(
+                        f"a ref name names one state: {name!r} exists again (on snapshot {now_at}) and is not the ref run "
+                        f"{run_id} removed; delete or rename it and rerun the undo"
+                    )
                 if now_at != expected:
                     raise UndoInvariantError(
                         f"a ref names one state: {name!r} now points at {now_at}, not where run {run_id} left it ({expected})"
@@ -227,9 +238,18 @@ class IcebergNoncurrent:
                 max_snapshot_age_ms=ref.max_snapshot_age_ms, min_snapshots_to_keep=ref.min_snapshots_to_keep,
             ))
         if updates:
+            # Each ref set back must still be where the checks saw it, absent ones included: a ref of that name
+            # created meanwhile fails the commit on any catalog (a REST one checks only standard requirements).
+            absent = tuple(AssertRefSnapshotId(ref=name, snapshot_id=None) for name, _ref in refs if name not in metadata.refs)
             try:
-                table.catalog.commit_table(table, requirements.unchanged_since(table), tuple(updates))
+                table.catalog.commit_table(table, requirements.unchanged_since(table) + absent, tuple(updates))
             except CommitFailedException as exc:
+                taken = [name for name, _ref in refs if name not in metadata.refs and name in self.table.refresh().metadata.refs]
+                if taken:
+                    raise UndoNameTakenError(
+                        f"a ref name names one state: {taken[0]!r} was created while run {run_id} was being undone; nothing "
+                        "was changed: delete or rename it and rerun the undo"
+                    ) from exc
                 raise UndoInvariantError(f"the table changed while the undo was checked; run it again: {exc}") from exc
         result.restored_snapshot_ids = sorted(s.snapshot_id for s in missing)
         result.restored_tags = sorted(name for name, _ref in refs)

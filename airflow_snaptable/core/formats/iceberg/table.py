@@ -402,6 +402,10 @@ class IcebergTable:
     def undo(self, run_id: str) -> UndoResult:
         return IcebergNoncurrent(self).undo(run_id)
 
+    def abandon_undo(self, run_id: str) -> UndoResult:
+        """Abandon an interrupted undo of the run (its one catalog commit happened or not: only the mark goes)."""
+        return IcebergNoncurrent(self).abandon(run_id)
+
     def purge(self, *, now=None) -> PurgeResult:
         return IcebergNoncurrent(self).purge(None if now is None else to_millis(now))
 

@@ -3,13 +3,28 @@
 Rules:
 
 - Everything is checked before anything is written; a refusal is a typed error
-  (core/errors.py ``UndoRefusedError``) and changes nothing on storage:
+  (core/errors.py ``UndoRefusedError``) and changes nothing on storage but the undo mark:
   - ``RunPurgedError``: a purge of the run started, or a file the restored snapshots or tags
     reference is gone (they would not be readable: invariant 1);
   - ``DependentRunError``: a later run expired the snapshots right after this run's (or
     discarded those right before a rollback's): undo it first;
   - ``UndoInvariantError``: the snapshot id is used by another commit now (invariant 4: one
-    commit per id), a tag of the same name points at another state, the history would have a gap.
+    commit per id), the history would have a gap; ``UndoNameTakenError`` (one of them): a tag of the
+    same name is another tag.
+- The apply re-judges what it writes: a tag name or a snapshot id taken between the checks and
+  the write is refused (``UndoNameTakenError``, ``UndoInvariantError``), never counted as "back
+  already". "Back already" is only the very snapshot (same commit) or tag (same snapshot, same
+  content) the run removed.
+- A refusal leaves no undo mark, whoever put it up (this call, or an interrupted undo it reruns):
+  the table is free for deleting runs and purge again, the run stays recorded (its entries and
+  noncurrent files), and what an interrupted undo brought back reads as it does. A rerun of an
+  interrupted undo therefore finishes or refuses and unmarks: it never leaves the table marked.
+  Before it refuses, a rerun whose interrupted undo of a rollback to an expired snapshot already
+  put discarded snapshots back above that snapshot's copy takes the copy out (a tag holds it), so
+  the history is contiguous (invariant 1).
+- :func:`abandon_undo` takes an interrupted undo's mark down and leaves the table as it is (the
+  same contiguity step): the run stays recorded, purged when its retention passed (purge keeps every
+  file the live metadata references) or undone by a later undo.
 - Undo marks the run (``undo-<run>.json``) before it checks for a purge of it; purge marks before it
   checks for an undo (core/lifecycle/noncurrent/journal.py): never both on one run. Likewise undo
   reads the deleting marks after its own (``DeletionInProgressError`` while a consumer expiry, an
@@ -36,6 +51,7 @@ from airflow_snaptable.core.errors import (
     SnapshotNotFoundError,
     TagNotFoundError,
     UndoInvariantError,
+    UndoNameTakenError,
     UndoRefusedError,
     UnsupportedOperationError,
 )
@@ -66,6 +82,8 @@ class UndoResult:
     released_files: int = 0
     #: The run was undone before: nothing was done this time.
     already_undone: bool = False
+    #: ``abandon``: the mark of an interrupted undo of the run was taken down (False: none was up).
+    abandoned: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -82,11 +100,18 @@ def check_run_id(run_id: object) -> str:
 UndoPreparer = Callable[[list[JournalEntry], UndoResult], Callable[[], None]]
 
 
-def undo_run(journal: NoncurrentJournal, run_id: str, where: str, prepare: UndoPreparer) -> UndoResult:
+#: Leaves what an interrupted undo left a valid table before its mark goes (see the module doc).
+UndoSettler = Callable[[list[JournalEntry]], None]
+
+
+def undo_run(
+    journal: NoncurrentJournal, run_id: str, where: str, prepare: UndoPreparer, settle: UndoSettler | None = None,
+) -> UndoResult:
     """The undo protocol every format shares (see the module doc): the run's entries are looked up
     (an undone run says so, a purged or unknown one is refused), the undo mark goes up before the
-    purge mark is read, ``prepare`` checks under it (a refusal takes down a mark this call put up:
-    as if never asked), its step applies, then ``undone-`` is marked, the entries go and the mark last."""
+    purge mark is read, ``prepare`` checks under it and its step applies, then ``undone-`` is marked,
+    the entries go and the mark last. A refusal anywhere runs ``settle`` and takes the mark down,
+    this call's or an interrupted undo's."""
     check_run_id(run_id)
     names = journal.entry_names(run_id)
     if not names:
@@ -98,7 +123,6 @@ def undo_run(journal: NoncurrentJournal, run_id: str, where: str, prepare: UndoP
         raise RunNotFoundError(f"no noncurrent run {run_id} on {where} (never run with noncurrent_days, or purged)")
     entries = [e for e in (journal.read(n) for n in names) if e is not None]
     result = UndoResult(run_id, entries[0].run.operation if entries else None)
-    marked_before = journal.marked(UNDO_PREFIX, run_id)
     journal.mark(UNDO_PREFIX, run_id)
     try:
         if journal.marked(PURGE_PREFIX, run_id):
@@ -108,14 +132,37 @@ def undo_run(journal: NoncurrentJournal, run_id: str, where: str, prepare: UndoP
             token, operation = deleting[0]
             raise DeletionInProgressError(f"a {operation} run ({token}) is under way on {where}: nothing was undone; rerun the undo after it")
         apply = prepare(entries, result)
+        apply()
     except UndoRefusedError:
-        if not marked_before:
-            journal.unmark(UNDO_PREFIX, run_id)  # refused: as if never asked
+        # No refusal leaves a mark, this call's or an interrupted undo's it reran: a mark no rerun can take
+        # down would hold every deleting run and purge back for good. What is back stays; the run stays recorded.
+        if settle is not None and entries:
+            settle(entries)
+        journal.unmark(UNDO_PREFIX, run_id)
         raise
-    apply()
     journal.mark(UNDONE_PREFIX, run_id)
     journal.delete(names)
     journal.unmark(UNDO_PREFIX, run_id)
+    return result
+
+
+def abandon_undo(journal: NoncurrentJournal, run_id: str, where: str, settle: UndoSettler | None = None) -> UndoResult:
+    """Abandon an interrupted undo of the run: ``settle`` (the format's, see the module doc) runs on its entries,
+    then its mark goes. The table is left as the undo left it, the run stays recorded (``trash``): purge deletes
+    its files once due (never one the live metadata references), or a later undo brings the rest back.
+    ``abandoned`` False: no undo of the run was marked (an unknown run is refused as undo refuses it)."""
+    check_run_id(run_id)
+    names = journal.entry_names(run_id)
+    entries = [e for e in (journal.read(n) for n in names) if e is not None]
+    result = UndoResult(run_id, entries[0].run.operation if entries else None)
+    if not journal.marked(UNDO_PREFIX, run_id):
+        if not names and not journal.marked(UNDONE_PREFIX, run_id):
+            raise RunNotFoundError(f"no noncurrent run {run_id} on {where} (never run with noncurrent_days, or purged)")
+        return result
+    if settle is not None and entries:
+        settle(entries)
+    journal.unmark(UNDO_PREFIX, run_id)
+    result.abandoned = True
     return result
 
 
@@ -130,6 +177,10 @@ class _UndoPlan:
     leftovers: list[str] = field(default_factory=list)  # snapshot copies unpublishing moved aside
     #: The snapshot a rollback to an expired one published again: unpublished once the discarded ones are back.
     restored: Snapshot | None = None
+    #: Its id (the copy may be unpublished already), and the first snapshot that rollback discarded (where the
+    #: history starts once the copy is unpublished).
+    restored_id: int | None = None
+    first_above: int | None = None
     files: int = 0
 
 
@@ -154,7 +205,29 @@ class NoncurrentUndo:
 
             return apply
 
-        return undo_run(self.journal, run_id, self.store.uri, prepare)
+        return undo_run(self.journal, run_id, self.store.uri, prepare, settle=self._settle)
+
+    def abandon(self, run_id: str) -> UndoResult:
+        """Abandon an interrupted undo of the run (:func:`abandon_undo`)."""
+        return abandon_undo(self.journal, run_id, self.store.uri, self._settle)
+
+    def _settle(self, entries: list[JournalEntry]) -> None:
+        """An interrupted undo of a rollback to an expired snapshot that republished discarded snapshots above
+        that snapshot's copy left a gap between them: the copy goes (the history is contiguous again), but only
+        while a tag holds the same commit, so no state is lost. Anything else an undo leaves is contiguous."""
+        snapshots = self.store.snapshots
+        for entry in entries:
+            if entry.restored is None or not entry.snapshots or not snapshots.exists(entry.restored):
+                continue
+            discarded = [Snapshot.from_json(t.encode(), "journal") for t in entry.snapshots]
+            back = [s for s in discarded if self._same(s) is True]
+            if not back:
+                continue  # nothing was republished: the rollback's state, contiguous
+            copy = snapshots.snapshot(entry.restored)
+            if not any(snapshots.identity(t.snapshot) == snapshots.identity(copy) for t in self.store.tags.tags()):
+                continue
+            snapshots.write_earliest_hint(min(s.id for s in back))
+            self.store.files.delete(list(snapshots.unpublish([entry.restored]) or []))
 
     # -- checks: nothing is written until every one passed ---------------------------------------
 
@@ -169,7 +242,10 @@ class NoncurrentUndo:
                 snapshot = Snapshot.from_json(text.encode(), where=where)
                 (above if entry.above else below)[snapshot.id] = snapshot
             if entry.restored is not None:
+                plan.restored_id = entry.restored
                 plan.restored = self.store.snapshots.snapshot(entry.restored) if self.store.snapshots.exists(entry.restored) else None
+                if entry.snapshots:
+                    plan.first_above = min(Snapshot.from_json(t.encode(), where=where).id for t in entry.snapshots)
             plan.tags += [Tag.from_json(text.encode(), where) for text in entry.tags]
             plan.consumers += [Consumer.from_json(text.encode(), where) for text in entry.consumers]
             if entry.key.endswith("u"):
@@ -238,13 +314,14 @@ class NoncurrentUndo:
         if not hasattr(self.store.snapshots, "republish"):
             raise UnsupportedOperationError(f"undoing a rollback is not supported on this table's format ({self.store.uri})")
         latest = self.store.snapshots.latest_id() or 0
-        if restored is not None:
+        if restored is not None and len(missing) == len(recorded):
             # The rollback left only the snapshot it restored: the discarded ones replace it.
             if latest != restored.id or self.store.snapshots.earliest_id() != restored.id:
                 raise UndoInvariantError(
                     f"invariant 4 (no successful commit is lost): commits landed after the rollback to snapshot {restored.id}"
                 )
             return missing
+        # (An interrupted undo put the first ones back, above the restored copy: the rest follow them.)
         if missing[0].id != latest + 1:
             raise UndoInvariantError(
                 f"invariant 1 (a contiguous history): the latest snapshot is {latest}, the rollback discarded from {missing[0].id}"
@@ -260,16 +337,28 @@ class NoncurrentUndo:
         return None
 
     def _check_tags(self, tags: list[Tag]) -> None:
-        identity = self.store.snapshots.identity
         for tag in tags:
-            try:
-                current = self.store.tags.tag(tag.name)
-            except TagNotFoundError:
-                continue
-            if identity(current.snapshot) != identity(tag.snapshot) or current.create_time_millis != tag.create_time_millis:
-                raise UndoInvariantError(
-                    f"a tag name names one state: tag {tag.name!r} exists again, on snapshot {current.snapshot_id}"
-                )
+            self._check_tag_back(tag)
+
+    def _check_tag_back(self, tag: Tag) -> bool:
+        """Whether the very tag the run removed is there (False: no tag of that name); ``UndoNameTakenError``
+        when another tag has the name."""
+        try:
+            current = self.store.tags.tag(tag.name)
+        except TagNotFoundError:
+            return False
+        identity = self.store.snapshots.identity
+        same = (
+            identity(current.snapshot) == identity(tag.snapshot)
+            and (current.create_time_millis, current.time_retained_millis, current.source)
+            == (tag.create_time_millis, tag.time_retained_millis, tag.source)
+        )
+        if not same:
+            raise UndoNameTakenError(
+                f"a tag name names one state: tag {tag.name!r} exists again, on snapshot {current.snapshot_id}, and is "
+                f"not the tag the run removed (on snapshot {tag.snapshot_id}); delete or rename it and rerun the undo"
+            )
+        return True
 
     def _check_files(self, run_id: str, plan: _UndoPlan) -> None:
         """Every file the snapshots and tags coming back reference is there (invariant 1)."""
@@ -293,24 +382,45 @@ class NoncurrentUndo:
     def _apply(self, plan: _UndoPlan, result: UndoResult) -> None:
         snapshots = self.store.snapshots
         for snapshot in plan.below:
-            snapshots.restore(snapshot)
+            snapshots.restore(snapshot)  # writes nothing when the id is there: back already, or another commit
+            if self._same(snapshot) is not True:
+                raise UndoInvariantError(f"invariant 4 (one commit per snapshot id): snapshot {snapshot.id} is another commit now")
             result.restored_snapshot_ids.append(snapshot.id)
+        gap = range(plan.restored.id + 1, plan.above[0].id) if plan.restored is not None and plan.above else range(0)
+        if gap:
+            # Republishing above a rollback's restored copy opens a gap below the first one. A writer probing from a
+            # LATEST hint at the copy would commit into it, beside the history: the hint goes just below the first
+            # one before it appears, so every writer finds it from then on (a crash in between leaves no such hint).
+            snapshots.write_latest_hint(gap[-1])
         for snapshot in plan.above:
             if not snapshots.republish(snapshot) and self._same(snapshot) is not True:
                 raise UndoInvariantError(f"invariant 4 (one commit per snapshot id): a commit took snapshot id {snapshot.id}")
             result.restored_snapshot_ids.append(snapshot.id)
+            if gap and any(snapshots.exists(i) for i in gap):
+                # A commit on the rollback's state landed before the first one was back: it stays the latest.
+                self.store.files.delete(list(snapshots.unpublish([snapshot.id]) or []))
+                raise UndoInvariantError(
+                    f"invariant 4 (no successful commit is lost): a commit landed after the rollback to snapshot {plan.restored.id}"
+                )
+            gap = range(0)
         if plan.below:
             snapshots.write_earliest_hint(min(s.id for s in plan.below))
-        if plan.restored is not None and plan.above:
-            # The discarded history is back above it; the copy the rollback restored goes (its tag keeps it).
-            snapshots.write_earliest_hint(plan.above[0].id)
-            self.store.files.delete(list(snapshots.unpublish([plan.restored.id]) or []))
+        if plan.restored_id is not None and plan.first_above is not None:
+            # The discarded history is back above it (this call's, or an interrupted undo's): the copy the
+            # rollback restored goes (its tag keeps it). Unpublishing again what is gone returns what an
+            # interrupted one set aside, to delete.
+            if plan.restored is not None or not snapshots.exists(plan.restored_id):
+                snapshots.write_earliest_hint(plan.first_above)
+                self.store.files.delete(list(snapshots.unpublish([plan.restored_id]) or []))
         intents = IntentManager(self.store.lifecycle)
         for tag in plan.tags:
             # Announced like any new tag: a plan that starts now sees the intent and keeps its files.
             intent = intents.announce(Intent(TAG_INTENT, tag=tag))
             try:
-                self.store.tags.create(tag)  # False: back already (checked the same above)
+                # False: the very tag is there (an interrupted undo's), or a name taken since the checks (refused);
+                # gone again meanwhile: created now.
+                while not self.store.tags.create(tag) and not self._check_tag_back(tag):
+                    pass
             finally:
                 intents.withdraw(intent)
             result.restored_tags.append(tag.name)
