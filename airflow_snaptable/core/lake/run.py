@@ -387,7 +387,7 @@ class _Run:
                 **record, "durationMs": _elapsed(started), **summarize(job.job, to_jsonable(result))}
         if mark is not None:
             if isinstance(done.get("snapshotCommitted"), int):
-                mark = {"id": done["snapshotCommitted"]}  # its own commit does not count toward its next run
+                mark = progress.mark_of(done["snapshotCommitted"])  # its own commit does not count toward its next run
             done.update(lastSnapshot=mark, nextDue=_next_due(job.trigger))
         if self.dry_run:
             done["dryRun"] = True
