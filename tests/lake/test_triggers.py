@@ -324,9 +324,11 @@ def test_a_table_re_created_at_our_tables_location_starts_fresh(tmp_path):
         if name != "maintenance":
             shutil.rmtree(os.path.join(native_dir(lake, "t"), name))
     write_native(native_dir(lake, "t"), snapshots=3)  # 3 - 2 = "1 of 3" by ids: but no commit of it was ever marked
+    assert _job(lake_status(lake), "t")["nextDue"].startswith("now: a new table at this name")
     ran = _job(maintain(lake, policy), "t")
-    assert ran["dueBecause"].startswith("a new table at this name") and "skipped" not in ran
+    assert ran["dueBecause"] == "no run with a trigger recorded yet" and "skipped" not in ran  # its status starts anew
     assert ran["lastSnapshot"]["id"] == 3
+    assert json.load(open(os.path.join(native_dir(lake, "t"), "maintenance", "status.json")))["replacedTable"]
 
 
 def test_a_snapshot_from_a_fast_clock_does_not_hide_our_later_commits(tmp_path):
@@ -370,8 +372,9 @@ def test_a_paimon_table_re_created_at_its_location_starts_fresh(mixed_lake):
               "options": {"bucket": "-1"}}]
     steps += [{"write": "db.app", "rows": [["a", i, "n"]]} for i in range(marked + 1)]
     run_client(mixed_lake.paimon.python, lake, steps)
-    ran = _job(maintain(lake, policy), "db.app")  # by ids: 1 of 5
-    assert ran["dueBecause"].startswith("a new table at this name")
+    assert _job(lake_status(lake), "db.app")["nextDue"].startswith("now: a new table at this name")  # by ids: 1 of 5
+    ran = _job(maintain(lake, policy), "db.app")
+    assert ran["dueBecause"] == "no run with a trigger recorded yet"  # its status starts anew
 
 
 def _iceberg_policy(snapshots: int) -> Policy:
@@ -406,11 +409,20 @@ def test_an_iceberg_table_dropped_and_re_created_under_its_name_starts_fresh(ice
     props, policy = iceberg_lake.properties, _iceberg_policy(3)
     maintain("iceberg://sales", policy, catalog=props)
     catalog = iceberg_lake.catalog()
+    old_uuid = str(catalog.load_table(("sales", "orders")).metadata.table_uuid)
+    status_file = os.path.join(iceberg_lake.warehouse, "snaptable-maintenance", "sales.orders", "status.json")
+    assert json.load(open(status_file))["tableId"] == old_uuid
     catalog.drop_table(("sales", "orders"))
     table = catalog.create_table(("sales", "orders"), schema=iceberg_rows(0).schema)
     table.append(iceberg_rows(1))
     table = catalog.load_table(("sales", "orders"))
+    # Before the run, `snaptable status` counts the old mark against the new table: due, and says why.
+    assert _job(lake_status("iceberg://sales", catalog=props), "sales.orders")["nextDue"].startswith("now: a new table at this name")
     ran = _job(maintain("iceberg://sales", policy, catalog=props), "sales.orders")
-    assert ran["dueBecause"].startswith("a new table at this name"), ran
+    assert ran["dueBecause"] == "no run with a trigger recorded yet", ran  # the run starts the new table's status anew
     assert ran["lastSnapshot"]["table"] == str(table.metadata.table_uuid)
+    # The old table's status is not the new one's: its runs and jobs start anew.
+    stored = json.load(open(status_file))
+    assert (stored["tableId"], stored["replacedTable"]) == (str(table.metadata.table_uuid), old_uuid)
+    assert len(stored["runs"]) == 1
     assert _job(maintain("iceberg://sales", policy, catalog=props), "sales.orders")["skipped"].startswith("Not due: 0 of 3")

@@ -51,6 +51,7 @@ from airflow_snaptable.core.lake.status import (
     disabled,
     iso_time,
     new_document,
+    of_table,
     not_yet_run,
     summarize,
 )
@@ -329,9 +330,11 @@ class _Run:
             opened = open_table()
         except Exception as exc:  # noqa: BLE001 - reported on each enabled job
             open_error = exc
+        progress = TableProgress(opened) if opened is not None else None
+        if progress is not None:
+            of_table(doc, table, progress.lineage.identity())  # a re-created table's status starts anew
         entry = RunEntry(self.run_id, int(time.time() * 1000))
         runs = [r for r in doc["runs"] if r.get("runId") != self.run_id]
-        progress = TableProgress(opened) if opened is not None else None
         for job in JOBS:
             previous = _record(doc, job)
             record, ran = self._job(table, resolved[job], opened, open_error, lease, previous, progress)
