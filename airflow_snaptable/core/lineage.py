@@ -35,6 +35,9 @@ ICEBERG = "iceberg"
 #: The first schema file of ours and Paimon's tables (both write ``schema/schema-<id>`` from 0).
 FIRST_SCHEMA = "schema/schema-0"
 SCHEMA_DIR = "schema"
+#: How a position left the lineage (:meth:`Lineage.moved`).
+NEW_TABLE = "new-table"
+ROLLED_BACK = "rolled-back"
 
 
 def table_identity(table: Any) -> str | None:
@@ -119,6 +122,7 @@ class Lineage:
     def __init__(self, table: Any):
         self.table = table
         self._identity: tuple[str | None] | None = None
+        self._commits: dict[int, str | None] = {}
 
     @property
     def is_iceberg(self) -> bool:
@@ -143,7 +147,7 @@ class Lineage:
         chosen = manager.latest_id() if snapshot_id is None else snapshot_id
         if not chosen:
             return Mark(0, table=self.identity())
-        return Mark(chosen, snapshot=self._identity_of(chosen), table=self.identity())
+        return Mark(chosen, snapshot=self.commit_of(chosen), table=self.identity())
 
     def since(self, mark: Mark, latest_id: int | None = None) -> Since:
         """What is new after ``mark`` (ours and Paimon: up to ``latest_id``, default the latest)."""
@@ -157,20 +161,42 @@ class Lineage:
         if mark.id == 0:
             return Since(ids=range(1, latest + 1)) if latest else Since(ids=range(0))
         if mark.snapshot is not None:
-            found = self._identity_of(mark.id)
+            found = self.commit_of(mark.id)
             if found is not None and found != mark.snapshot:
                 return Since(rolled_back=True)  # the id holds a later commit: a rollback discarded the mark
         if latest < mark.id:
             return Since(rolled_back=True)
         return Since(ids=range(mark.id + 1, latest + 1))
 
-    def _identity_of(self, snapshot_id: int) -> str | None:
-        """The commit under ``snapshot_id`` (None: not there, e.g. expired)."""
-        manager = self.table.snapshot_manager
-        try:
-            return manager.identity(manager.snapshot(snapshot_id))
-        except (SnapshotNotFoundError, FileNotFoundError):
-            return None
+    def commit_of(self, snapshot_id: int) -> str | None:
+        """The commit under ``snapshot_id`` (None: not there, e.g. expired); read once per Lineage."""
+        if snapshot_id not in self._commits:
+            manager = self.table.snapshot_manager
+            try:
+                self._commits[snapshot_id] = manager.identity(manager.snapshot(snapshot_id))
+            except (SnapshotNotFoundError, FileNotFoundError):
+                self._commits[snapshot_id] = None
+        return self._commits[snapshot_id]
+
+    def moved(self, position: Mark) -> str | None:
+        """Whether a reader's ``position`` left the lineage: :data:`NEW_TABLE`, :data:`ROLLED_BACK` or None.
+
+        ``position.id`` is a snapshot id (ours and Paimon) or a sequence number (Iceberg's positions,
+        core/formats/iceberg/positions.py: numbers along the lineage, which a rollback never reuses, so
+        only the table is compared). Ours and Paimon: the commit under the id being the position's own
+        says both (a commit's identity is unique to its table), without reading the table's identity.
+        """
+        if not self.is_iceberg and position.id and position.snapshot is not None:
+            found = self.commit_of(position.id)
+            if found == position.snapshot:
+                return None
+            if found is not None or (self.table.snapshot_manager.latest_id() or 0) < position.id:
+                if position.table is not None and self.identity() not in (None, position.table):
+                    return NEW_TABLE
+                return ROLLED_BACK
+        if position.table is not None and self.identity() not in (None, position.table):
+            return NEW_TABLE
+        return None
 
     def _iceberg_since(self, mark: Mark) -> Since:
         metadata = self.table.iceberg.metadata

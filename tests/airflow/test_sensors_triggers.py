@@ -534,3 +534,74 @@ def test_sensor_and_trigger_on_an_iceberg_table(tmp_path, monkeypatch):
     Table.open("iceberg://db.orders", catalog=env.properties).update_consumer("reader", 3)
     by_consumer = SnapTableNewSnapshotSensor(task_id="c", table="iceberg://db.orders", snaptable_conn_id="iceberg", consumer_id="reader")
     assert by_consumer.poke({}).xcom_value["snapshot_ids"] == [3]  # main's: 4 is on the branch
+
+
+# -- the sensor follows the table's lineage, not its ids (core/lineage.py) -----------------------------
+
+
+def test_a_rollback_and_as_many_commits_landing_on_the_checked_id_are_read(root):
+    table = new_table(root, snapshots=3)
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=3, commit_kinds=["OVERWRITE"])
+    table.append(make_rows(range(100, 103)))
+    table.append(make_rows(range(103, 106)))
+    assert not sensor.poke({}).is_done  # 4 and 5 are appends: checked through 5
+    table.rollback_to(snapshot_id=3)
+    table.overwrite(make_rows(range(200, 203)))
+    table.overwrite(make_rows(range(203, 206)))  # 4 and 5 again: overwrites now
+    done = sensor.poke({})
+    assert done.is_done and done.xcom_value["matching_snapshot_ids"] == [4, 5]
+
+
+def test_a_consumer_sensor_follows_its_consumer_back_after_a_rollback_past_its_position(root):
+    table = new_table(root, snapshots=4)
+    table.update_consumer("reader", 5)  # has read 1..4
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", consumer_id="reader", commit_kinds=["OVERWRITE"])
+    table.append(make_rows(range(100, 103)))
+    assert not sensor.poke({}).is_done
+    table.rollback_to(snapshot_id=2, force=True)  # moves the consumer back to 3
+    for i in range(3):
+        table.overwrite(make_rows(range(200 + i * 3, 203 + i * 3)))  # 3, 4, 5: by the old baseline (4), only 5
+    done = sensor.poke({}).xcom_value
+    assert (done["from_snapshot_id"], done["matching_snapshot_ids"]) == (2, [3, 4, 5])
+
+
+def test_a_fixed_baseline_rolled_back_past_is_an_error_not_a_silent_skip(root):
+    table = new_table(root, snapshots=4)
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=4, commit_kinds=["OVERWRITE"])
+    assert not sensor.poke({}).is_done
+    table.rollback_to(snapshot_id=2)
+    for i in range(3):
+        table.overwrite(make_rows(range(200 + i * 3, 203 + i * 3)))  # 3, 4, 5: (4, 5] would skip 3 and 4
+    with pytest.raises(SnapshotNotFoundError, match="snapshot 4 of .* was rolled back"):
+        sensor.poke({})
+
+
+def test_a_sensor_waiting_on_a_table_re_created_at_its_location_reports_the_new_table_whole(root):
+    import shutil
+
+    table = new_table(root, snapshots=3)
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=3)
+    assert not sensor.poke({}).is_done
+    shutil.rmtree(table.uri)
+    new_table(root, snapshots=4)  # by ids, only 4 is new
+    done = sensor.poke({}).xcom_value
+    assert (done["from_snapshot_id"], done["snapshot_ids"]) == (0, [1, 2, 3, 4])
+
+
+def test_a_sensor_waiting_on_an_iceberg_table_dropped_and_re_created_reports_the_new_table(tmp_path, monkeypatch):
+    from tests.iceberg.conftest import IcebergEnv, rows as iceberg_rows
+
+    (tmp_path / "wh").mkdir()
+    env = IcebergEnv({"type": "sql", "uri": f"sqlite:///{tmp_path}/c.db", "warehouse": f"file://{tmp_path}/wh"}, str(tmp_path / "wh"))
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG", snaptable_conn(extra={"catalog": env.properties}))
+    iceberg = env.create()
+    for i in range(4):
+        iceberg.append(iceberg_rows(i))
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="iceberg://db.orders", snaptable_conn_id="iceberg", after_snapshot_id=4)
+    assert not sensor.poke({}).is_done
+    env.catalog().drop_table("db.orders")
+    recreated = env.create()
+    for i in range(2):
+        recreated.append(iceberg_rows(10 + i))  # sequence numbers 1 and 2: below the old position, never "new" by number
+    done = sensor.poke({}).xcom_value
+    assert (done["from_snapshot_id"], done["snapshot_ids"]) == (0, [1, 2])
