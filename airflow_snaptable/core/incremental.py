@@ -213,6 +213,68 @@ class PositionWatch:
         return new
 
 
+@dataclass(frozen=True)
+class WatchedPosition:
+    """An event watcher's position (the last snapshot an event covered) with the lineage it was reached along:
+    the table's identity and, on ours and Paimon, the commits under the last :data:`KEPT_COMMITS` ids up to it,
+    so that after a rollback past it the watcher continues from the newest of them still in the lineage."""
+
+    id: int
+    table: str | None = None
+    commits: dict[int, str] = field(default_factory=dict)
+
+    def to_state(self) -> dict[str, Any]:
+        return {"tableId": self.table, "commits": {str(k): v for k, v in sorted(self.commits.items())}}
+
+    @classmethod
+    def from_state(cls, position: int, state: Any) -> "WatchedPosition | None":
+        """The position as stored (None: stored before lineage was kept)."""
+        if not isinstance(state, dict) or not isinstance(state.get("commits"), dict):
+            return None
+        commits = {int(k): v for k, v in state["commits"].items() if str(k).isdigit() and isinstance(v, str)}
+        table = state.get("tableId")
+        return cls(position, table if isinstance(table, str) else None, commits)
+
+
+#: Commits a watcher keeps to find where a rollback left its lineage (ids up to its position).
+KEPT_COMMITS = 32
+
+
+def advance_position(table: Table, position: WatchedPosition | None, to_id: int) -> WatchedPosition:
+    """The watcher's position at ``to_id`` (a range up to it was reported, or stepped over): reads the commits
+    of the kept ids it does not know yet (those of the range, once)."""
+    lineage = Lineage(table)
+    if lineage.is_iceberg:
+        return WatchedPosition(to_id, lineage.identity())
+    known = {} if position is None else {i: c for i, c in position.commits.items() if i <= position.id}
+    commits = {}
+    for snapshot_id in range(max(1, to_id - KEPT_COMMITS + 1), to_id + 1):
+        commit = known.get(snapshot_id) or lineage.commit_of(snapshot_id)
+        if commit is not None:
+            commits[snapshot_id] = commit
+    return WatchedPosition(to_id, lineage.identity(), commits)
+
+
+def rewound_position(table: Table, position: WatchedPosition) -> tuple[WatchedPosition, str] | None:
+    """Where a watcher continues when its position left the table's lineage, and why (NEW_TABLE: from 0 of the
+    new table; ROLLED_BACK: from the newest kept id whose commit is still there, else from 0); None when it did
+    not. Iceberg's positions are sequence numbers a rollback never reuses: only the table is compared (call it
+    after a poll, which reads the metadata anew). Costs one snapshot read when nothing moved."""
+    lineage = Lineage(table)
+    mark = Mark(position.id, snapshot=position.commits.get(position.id), table=position.table)
+    moved = lineage.moved(mark)
+    if moved is None:
+        return None
+    if moved == NEW_TABLE or lineage.is_iceberg:
+        return WatchedPosition(0, lineage.identity()), NEW_TABLE
+    latest = table.snapshot_manager.latest_id() or 0
+    for snapshot_id in sorted((i for i in position.commits if i <= min(position.id, latest)), reverse=True):
+        if lineage.commit_of(snapshot_id) == position.commits[snapshot_id]:
+            kept = {i: c for i, c in position.commits.items() if i <= snapshot_id}
+            return WatchedPosition(snapshot_id, position.table, kept), ROLLED_BACK
+    return WatchedPosition(0, lineage.identity()), ROLLED_BACK
+
+
 # -- after the commit: did it land? (files written by Spark tasks, committed by the driver) --------
 
 

@@ -210,7 +210,7 @@ def test_trigger_fires_when_a_snapshot_lands_polling_off_the_event_loop(root, mo
         threads.append(threading.current_thread() is threading.main_thread())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr("airflow_snaptable.triggers.snaptable.find_new_snapshots", spy)
+    monkeypatch.setattr("airflow_snaptable.core.incremental.find_new_snapshots", spy)  # what the trigger's PositionWatch polls
     trigger = SnapTableNewSnapshotTrigger(table="orders", after_snapshot_id=3, poke_interval=0.05)
 
     async def go():
@@ -345,7 +345,7 @@ def test_event_trigger_emits_one_event_per_new_range_and_survives_restarts(root)
     async def scenario():
         first = Watcher(store, table="orders")
         await first.start()
-        assert store.data[POSITION_KEY] == {"table": table.uri, "last_snapshot_id": 3}
+        assert store.data[POSITION_KEY] | {"lineage": None} == {"table": table.uri, "last_snapshot_id": 3, "lineage": None}
         await asyncio.to_thread(table.append, make_rows(range(40, 45)))
         await first.wait_for(1)
         await asyncio.to_thread(table.append, make_rows(range(45, 50)))
@@ -440,7 +440,7 @@ def test_event_trigger_without_a_state_store_keeps_the_position_in_memory(root):
 
     watcher = asyncio.run(scenario())
     assert ranges(watcher.events) == [(3, 4)]
-    assert watcher.trigger._memory_state == {"table": table.uri, "last_snapshot_id": 4}
+    assert watcher.trigger._memory_state | {"lineage": None} == {"table": table.uri, "last_snapshot_id": 4, "lineage": None}
 
 
 def test_event_trigger_watching_several_assets_keeps_its_position_in_the_named_one(root, monkeypatch):
@@ -605,3 +605,77 @@ def test_a_sensor_waiting_on_an_iceberg_table_dropped_and_re_created_reports_the
         recreated.append(iceberg_rows(10 + i))  # sequence numbers 1 and 2: below the old position, never "new" by number
     done = sensor.poke({}).xcom_value
     assert (done["from_snapshot_id"], done["snapshot_ids"]) == (0, [1, 2])
+
+
+def test_event_trigger_continues_from_the_lineage_after_a_rollback_and_commits_while_it_was_down(root):
+    table = new_table(root, snapshots=5)
+    store = DummyStateStore()
+
+    async def scenario():
+        watcher = Watcher(store, table="orders", start_after_snapshot_id=1, with_changes=False)
+        await watcher.start()
+        await watcher.wait_for(1)
+        await watcher.stop()
+        await asyncio.to_thread(table.rollback_to, 3)
+        for i in range(3):  # 4, 5, 6: by ids only 6 is after the stored position 5
+            await asyncio.to_thread(table.append, make_rows(range(300 + i * 5, 305 + i * 5)))
+        again = Watcher(store, table="orders", with_changes=False)
+        await again.start()
+        await again.wait_for(1)
+        await again.stop()
+        return watcher.events, again.events
+
+    events, later = asyncio.run(scenario())
+    assert ranges(events) == [(1, 5)]
+    assert ranges(later) == [(3, 6)] and later[0]["snapshot_ids"] == [4, 5, 6]
+
+
+def test_event_trigger_reports_a_table_re_created_at_its_location_from_its_first_snapshot(root):
+    import shutil
+
+    table = new_table(root, snapshots=3)
+    store = DummyStateStore()
+
+    async def scenario():
+        watcher = Watcher(store, table="orders", with_changes=False)
+        await watcher.start()  # from the latest: 3
+        await watcher.stop()
+        await asyncio.to_thread(shutil.rmtree, table.uri)
+        await asyncio.to_thread(new_table, root, "orders", 4)  # by ids only 4 is new
+        again = Watcher(store, table="orders", with_changes=False)
+        await again.start()
+        await again.wait_for(1)
+        await again.stop()
+        return again.events
+
+    later = asyncio.run(scenario())
+    assert ranges(later) == [(0, 4)] and later[0]["snapshot_ids"] == [1, 2, 3, 4]
+
+
+def test_event_trigger_reports_an_iceberg_table_dropped_and_re_created_under_its_name(tmp_path, monkeypatch):
+    from tests.iceberg.conftest import IcebergEnv, rows as iceberg_rows
+
+    (tmp_path / "wh").mkdir()
+    env = IcebergEnv({"type": "sql", "uri": f"sqlite:///{tmp_path}/c.db", "warehouse": f"file://{tmp_path}/wh"}, str(tmp_path / "wh"))
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG", snaptable_conn(extra={"catalog": env.properties}))
+    iceberg = env.create()
+    for i in range(4):
+        iceberg.append(iceberg_rows(i))
+    store = DummyStateStore()
+
+    async def scenario():
+        watcher = Watcher(store, table="iceberg://db.orders", snaptable_conn_id="iceberg", with_changes=False)
+        await watcher.start()  # from the latest: sequence number 4
+        await watcher.stop()
+        env.catalog().drop_table("db.orders")
+        recreated = env.create()
+        for i in range(2):
+            recreated.append(iceberg_rows(10 + i))  # sequence numbers 1 and 2: never above the old position
+        again = Watcher(store, table="iceberg://db.orders", snaptable_conn_id="iceberg", with_changes=False)
+        await again.start()
+        await again.wait_for(1)
+        await again.stop()
+        return again.events
+
+    later = asyncio.run(scenario())
+    assert ranges(later) == [(0, 2)]
