@@ -679,3 +679,35 @@ def test_event_trigger_reports_an_iceberg_table_dropped_and_re_created_under_its
 
     later = asyncio.run(scenario())
     assert ranges(later) == [(0, 2)]
+
+
+PAIMON_COLUMNS = [["p", "string"], ["id", "int64"], ["v", "string"]]
+
+
+def _paimon_steps(name: str, writes: int, overwrite: bool = False, create: bool = True) -> list[dict]:
+    steps = [{"create": name, "columns": PAIMON_COLUMNS, "partition": ["p"], "options": {"bucket": "-1"}}] if create else []
+    for i in range(writes):
+        steps.append({"write": name, "rows": [["a", 100 + i, "w"]], **({"overwrite": {}} if overwrite else {})})
+    return steps
+
+
+def test_the_sensor_follows_a_paimon_tables_lineage_rollback_and_re_creation(paimon, tmp_path):
+    import shutil
+
+    from tests.paimon.conftest import run_client
+
+    warehouse = str(tmp_path / "pw")
+    run_client(paimon.python, warehouse, _paimon_steps("db.t", 5))
+    uri = f"{warehouse}/db.db/t"
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table=uri, after_snapshot_id=3, commit_kinds=["OVERWRITE"])
+    assert not sensor.poke({}).is_done  # 4, 5: appends
+    Table.open(uri).rollback_to(snapshot_id=3)
+    run_client(paimon.python, warehouse, _paimon_steps("db.t", 2, overwrite=True, create=False))  # 4, 5 again: overwrites
+    assert sensor.poke({}).xcom_value["matching_snapshot_ids"] == [4, 5]
+
+    waiting = SnapTableNewSnapshotSensor(task_id="w", table=uri, after_snapshot_id=5)
+    assert not waiting.poke({}).is_done
+    shutil.rmtree(uri)
+    run_client(paimon.python, warehouse, _paimon_steps("db.t", 6))  # by ids only 6 is new
+    done = waiting.poke({}).xcom_value
+    assert (done["from_snapshot_id"], done["snapshot_ids"]) == (0, [1, 2, 3, 4, 5, 6])
