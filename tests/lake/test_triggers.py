@@ -324,7 +324,9 @@ def test_a_table_re_created_at_our_tables_location_starts_fresh(tmp_path):
         if name != "maintenance":
             shutil.rmtree(os.path.join(native_dir(lake, "t"), name))
     write_native(native_dir(lake, "t"), snapshots=3)  # 3 - 2 = "1 of 3" by ids: but no commit of it was ever marked
-    assert _job(lake_status(lake), "t")["nextDue"].startswith("now: a new table at this name")
+    assert _job(lake_status(lake), "t")["status"] == "Not_Yet_Run"  # the old table's jobs are not this one's
+    listed = {d.table.name: d for d in due_tables(list_tables(lake), policy)}  # the DAG's list task: due, and why
+    assert listed["t"].due and listed["t"].reasons["snapshot-expiry"].startswith("a new table at this name")
     ran = _job(maintain(lake, policy), "t")
     assert ran["dueBecause"] == "no run with a trigger recorded yet" and "skipped" not in ran  # its status starts anew
     assert ran["lastSnapshot"]["id"] == 3
@@ -372,7 +374,7 @@ def test_a_paimon_table_re_created_at_its_location_starts_fresh(mixed_lake):
               "options": {"bucket": "-1"}}]
     steps += [{"write": "db.app", "rows": [["a", i, "n"]]} for i in range(marked + 1)]
     run_client(mixed_lake.paimon.python, lake, steps)
-    assert _job(lake_status(lake), "db.app")["nextDue"].startswith("now: a new table at this name")  # by ids: 1 of 5
+    assert _job(lake_status(lake), "db.app")["status"] == "Not_Yet_Run"  # the old table's jobs are not this one's
     ran = _job(maintain(lake, policy), "db.app")
     assert ran["dueBecause"] == "no run with a trigger recorded yet"  # its status starts anew
 
@@ -416,8 +418,8 @@ def test_an_iceberg_table_dropped_and_re_created_under_its_name_starts_fresh(ice
     table = catalog.create_table(("sales", "orders"), schema=iceberg_rows(0).schema)
     table.append(iceberg_rows(1))
     table = catalog.load_table(("sales", "orders"))
-    # Before the run, `snaptable status` counts the old mark against the new table: due, and says why.
-    assert _job(lake_status("iceberg://sales", catalog=props), "sales.orders")["nextDue"].startswith("now: a new table at this name")
+    # Before any run on it, `snaptable status` shows none of the old table's jobs as the new one's.
+    assert _job(lake_status("iceberg://sales", catalog=props), "sales.orders")["status"] == "Not_Yet_Run"
     ran = _job(maintain("iceberg://sales", policy, catalog=props), "sales.orders")
     assert ran["dueBecause"] == "no run with a trigger recorded yet", ran  # the run starts the new table's status anew
     assert ran["lastSnapshot"]["table"] == str(table.metadata.table_uuid)
