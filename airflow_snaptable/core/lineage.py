@@ -151,6 +151,11 @@ class Lineage:
 
     def since(self, mark: Mark, latest_id: int | None = None) -> Since:
         """What is new after ``mark`` (ours and Paimon: up to ``latest_id``, default the latest)."""
+        if not self.is_iceberg and mark.id and mark.snapshot is not None and self.commit_of(mark.id) == mark.snapshot:
+            # The mark's own commit is still under its id (a commit's identity is unique to its table): the ids
+            # above it are its descendants, without reading the table's identity.
+            latest = (self.table.snapshot_manager.latest_id() or 0) if latest_id is None else latest_id
+            return Since(ids=range(mark.id + 1, max(latest, mark.id) + 1))
         if mark.table is not None:
             current = self.identity()
             if current is not None and current != mark.table:
