@@ -54,6 +54,7 @@ CORE_GROUPS = {
     "core.write": "write",
     "core.formats": "formats",
     "core.table": "table",
+    "core.lineage": "table",  # a table's lineage since a mark: what incremental reads and lake triggers count
     "core.actions": "actions",
     "core.incremental": "incremental",
     "core.timeline": "timeline",

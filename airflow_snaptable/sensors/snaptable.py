@@ -13,6 +13,7 @@ from airflow_snaptable.core.arguments.checks import check_bool, check_int, value
 from airflow_snaptable.core.errors import InvalidArgumentError, TableNotFoundError
 from airflow_snaptable.core.incremental import (
     DATA_COMMIT_KINDS,
+    PositionWatch,
     consumer_baseline,
     find_new_snapshots,
     normalize_commit_kinds,
@@ -98,7 +99,7 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
         self.snaptable_conn_id = snaptable_conn_id
         self.deferrable = deferrable
         self._baseline: int | None = None
-        self._checked_through: int | None = None
+        self._watch: PositionWatch | None = None
 
     @cached_property
     def hook(self) -> SnapTableHook:
@@ -130,14 +131,13 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
         table = self._table()
         if table is None:
             return None
-        new = find_new_snapshots(
-            table,
-            after_snapshot_id=self.baseline(),
-            commit_kinds=self.commit_kinds,
-            checked_through=self._checked_through,
-            ref=self.ref or None,
-        )
-        self._checked_through = new.latest_snapshot_id
+        if self._watch is None:  # follows the table's lineage across pokes: a rollback, a re-created table
+            rebase = None
+            if self.consumer_id is not None:
+                rebase = lambda t: consumer_baseline(t, str(self.consumer_id).strip())  # noqa: E731
+            self._watch = PositionWatch(self.baseline(), rebase)
+        new = self._watch.find(table, self.commit_kinds, ref=self.ref or None)
+        self._baseline = self._watch.baseline
         return new.to_dict() if new.found else None
 
     def poke(self, context: Context) -> PokeReturnValue:
@@ -154,7 +154,7 @@ class SnapTableNewSnapshotSensor(BaseSensorOperator):
 
     def _execute(self, context: Context) -> Any:
         self._baseline = None
-        self._checked_through = None
+        self._watch = None
         if not self.deferrable:
             return super().execute(context)
         found = self.check()

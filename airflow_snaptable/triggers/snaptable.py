@@ -27,7 +27,15 @@ from airflow_snaptable.core.errors import (
     StorageError,
     TableNotFoundError,
 )
-from airflow_snaptable.core.incremental import DATA_COMMIT_KINDS, find_new_snapshots, normalize_commit_kinds
+from airflow_snaptable.core.incremental import (
+    DATA_COMMIT_KINDS,
+    PositionWatch,
+    WatchedPosition,
+    advance_position,
+    find_new_snapshots,
+    normalize_commit_kinds,
+    rewound_position,
+)
 from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, ConnectionSettings, join_table_uri
 
 #: Consecutive storage failures (network, throttling) tolerated before a trigger gives up.
@@ -136,6 +144,7 @@ class SnapTableNewSnapshotTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         errors = 0
         table = None
+        watch = PositionWatch(self.after_snapshot_id)  # follows the table's lineage across polls (core/incremental.py)
         while True:
             try:
                 if table is None:
@@ -143,10 +152,7 @@ class SnapTableNewSnapshotTrigger(BaseTrigger):
                     if table is None:
                         await asyncio.sleep(self.poke_interval)
                         continue
-                new = await asyncio.to_thread(
-                    find_new_snapshots, table, after_snapshot_id=self.after_snapshot_id, commit_kinds=self.commit_kinds,
-                    ref=self.ref,
-                )
+                new = await asyncio.to_thread(watch.find, table, self.commit_kinds, self.ref)
                 found = new.to_dict() if new.found else None
                 errors = 0
             except Exception as exc:  # noqa: BLE001 - storage hiccups are retried, then reported
@@ -221,6 +227,7 @@ class SnapTableSnapshotEventTrigger(BaseEventTrigger):
         self.wait_for_table = bool(wait_for_table)
         self.position_asset = position_asset
         self._memory_state: dict[str, Any] | None = None
+        self._watched: WatchedPosition | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -264,11 +271,15 @@ class SnapTableSnapshotEventTrigger(BaseEventTrigger):
                     f"position_asset=<the name of the asset that keeps its position> ({exc})"
                 ) from None
         if isinstance(state, dict) and state.get("table") == uri and state.get("last_snapshot_id") is not None:
+            self._watched = WatchedPosition.from_state(int(state["last_snapshot_id"]), state.get("lineage"))
             return int(state["last_snapshot_id"])
         return None
 
     async def save_position(self, uri: str, snapshot_id: int) -> None:
-        state = {"table": uri, "last_snapshot_id": int(snapshot_id)}
+        state: dict[str, Any] = {"table": uri, "last_snapshot_id": int(snapshot_id)}
+        watched = self._watched
+        if watched is not None and watched.id == int(snapshot_id):  # the lineage it was reached along (core/incremental.py)
+            state["lineage"] = watched.to_state()
         accessor = self._accessor()
         if accessor is None:
             self._memory_state = state
@@ -291,14 +302,20 @@ class SnapTableSnapshotEventTrigger(BaseEventTrigger):
                 position = 0  # the table appeared while watched: all of its history is new
             if position is None:
                 position = await asyncio.to_thread(table.snapshot_manager.latest_id) or 0
+            watched = await asyncio.to_thread(advance_position, table, None, position)
+            self._watched = watched
             await self.save_position(uri, position)
             self.log.info("Watching %s from snapshot %d (no stored position)", uri, position)
         else:
+            # A position stored before its lineage was kept: the lineage it is in now.
+            watched = self._watched or await asyncio.to_thread(advance_position, table, None, position)
             self.log.info("Watching %s from stored position: snapshot %d", uri, position)
         errors = 0
         while True:
             try:
                 found, checked = await asyncio.to_thread(self._poll, table, position)
+                # After the poll (it reads an Iceberg table's metadata anew): did the position leave the lineage?
+                rewound = await asyncio.to_thread(rewound_position, table, watched)
                 errors = 0
             except Exception as exc:  # noqa: BLE001 - storage hiccups: retry, give up after a few
                 if is_fatal(exc):
@@ -309,16 +326,29 @@ class SnapTableSnapshotEventTrigger(BaseEventTrigger):
                     raise
                 await asyncio.sleep(self.poke_interval)
                 continue
+            if rewound is not None:  # what the poll found was counted from a position no longer in the lineage
+                watched, why = rewound
+                self.log.warning("%s: position %d is no longer in the table's lineage (%s): continuing from %d",
+                                 uri, position, why, watched.id)
+                position = watched.id
+                self._watched = watched
+                await self.save_position(uri, position)
+                await asyncio.sleep(self.poke_interval)
+                continue
             if found is not None:
                 yield TriggerEvent(found)
                 # Store the position only once the triggerer has synced and persisted the event.
                 await asyncio.sleep(self.commit_delay)
                 position = found["to_snapshot_id"]
+                watched = await asyncio.to_thread(advance_position, table, watched, position)
+                self._watched = watched
                 await self.save_position(uri, position)
             elif checked != position:
                 if checked < position:
                     self.log.warning("%s was rolled back to snapshot %d, below position %d", uri, checked, position)
                 position = checked
+                watched = await asyncio.to_thread(advance_position, table, watched, position)
+                self._watched = watched
                 await self.save_position(uri, position)
             await asyncio.sleep(self.poke_interval)
 

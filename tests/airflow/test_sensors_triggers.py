@@ -210,7 +210,7 @@ def test_trigger_fires_when_a_snapshot_lands_polling_off_the_event_loop(root, mo
         threads.append(threading.current_thread() is threading.main_thread())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr("airflow_snaptable.triggers.snaptable.find_new_snapshots", spy)
+    monkeypatch.setattr("airflow_snaptable.core.incremental.find_new_snapshots", spy)  # what the trigger's PositionWatch polls
     trigger = SnapTableNewSnapshotTrigger(table="orders", after_snapshot_id=3, poke_interval=0.05)
 
     async def go():
@@ -345,7 +345,7 @@ def test_event_trigger_emits_one_event_per_new_range_and_survives_restarts(root)
     async def scenario():
         first = Watcher(store, table="orders")
         await first.start()
-        assert store.data[POSITION_KEY] == {"table": table.uri, "last_snapshot_id": 3}
+        assert store.data[POSITION_KEY] | {"lineage": None} == {"table": table.uri, "last_snapshot_id": 3, "lineage": None}
         await asyncio.to_thread(table.append, make_rows(range(40, 45)))
         await first.wait_for(1)
         await asyncio.to_thread(table.append, make_rows(range(45, 50)))
@@ -440,7 +440,7 @@ def test_event_trigger_without_a_state_store_keeps_the_position_in_memory(root):
 
     watcher = asyncio.run(scenario())
     assert ranges(watcher.events) == [(3, 4)]
-    assert watcher.trigger._memory_state == {"table": table.uri, "last_snapshot_id": 4}
+    assert watcher.trigger._memory_state | {"lineage": None} == {"table": table.uri, "last_snapshot_id": 4, "lineage": None}
 
 
 def test_event_trigger_watching_several_assets_keeps_its_position_in_the_named_one(root, monkeypatch):
@@ -534,3 +534,180 @@ def test_sensor_and_trigger_on_an_iceberg_table(tmp_path, monkeypatch):
     Table.open("iceberg://db.orders", catalog=env.properties).update_consumer("reader", 3)
     by_consumer = SnapTableNewSnapshotSensor(task_id="c", table="iceberg://db.orders", snaptable_conn_id="iceberg", consumer_id="reader")
     assert by_consumer.poke({}).xcom_value["snapshot_ids"] == [3]  # main's: 4 is on the branch
+
+
+# -- the sensor follows the table's lineage, not its ids (core/lineage.py) -----------------------------
+
+
+def test_a_rollback_and_as_many_commits_landing_on_the_checked_id_are_read(root):
+    table = new_table(root, snapshots=3)
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=3, commit_kinds=["OVERWRITE"])
+    table.append(make_rows(range(100, 103)))
+    table.append(make_rows(range(103, 106)))
+    assert not sensor.poke({}).is_done  # 4 and 5 are appends: checked through 5
+    table.rollback_to(snapshot_id=3)
+    table.overwrite(make_rows(range(200, 203)))
+    table.overwrite(make_rows(range(203, 206)))  # 4 and 5 again: overwrites now
+    done = sensor.poke({})
+    assert done.is_done and done.xcom_value["matching_snapshot_ids"] == [4, 5]
+
+
+def test_a_consumer_sensor_follows_its_consumer_back_after_a_rollback_past_its_position(root):
+    table = new_table(root, snapshots=4)
+    table.update_consumer("reader", 5)  # has read 1..4
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", consumer_id="reader", commit_kinds=["OVERWRITE"])
+    table.append(make_rows(range(100, 103)))
+    assert not sensor.poke({}).is_done
+    table.rollback_to(snapshot_id=2, force=True)  # moves the consumer back to 3
+    for i in range(3):
+        table.overwrite(make_rows(range(200 + i * 3, 203 + i * 3)))  # 3, 4, 5: by the old baseline (4), only 5
+    done = sensor.poke({}).xcom_value
+    assert (done["from_snapshot_id"], done["matching_snapshot_ids"]) == (2, [3, 4, 5])
+
+
+def test_a_fixed_baseline_rolled_back_past_is_an_error_not_a_silent_skip(root):
+    table = new_table(root, snapshots=4)
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=4, commit_kinds=["OVERWRITE"])
+    assert not sensor.poke({}).is_done
+    table.rollback_to(snapshot_id=2)
+    for i in range(3):
+        table.overwrite(make_rows(range(200 + i * 3, 203 + i * 3)))  # 3, 4, 5: (4, 5] would skip 3 and 4
+    with pytest.raises(SnapshotNotFoundError, match="snapshot 4 of .* was rolled back"):
+        sensor.poke({})
+
+
+def test_a_sensor_waiting_on_a_table_re_created_at_its_location_reports_the_new_table_whole(root):
+    import shutil
+
+    table = new_table(root, snapshots=3)
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="orders", after_snapshot_id=3)
+    assert not sensor.poke({}).is_done
+    shutil.rmtree(table.uri)
+    new_table(root, snapshots=4)  # by ids, only 4 is new
+    done = sensor.poke({}).xcom_value
+    assert (done["from_snapshot_id"], done["snapshot_ids"]) == (0, [1, 2, 3, 4])
+
+
+def test_a_sensor_waiting_on_an_iceberg_table_dropped_and_re_created_reports_the_new_table(tmp_path, monkeypatch):
+    from tests.iceberg.conftest import IcebergEnv, rows as iceberg_rows
+
+    (tmp_path / "wh").mkdir()
+    env = IcebergEnv({"type": "sql", "uri": f"sqlite:///{tmp_path}/c.db", "warehouse": f"file://{tmp_path}/wh"}, str(tmp_path / "wh"))
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG", snaptable_conn(extra={"catalog": env.properties}))
+    iceberg = env.create()
+    for i in range(4):
+        iceberg.append(iceberg_rows(i))
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table="iceberg://db.orders", snaptable_conn_id="iceberg", after_snapshot_id=4)
+    assert not sensor.poke({}).is_done
+    env.catalog().drop_table("db.orders")
+    recreated = env.create()
+    for i in range(2):
+        recreated.append(iceberg_rows(10 + i))  # sequence numbers 1 and 2: below the old position, never "new" by number
+    done = sensor.poke({}).xcom_value
+    assert (done["from_snapshot_id"], done["snapshot_ids"]) == (0, [1, 2])
+
+
+def test_event_trigger_continues_from_the_lineage_after_a_rollback_and_commits_while_it_was_down(root):
+    table = new_table(root, snapshots=5)
+    store = DummyStateStore()
+
+    async def scenario():
+        watcher = Watcher(store, table="orders", start_after_snapshot_id=1, with_changes=False)
+        await watcher.start()
+        await watcher.wait_for(1)
+        await watcher.stop()
+        await asyncio.to_thread(table.rollback_to, 3)
+        for i in range(3):  # 4, 5, 6: by ids only 6 is after the stored position 5
+            await asyncio.to_thread(table.append, make_rows(range(300 + i * 5, 305 + i * 5)))
+        again = Watcher(store, table="orders", with_changes=False)
+        await again.start()
+        await again.wait_for(1)
+        await again.stop()
+        return watcher.events, again.events
+
+    events, later = asyncio.run(scenario())
+    assert ranges(events) == [(1, 5)]
+    assert ranges(later) == [(3, 6)] and later[0]["snapshot_ids"] == [4, 5, 6]
+
+
+def test_event_trigger_reports_a_table_re_created_at_its_location_from_its_first_snapshot(root):
+    import shutil
+
+    table = new_table(root, snapshots=3)
+    store = DummyStateStore()
+
+    async def scenario():
+        watcher = Watcher(store, table="orders", with_changes=False)
+        await watcher.start()  # from the latest: 3
+        await watcher.stop()
+        await asyncio.to_thread(shutil.rmtree, table.uri)
+        await asyncio.to_thread(new_table, root, "orders", 4)  # by ids only 4 is new
+        again = Watcher(store, table="orders", with_changes=False)
+        await again.start()
+        await again.wait_for(1)
+        await again.stop()
+        return again.events
+
+    later = asyncio.run(scenario())
+    assert ranges(later) == [(0, 4)] and later[0]["snapshot_ids"] == [1, 2, 3, 4]
+
+
+def test_event_trigger_reports_an_iceberg_table_dropped_and_re_created_under_its_name(tmp_path, monkeypatch):
+    from tests.iceberg.conftest import IcebergEnv, rows as iceberg_rows
+
+    (tmp_path / "wh").mkdir()
+    env = IcebergEnv({"type": "sql", "uri": f"sqlite:///{tmp_path}/c.db", "warehouse": f"file://{tmp_path}/wh"}, str(tmp_path / "wh"))
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG", snaptable_conn(extra={"catalog": env.properties}))
+    iceberg = env.create()
+    for i in range(4):
+        iceberg.append(iceberg_rows(i))
+    store = DummyStateStore()
+
+    async def scenario():
+        watcher = Watcher(store, table="iceberg://db.orders", snaptable_conn_id="iceberg", with_changes=False)
+        await watcher.start()  # from the latest: sequence number 4
+        await watcher.stop()
+        env.catalog().drop_table("db.orders")
+        recreated = env.create()
+        for i in range(2):
+            recreated.append(iceberg_rows(10 + i))  # sequence numbers 1 and 2: never above the old position
+        again = Watcher(store, table="iceberg://db.orders", snaptable_conn_id="iceberg", with_changes=False)
+        await again.start()
+        await again.wait_for(1)
+        await again.stop()
+        return again.events
+
+    later = asyncio.run(scenario())
+    assert ranges(later) == [(0, 2)]
+
+
+PAIMON_COLUMNS = [["p", "string"], ["id", "int64"], ["v", "string"]]
+
+
+def _paimon_steps(name: str, writes: int, overwrite: bool = False, create: bool = True) -> list[dict]:
+    steps = [{"create": name, "columns": PAIMON_COLUMNS, "partition": ["p"], "options": {"bucket": "-1"}}] if create else []
+    for i in range(writes):
+        steps.append({"write": name, "rows": [["a", 100 + i, "w"]], **({"overwrite": {}} if overwrite else {})})
+    return steps
+
+
+def test_the_sensor_follows_a_paimon_tables_lineage_rollback_and_re_creation(paimon, tmp_path):
+    import shutil
+
+    from tests.paimon.conftest import run_client
+
+    warehouse = str(tmp_path / "pw")
+    run_client(paimon.python, warehouse, _paimon_steps("db.t", 5))
+    uri = f"{warehouse}/db.db/t"
+    sensor = SnapTableNewSnapshotSensor(task_id="s", table=uri, after_snapshot_id=3, commit_kinds=["OVERWRITE"])
+    assert not sensor.poke({}).is_done  # 4, 5: appends
+    Table.open(uri).rollback_to(snapshot_id=3)
+    run_client(paimon.python, warehouse, _paimon_steps("db.t", 2, overwrite=True, create=False))  # 4, 5 again: overwrites
+    assert sensor.poke({}).xcom_value["matching_snapshot_ids"] == [4, 5]
+
+    waiting = SnapTableNewSnapshotSensor(task_id="w", table=uri, after_snapshot_id=5)
+    assert not waiting.poke({}).is_done
+    shutil.rmtree(uri)
+    run_client(paimon.python, warehouse, _paimon_steps("db.t", 6))  # by ids only 6 is new
+    done = waiting.poke({}).xcom_value
+    assert (done["from_snapshot_id"], done["snapshot_ids"]) == (0, [1, 2, 3, 4, 5, 6])

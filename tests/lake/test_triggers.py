@@ -69,7 +69,7 @@ def test_our_table_is_maintained_after_n_new_snapshots_and_skipped_as_not_due_be
 
     first = _job(maintain(lake, policy), "sales.orders")  # never ran with a trigger: due
     assert first["status"] == SUCCESSFUL and first["snapshotsExpired"] == 2
-    assert first["lastSnapshot"] == {"id": 4} and first["nextDue"] == "after 3 new snapshot(s)"
+    assert first["lastSnapshot"]["id"] == 4 and first["nextDue"] == "after 3 new snapshot(s)"
     assert first["dueBecause"] == "no run with a trigger recorded yet"
 
     _append(table, 2)
@@ -85,7 +85,7 @@ def test_our_table_is_maintained_after_n_new_snapshots_and_skipped_as_not_due_be
     _append(table, 1)
     third = _job(maintain(lake, policy), "sales.orders")
     assert "skipped" not in third and third["dueBecause"] == "3 new snapshot(s) >= 3"
-    assert third["snapshotsExpired"] == 3 and third["lastSnapshot"] == {"id": 7}
+    assert third["snapshotsExpired"] == 3 and third["lastSnapshot"]["id"] == 7
     assert [s.id for s in Table.open(table.uri).snapshots()] == [6, 7]
     assert Table.open(table.uri).verify().ok
 
@@ -105,7 +105,7 @@ def test_small_files_count_the_data_files_added_since_the_last_run(tmp_path):
     _append(table, 1, start=5000)
     ran = _job(maintain(lake, policy), "sales.orders", "data-compaction")
     assert ran["dueBecause"] == "3 new data file(s) >= 3" and isinstance(ran["snapshotCommitted"], int)
-    assert ran["lastSnapshot"] == {"id": ran["snapshotCommitted"]}  # its own commit does not count toward the next run
+    assert ran["lastSnapshot"]["id"] == ran["snapshotCommitted"]  # its own commit does not count toward the next run
     assert len(Table.open(table.uri).scan().files()) < 4
     assert _job(maintain(lake, policy), "sales.orders", "data-compaction")["skipped"].startswith("Not due: 0 of 3")
 
@@ -129,7 +129,7 @@ def test_due_ness_reads_only_the_snapshots_since_the_last_run(tmp_path, monkeypa
     job = _job(maintain(lake, policy), "t")
     assert job["skipped"] == "Not due: 2 of 5 new snapshot(s), 2 of 50 new data file(s) since the last run"
     snapshot_files = sorted(p.rsplit("/", 1)[-1] for p in read if "snapshot/snapshot-" in p)
-    assert snapshot_files == ["snapshot-32", "snapshot-33"]
+    assert snapshot_files == ["snapshot-31", "snapshot-32", "snapshot-33"]  # the mark (still in the lineage?) and the new ones
 
 
 def test_the_dag_lists_only_due_tables(tmp_path):
@@ -169,13 +169,13 @@ def test_a_paimon_table_is_due_after_pypaimon_commits(mixed_lake):
                                                                             "trigger": {"snapshots": 2, "small-files": 2}}}}})
     first = _job(maintain(lake, policy), "db.app")
     latest = Table.open(os.path.join(lake, "db.db", "app")).latest_snapshot().id
-    assert first["status"] == SUCCESSFUL and first["lastSnapshot"] == {"id": latest}
+    assert first["status"] == SUCCESSFUL and first["lastSnapshot"]["id"] == latest
     assert _job(maintain(lake, policy), "db.app")["skipped"] == (
         "Not due: 0 of 2 new snapshot(s), 0 of 2 new data file(s) since the last run")
     # One pypaimon commit writing two partitions: two data files, counted from its delta manifest list.
     run_client(mixed_lake.paimon.python, lake, [{"write": "db.app", "rows": [["a", 91, "n"], ["b", 92, "n"]]}])
     ran = _job(maintain(lake, policy), "db.app")
-    assert ran["dueBecause"] == "2 new data file(s) >= 2" and ran["lastSnapshot"] == {"id": latest + 1}
+    assert ran["dueBecause"] == "2 new data file(s) >= 2" and ran["lastSnapshot"]["id"] == latest + 1
     assert ran["snapshotsExpired"] > 0
     read = mixed_lake.read_paimon("app")["app"]
     assert sorted(map(int, read["snapshots"]))[-3:] == [latest - 1, latest, latest + 1] and len(read["snapshots"]) == 3
@@ -189,7 +189,8 @@ def test_an_iceberg_table_is_due_after_pyiceberg_commits(iceberg_lake):
     first = _job(maintain("iceberg://sales", policy, catalog=props), "sales.orders")
     pyiceberg_table = iceberg_lake.catalog().load_table(("sales", "orders"))
     current = pyiceberg_table.metadata.current_snapshot()
-    assert first["lastSnapshot"] == {"id": current.snapshot_id, "timestampMillis": current.timestamp_ms}
+    assert first["lastSnapshot"] == {"id": current.snapshot_id, "sequenceNumber": current.sequence_number,
+                                     "table": str(pyiceberg_table.metadata.table_uuid)}
     pyiceberg_table.append(iceberg_rows(7))
     second = _job(maintain("iceberg://sales", policy, catalog=props), "sales.orders")
     assert second["skipped"] == "Not due: 1 of 2 new snapshot(s) since the last run"
@@ -288,6 +289,142 @@ def test_a_compaction_earlier_in_the_run_moves_the_mark_of_the_jobs_after_it(tmp
         "snapshot-expiry": {"min-snapshots-to-keep": 10, "trigger": {"snapshots": 1}}}})
     report = maintain(lake, policy)
     committed = _job(report, "t", "data-compaction")["snapshotCommitted"]
-    assert isinstance(committed, int) and _job(report, "t", "tag-expiry")["lastSnapshot"] == {"id": committed - 1}
-    assert _job(report, "t")["lastSnapshot"] == {"id": committed}
+    assert isinstance(committed, int) and _job(report, "t", "tag-expiry")["lastSnapshot"]["id"] == committed - 1
+    assert _job(report, "t")["lastSnapshot"]["id"] == committed
     assert _job(maintain(lake, policy), "t")["skipped"] == "Not due: 0 of 1 new snapshot(s) since the last run"
+
+
+# -- lineage, not id arithmetic or clocks (core/lineage.py) -------------------------------------------
+
+ROLLBACK_POLICY = {"defaults": {"snapshot-expiry": {"min-snapshots-to-keep": 100, "trigger": {"snapshots": 3}}}}
+
+
+def test_commits_after_a_rollback_past_the_mark_make_our_job_due_though_ids_repeat(tmp_path):
+    lake = str(tmp_path / "lake")
+    table = write_native(native_dir(lake, "t"), snapshots=3)
+    _append(table, 2)
+    policy = Policy.from_mapping(ROLLBACK_POLICY)
+    assert _job(maintain(lake, policy), "t")["lastSnapshot"]["id"] == 5
+    table.rollback_to(snapshot_id=3)
+    _append(Table.open(table.uri), 3, start=7000)  # ids 4, 5, 6 again: other commits than the marked 4 and 5
+    # By ids, 6 - 5 = "1 of 3"; the marked commit 5 is not in the lineage: every commit since the rollback is new.
+    ran = _job(maintain(lake, policy), "t")
+    assert ran["dueBecause"] == "the table was rolled back past the last run's snapshot" and "skipped" not in ran
+    assert _job(maintain(lake, policy), "t")["skipped"] == "Not due: 0 of 3 new snapshot(s) since the last run"
+
+
+def test_a_table_re_created_at_our_tables_location_starts_fresh(tmp_path):
+    import shutil
+
+    lake = str(tmp_path / "lake")
+    write_native(native_dir(lake, "t"), snapshots=2)
+    policy = Policy.from_mapping(ROLLBACK_POLICY)
+    maintain(lake, policy)
+    for name in os.listdir(native_dir(lake, "t")):  # the table's files, not its maintenance status beside them
+        if name != "maintenance":
+            shutil.rmtree(os.path.join(native_dir(lake, "t"), name))
+    write_native(native_dir(lake, "t"), snapshots=3)  # 3 - 2 = "1 of 3" by ids: but no commit of it was ever marked
+    assert _job(lake_status(lake), "t")["status"] == "Not_Yet_Run"  # the old table's jobs are not this one's
+    listed = {d.table.name: d for d in due_tables(list_tables(lake), policy)}  # the DAG's list task: due, and why
+    assert listed["t"].due and listed["t"].reasons["snapshot-expiry"].startswith("a new table at this name")
+    ran = _job(maintain(lake, policy), "t")
+    assert ran["dueBecause"] == "no run with a trigger recorded yet" and "skipped" not in ran  # its status starts anew
+    assert ran["lastSnapshot"]["id"] == 3
+    assert json.load(open(os.path.join(native_dir(lake, "t"), "maintenance", "status.json")))["replacedTable"]
+
+
+def test_a_snapshot_from_a_fast_clock_does_not_hide_our_later_commits(tmp_path):
+    lake = str(tmp_path / "lake")
+    table = write_native(native_dir(lake, "t"), snapshots=1, options={"commit.max-clock-skew": "2 d"})
+    fast = Table.open(table.uri)
+    fast.clock = lambda: table.latest_snapshot().time_millis + 86_400_000  # a writer whose clock runs a day ahead
+    _append(fast, 1)
+    policy = Policy.from_mapping(ROLLBACK_POLICY)
+    maintain(lake, policy)  # marks the snapshot stamped a day ahead
+    _append(Table.open(table.uri), 3)
+    assert _job(maintain(lake, policy), "t")["dueBecause"] == "3 new snapshot(s) >= 3"
+
+
+def test_a_paimon_table_rolled_back_past_the_mark_then_committed_by_pypaimon_is_due(mixed_lake):
+    lake = mixed_lake.path
+    policy = Policy.from_mapping({"tables": {"db.app": {"snapshot-expiry": {"min-snapshots-to-keep": 100,
+                                                                            "trigger": {"snapshots": 3}}}}})
+    uri = os.path.join(lake, "db.db", "app")
+    latest = Table.open(uri).latest_snapshot().id
+    assert _job(maintain(lake, policy), "db.app")["lastSnapshot"]["id"] == latest
+    Table.open(uri).rollback_to(snapshot_id=latest - 1, force=True)
+    run_client(mixed_lake.paimon.python, lake, [{"write": "db.app", "rows": [["a", 91 + i, "n"]]} for i in range(2)])
+    assert Table.open(uri).latest_snapshot().id == latest + 1  # "1 of 3" by ids
+    ran = _job(maintain(lake, policy), "db.app")
+    assert ran["dueBecause"] == "the table was rolled back past the last run's snapshot"
+
+
+def test_a_paimon_table_re_created_at_its_location_starts_fresh(mixed_lake):
+    import shutil
+
+    lake = mixed_lake.path
+    policy = Policy.from_mapping({"tables": {"db.app": {"snapshot-expiry": {"min-snapshots-to-keep": 100,
+                                                                            "trigger": {"snapshots": 5}}}}})
+    uri = os.path.join(lake, "db.db", "app")
+    marked = _job(maintain(lake, policy), "db.app")["lastSnapshot"]["id"]
+    for name in os.listdir(uri):  # Paimon's files, not the maintenance status this package keeps beside them
+        if name != "snaptable":
+            shutil.rmtree(os.path.join(uri, name))
+    steps = [{"create": "db.app", "columns": [["p", "string"], ["id", "int64"], ["v", "string"]], "partition": ["p"],
+              "options": {"bucket": "-1"}}]
+    steps += [{"write": "db.app", "rows": [["a", i, "n"]]} for i in range(marked + 1)]
+    run_client(mixed_lake.paimon.python, lake, steps)
+    assert _job(lake_status(lake), "db.app")["status"] == "Not_Yet_Run"  # the old table's jobs are not this one's
+    ran = _job(maintain(lake, policy), "db.app")
+    assert ran["dueBecause"] == "no run with a trigger recorded yet"  # its status starts anew
+
+
+def _iceberg_policy(snapshots: int) -> Policy:
+    return Policy.from_mapping({"tables": {"sales.orders": {"snapshot-expiry": {
+        "min-snapshots-to-keep": 100, "trigger": {"snapshots": snapshots}}}}})
+
+
+def test_an_iceberg_mark_from_a_writer_whose_clock_ran_a_day_ahead_hides_no_commit(iceberg_lake, monkeypatch):
+    import time
+    import types
+
+    import pyiceberg.table.snapshots as pyiceberg_snapshots
+
+    from tests.iceberg.conftest import rows as iceberg_rows
+
+    props, policy = iceberg_lake.properties, _iceberg_policy(5)
+    day_ahead = types.SimpleNamespace(time=lambda: time.time() + 86_400)
+    with monkeypatch.context() as patched:
+        patched.setattr(pyiceberg_snapshots, "time", day_ahead)
+        iceberg_lake.catalog().load_table(("sales", "orders")).append(iceberg_rows(50))
+    marked = _job(maintain("iceberg://sales", policy, catalog=props), "sales.orders")["lastSnapshot"]
+    for i in range(5):
+        iceberg_lake.catalog().load_table(("sales", "orders")).append(iceberg_rows(60 + i))
+    # Every later commit is stamped before the mark's time: by clocks, 0 new.
+    ran = _job(maintain("iceberg://sales", policy, catalog=props), "sales.orders")
+    assert ran["dueBecause"] == "5 new snapshot(s) >= 5", (marked, ran)
+
+
+def test_an_iceberg_table_dropped_and_re_created_under_its_name_starts_fresh(iceberg_lake):
+    from tests.iceberg.conftest import rows as iceberg_rows
+
+    props, policy = iceberg_lake.properties, _iceberg_policy(3)
+    maintain("iceberg://sales", policy, catalog=props)
+    catalog = iceberg_lake.catalog()
+    old_uuid = str(catalog.load_table(("sales", "orders")).metadata.table_uuid)
+    status_file = os.path.join(iceberg_lake.warehouse, "snaptable-maintenance", "sales.orders", "status.json")
+    assert json.load(open(status_file))["tableId"] == old_uuid
+    catalog.drop_table(("sales", "orders"))
+    table = catalog.create_table(("sales", "orders"), schema=iceberg_rows(0).schema)
+    table.append(iceberg_rows(1))
+    table = catalog.load_table(("sales", "orders"))
+    # Before any run on it, `snaptable status` shows none of the old table's jobs as the new one's.
+    assert _job(lake_status("iceberg://sales", catalog=props), "sales.orders")["status"] == "Not_Yet_Run"
+    ran = _job(maintain("iceberg://sales", policy, catalog=props), "sales.orders")
+    assert ran["dueBecause"] == "no run with a trigger recorded yet", ran  # the run starts the new table's status anew
+    assert ran["lastSnapshot"]["table"] == str(table.metadata.table_uuid)
+    # The old table's status is not the new one's: its runs and jobs start anew.
+    stored = json.load(open(status_file))
+    assert (stored["tableId"], stored["replacedTable"]) == (str(table.metadata.table_uuid), old_uuid)
+    assert len(stored["runs"]) == 1
+    assert _job(maintain("iceberg://sales", policy, catalog=props), "sales.orders")["skipped"].startswith("Not due: 0 of 3")

@@ -1,9 +1,10 @@
 """Which tables of a lake have a job to do now: a lake DAG maps tasks only onto those (core/lake/triggers.py).
 
 A table is due when it has no enabled job (the run records their ``Disabled`` status), when one of its enabled jobs has no ``trigger`` (it runs on every run), or a
-triggered job is due by its stored status and the table's latest snapshot. Reading that costs the
-table's status file and its latest snapshot id (for ``small-files``, the new snapshots' file counts),
-never its history. A table whose status or metadata cannot be read is due: the run reports why.
+triggered job is due by its stored status and the table's lineage since the job's mark (core/lineage.py:
+never by id arithmetic or clocks; a re-created table's marks are not its own). Reading that costs the
+table's status file, its latest snapshot id and the mark's snapshot (for ``small-files``, the new
+snapshots' file counts), never its history. A table whose status or metadata cannot be read is due: the run reports why.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from airflow_snaptable.core.lake.jobs import DRY_RUNNABLE, plan_job
 from airflow_snaptable.core.lake.policy import JOBS, Policy, ResolvedJob
 from airflow_snaptable.core.lake.report import LakeReport, TableReport
 from airflow_snaptable.core.lake.triggers import TableProgress
+from airflow_snaptable.core.lineage import table_identity
 from airflow_snaptable.core.lake.status import (
     FAILED,
     SUCCESSFUL,
@@ -51,6 +52,7 @@ from airflow_snaptable.core.lake.status import (
     disabled,
     iso_time,
     new_document,
+    of_table,
     not_yet_run,
     summarize,
 )
@@ -151,13 +153,26 @@ def lake_status(
         except Exception as exc:  # noqa: BLE001 - one table's unreadable status never hides the others'
             report.status_error = f"{type(exc).__name__}: {exc}"
             doc, holder = new_document(table), None
+        opened = _OpenedOnce(lambda: Table.open(table.uri, storage_options, catalog=catalog))
+        if doc.get("tableId") is not None and _another_table(doc, opened):
+            doc = new_document(table)  # the status of a table dropped and re-created at this name is not this one's
         report.jobs = {job: _stored(doc, job, table.format) for job in JOBS}
-        _count_against_triggers(report.jobs, lambda: Table.open(table.uri, storage_options, catalog=catalog))
+        _count_against_triggers(report.jobs, opened)
         if holder is not None:
             report.lock = {"owner": holder.owner, "runId": holder.run_id, "expiresAt": iso_time(holder.expires_millis)}
         return report
 
     return LakeReport(_for_each_table(_tables(location, storage_options, catalog, max_depth), read, parallel))
+
+
+def _another_table(doc: dict[str, Any], open_table: Callable[[], Table]) -> bool:
+    """Is the table now another one than the one ``doc`` is the status of (core/lineage.py)? False when it
+    cannot be told (the table cannot be opened: its health says why)."""
+    try:
+        identity = table_identity(open_table())
+    except Exception:  # noqa: BLE001 - the stored status is still worth showing
+        return False
+    return identity is not None and identity != doc.get("tableId")
 
 
 def _check_parallel(parallel: Any) -> None:
@@ -329,9 +344,11 @@ class _Run:
             opened = open_table()
         except Exception as exc:  # noqa: BLE001 - reported on each enabled job
             open_error = exc
+        progress = TableProgress(opened) if opened is not None else None
+        if progress is not None:
+            of_table(doc, table, progress.lineage.identity())  # a re-created table's status starts anew
         entry = RunEntry(self.run_id, int(time.time() * 1000))
         runs = [r for r in doc["runs"] if r.get("runId") != self.run_id]
-        progress = TableProgress(opened) if opened is not None else None
         for job in JOBS:
             previous = _record(doc, job)
             record, ran = self._job(table, resolved[job], opened, open_error, lease, previous, progress)
@@ -387,7 +404,7 @@ class _Run:
                 **record, "durationMs": _elapsed(started), **summarize(job.job, to_jsonable(result))}
         if mark is not None:
             if isinstance(done.get("snapshotCommitted"), int):
-                mark = {"id": done["snapshotCommitted"]}  # its own commit does not count toward its next run
+                mark = progress.mark_of(done["snapshotCommitted"])  # its own commit does not count toward its next run
             done.update(lastSnapshot=mark, nextDue=_next_due(job.trigger))
         if self.dry_run:
             done["dryRun"] = True

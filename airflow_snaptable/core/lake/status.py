@@ -147,6 +147,21 @@ def new_document(table: LakeTable) -> dict[str, Any]:
     return {"version": STATUS_VERSION, "table": table.name, "format": table.format, "location": table.uri, "jobs": {}, "runs": []}
 
 
+def of_table(doc: dict[str, Any], table: LakeTable, identity: str | None) -> bool:
+    """Make ``doc`` the status of the table whose identity (core/lineage.py) is ``identity``, in place: the
+    status of another table dropped and re-created at this name or location is not this one's (its jobs,
+    runs and trigger marks start anew; ``replacedTable`` keeps the old identity). True if it started anew."""
+    stored = doc.get("tableId")
+    if identity is None or stored == identity:
+        return False
+    doc["tableId"] = identity
+    if stored is None:
+        return False  # a status written before tables were told apart: the marks still compare themselves
+    doc.clear()
+    doc.update(new_document(table), tableId=identity, replacedTable=stored)
+    return True
+
+
 # -- what a job did, from its action's result document --------------------------------------------
 
 

@@ -16,10 +16,15 @@ table changes). A job that is not due is not run: its stored status keeps its la
 ``skipped: "Not due: ..."`` and ``nextDue`` (what is still missing). The trigger is resolved as one
 value: the most specific section's ``trigger`` replaces a less specific one whole, ``null`` unsets it.
 
-Cost: due-ness never reads the table's whole history. Each run of a triggered job records the
-table's latest snapshot (``lastSnapshot``: its id, and for Iceberg its commit time); the next run
-compares with the table's latest id (ours and Paimon's ids are consecutive: a subtraction, one
-hint read). Iceberg's snapshots come from the metadata the table was opened with (no extra read).
+New snapshots are counted along the table's lineage (core/lineage.py), never by id arithmetic
+across a rollback or by comparing writers' clocks: each run of a triggered job records the table's
+latest snapshot (``lastSnapshot``: its id, its commit identity for ours and Paimon, its sequence
+number for Iceberg, and the table's identity). A mark of another table (dropped and re-created at
+the name) makes the job due, as a never-run job is; a mark a rollback discarded makes it due.
+
+Cost: due-ness never reads the table's whole history: ours and Paimon, the latest id hint and the
+mark's snapshot (the ids after a mark still in the lineage are consecutive); Iceberg, a walk of
+parents down to the mark in the metadata the table was opened with (no extra read).
 Added files are counted only for the snapshots since the mark, from what each commit records
 (ours: the snapshot's summary; Paimon: its delta manifest list; Iceberg: ``added-data-files`` of its
 summary), and only until the trigger is reached.
@@ -31,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from airflow_snaptable.core.errors import InvalidPolicyError
+from airflow_snaptable.core.lineage import Lineage, Mark, Since
 
 TRIGGER = "trigger"
 SNAPSHOTS = "snapshots"
@@ -67,39 +73,51 @@ class Due:
 
 
 class TableProgress:
-    """What a table committed since a job's mark, counted cheaply (see the module); one per opened table."""
+    """What a table committed since a job's mark, counted along its lineage (core/lineage.py); one per opened table."""
 
     def __init__(self, table: Any):
         self.table = table
-        self._latest: dict[str, Any] | None = None
+        self.lineage = Lineage(table)
+        self._latest: Mark | None = None
+        self._latest_id: int | None = None
 
     def mark(self) -> dict[str, Any]:
-        """The table's latest snapshot, as a job records it (``{"id": 0}``: no snapshot yet)."""
+        """The table's latest snapshot, as a job records it (``{"id": 0, ...}``: no snapshot yet)."""
         if self._latest is None:
-            if self.table.format == _ICEBERG:
-                current = self.table.iceberg.metadata.current_snapshot()
-                self._latest = {"id": 0} if current is None else {"id": current.snapshot_id, "timestampMillis": current.timestamp_ms}
-            else:
-                latest = self.table.snapshot_manager.latest_id()
-                self._latest = {"id": latest or 0}
-        return dict(self._latest)
+            self._latest = self.lineage.mark(None if self.table.format == _ICEBERG else self.latest_id())
+        return self._latest.to_dict()
+
+    def mark_of(self, snapshot_id: int) -> dict[str, Any]:
+        """The mark of ``snapshot_id``, a snapshot a job committed (its own commit does not count)."""
+        return self.lineage.mark(snapshot_id).to_dict()
 
     def committed(self, snapshot_id: int) -> None:
         """A job committed ``snapshot_id`` (compaction): it is the latest now."""
         if self.table.format != _ICEBERG:
-            self._latest = {"id": snapshot_id}
+            self._latest = self.lineage.mark(snapshot_id)
+            self._latest_id = snapshot_id
+
+    def latest_id(self) -> int:
+        """Ours and Paimon's latest id, as counted (a job's own commit included, see committed): the hint only."""
+        if self._latest_id is None:
+            self._latest_id = self.table.snapshot_manager.latest_id() or 0
+        return self._latest_id
 
     def due(self, trigger: Mapping[str, int], previous: Mapping[str, Any] | None) -> Due:
         """Is a job with ``trigger`` due, given its stored status record ``previous``?"""
         if (previous or {}).get("status") == "Failed":
             return Due(True, "the last run failed")
-        seen = (previous or {}).get("lastSnapshot")
-        if not isinstance(seen, dict) or not isinstance(seen.get("id"), int):
+        seen = Mark.from_dict((previous or {}).get("lastSnapshot"))
+        if seen is None:
             return Due(True, "no run with a trigger recorded yet")
         wanted_snapshots, wanted_files = trigger.get(SNAPSHOTS), trigger.get(SMALL_FILES)
-        snapshots, files, rolled_back = self._since(seen, wanted_files)
-        if rolled_back:
-            return Due(True, "the table was rolled back below the last run's snapshot")
+        since = self._since(seen)
+        if since.new_table:
+            return Due(True, "a new table at this name (dropped and re-created since the last run): it starts fresh")
+        if since.rolled_back:
+            return Due(True, "the table was rolled back past the last run's snapshot")
+        snapshots = since.count
+        files = None if wanted_files is None else self._added_files(since, wanted_files)
         reached = []
         if wanted_snapshots is not None and snapshots >= wanted_snapshots:
             reached.append(f"{snapshots} new snapshot(s) >= {wanted_snapshots}")
@@ -116,42 +134,32 @@ class TableProgress:
             missing.append(f"{wanted_files - (files or 0)} more data file(s)")
         return Due(False, f"{NOT_DUE}: {', '.join(counted)} since the last run", "after " + " or ".join(missing))
 
-    def _since(self, seen: Mapping[str, Any], wanted_files: int | None) -> tuple[int, int | None, bool]:
-        """(new snapshots, data files they added (None: not asked), rolled back below the mark)."""
+    def _since(self, seen: Mark) -> Since:
         if self.table.format == _ICEBERG:
-            return self._iceberg_since(seen, wanted_files)
-        latest, seen_id = self.mark()["id"], seen["id"]
-        if latest < seen_id:
-            return 0, None, True
-        if wanted_files is None or latest == seen_id:
-            return latest - seen_id, (0 if wanted_files is not None else None), False
-        manager = self.table.snapshot_manager
-        first = max(seen_id + 1, manager.earliest_id() or latest)
+            return self.lineage.since(seen)
+        return self.lineage.since(seen, self.latest_id())
+
+    def _added_files(self, since: Since, wanted_files: int) -> int:
+        """Data files the new snapshots added, counted until ``wanted_files`` is reached."""
+        if since.snapshots is not None:
+            from airflow_snaptable.core.formats.iceberg.snapshots import file_counts_of, snapshot_of
+
+            files = 0
+            for snapshot in since.snapshots:
+                files += file_counts_of(snapshot_of(snapshot)).added
+                if files >= wanted_files:
+                    break
+            return files
+        ids = since.ids or range(0)
+        if not ids:
+            return 0
+        first = max(ids.start, self.table.snapshot_manager.earliest_id() or ids.stop)
         files = 0
-        for start in range(first, latest + 1, _BATCH):
-            ids = range(start, min(start + _BATCH, latest + 1))
-            files += sum(counts.added for counts in _file_counts(self.table, ids).values())
+        for start in range(first, ids.stop, _BATCH):
+            files += sum(counts.added for counts in _file_counts(self.table, range(start, min(start + _BATCH, ids.stop))).values())
             if files >= wanted_files:
                 break
-        return latest - seen_id, files, False
-
-    def _iceberg_since(self, seen: Mapping[str, Any], wanted_files: int | None) -> tuple[int, int | None, bool]:
-        from airflow_snaptable.core.formats.iceberg.retention import ancestors
-        from airflow_snaptable.core.formats.iceberg.snapshots import file_counts_of, snapshot_of
-
-        metadata = self.table.iceberg.metadata
-        seen_time = seen.get("timestampMillis")
-        snapshots, files = 0, 0
-        for snapshot in ancestors(metadata, metadata.current_snapshot_id):  # newest first, all in memory
-            if snapshot.snapshot_id == seen["id"] or (isinstance(seen_time, int) and snapshot.timestamp_ms <= seen_time):
-                break
-            snapshots += 1
-            if wanted_files is not None:
-                files += file_counts_of(snapshot_of(snapshot)).added
-        else:
-            if seen["id"] != 0 and metadata.snapshot_by_id(seen["id"]) is not None:
-                return 0, None, True  # the mark is in the metadata but no longer on the current branch
-        return snapshots, files if wanted_files is not None else None, False
+        return files
 
 
 def _file_counts(table: Any, ids: range) -> dict:
