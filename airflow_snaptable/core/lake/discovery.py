@@ -324,7 +324,7 @@ def _join(rel: str, name: str) -> str:
 
 def catalog_namespace(location: str) -> tuple[str, ...]:
     """``iceberg://`` -> ``()`` (every namespace); ``iceberg://a.b`` -> ``("a", "b")``."""
-    from airflow_snaptable.core.formats.iceberg.catalog import _PART
+    from airflow_snaptable.core.formats.iceberg.catalog import _PART, PART_RULE
 
     rest = location[len(ICEBERG_SCHEME):].strip("/")
     if not rest:
@@ -332,7 +332,7 @@ def catalog_namespace(location: str) -> tuple[str, ...]:
     parts = tuple(rest.split("."))
     if not all(_PART.match(part) for part in parts):
         raise InvalidArgumentError(
-            f"{location!r}: a catalog location is iceberg:// or iceberg://<namespace>, each part letters, digits, '_', '-' or '$'"
+            f"{location!r}: a catalog location is iceberg:// or iceberg://<namespace>, {PART_RULE}"
         )
     return parts
 
