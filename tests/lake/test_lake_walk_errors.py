@@ -151,3 +151,25 @@ def test_a_schema_nested_past_the_parser_fails_its_table_alone(tmp_path, depth):
     assert report.tables[2].jobs["snapshot-expiry"]["status"] == SUCCESSFUL
     assert [t.table for t in lake_status(lake).tables] == ["a.t", "m.deep", "z.t"]
     assert lake_health(lake)[0].table == "m.deep"
+
+
+def test_a_catalog_namespace_that_cannot_be_listed_is_one_failed_entry(iceberg_lake, monkeypatch):
+    """The catalog's side of the rule: a namespace whose tables the catalog refuses to list (a grant
+    missing on it; the SQL catalog made to refuse it here, as a REST catalog answers 403)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    list_tables_of = SqlCatalog.list_tables
+
+    def refusing(self, namespace):
+        if tuple(namespace) == ("ops",):
+            raise PermissionError(errno.EACCES, "not authorized to list namespace ops")
+        return list_tables_of(self, namespace)
+
+    monkeypatch.setattr(SqlCatalog, "list_tables", refusing)
+    report = maintain("iceberg://", Policy.from_mapping({"defaults": EXPIRE_TO_ONE}), catalog=iceberg_lake.properties)
+    assert [t.table for t in report.tables] == ["ops", "ops.archive.events", "sales.orders", "sales.returns"]
+    assert report.failed and report.tables[0].error.startswith("StorageError") and "not authorized" in report.tables[0].error
+    assert {t.jobs["snapshot-expiry"]["status"] for t in report.tables[1:]} == {SUCCESSFUL}
+    assert [t.table for t in lake_status("iceberg://", catalog=iceberg_lake.properties).tables][0] == "ops"
+    with pytest.raises(StorageError, match="not authorized"):
+        list_tables("iceberg://ops", catalog=iceberg_lake.properties)  # the location's own namespace

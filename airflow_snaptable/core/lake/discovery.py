@@ -177,17 +177,18 @@ def _directory_tables(storage: Storage, max_depth: int) -> Iterator[LakeTable]:
     the key popped, so what is popped never decreases and a table popped has the least name left.
     """
     visits = _Visits(storage)
+    root_name = posixpath.basename(storage.root.rstrip("/")) or storage.root
     try:
         _files, top = storage.list_directory("")
+        top_names = sorted(posixpath.basename(d.rstrip("/")) for d in top)
+        found = _table_at(storage, "", top_names, root_name)
+        foreign = found is None and _is_iceberg_table(storage, "", top_names)
     except Exception as exc:  # noqa: BLE001 - the location itself: the whole answer is missing
         raise StorageError(f"location {storage.uri}: cannot list it: {_problem(exc)}") from exc
-    top_names = sorted(posixpath.basename(d.rstrip("/")) for d in top)
-    root_name = posixpath.basename(storage.root.rstrip("/")) or storage.root
-    found = _table_at(storage, "", top_names, root_name)
     if found is not None:
         yield found
         return
-    if _is_iceberg_table(storage, "", top_names):
+    if foreign:
         raise InvalidArgumentError(
             f"location {storage.uri} is an Apache Iceberg table's directory: Iceberg tables are maintained "
             f"through their catalog (iceberg://<namespace> with its properties)"
@@ -351,16 +352,25 @@ def _catalog_tables(location: str, properties: dict[str, Any] | None) -> Iterato
     pending = [(top, 0)]
     while pending:
         namespace, depth = pending.pop()
+        failure: Exception | None = None
+        identifiers: list = []
+        children: list = []
         try:
-            identifiers = sorted(catalog_call(location, lambda: catalog.list_tables(namespace))) if namespace else []
-            children = (sorted(tuple(child) for child in catalog_call(location, lambda: catalog.list_namespaces(namespace)))
-                        if depth < MAX_NAMESPACE_DEPTH else [])
+            if namespace:
+                identifiers = sorted(catalog_call(location, lambda: catalog.list_tables(namespace)))
         except Exception as exc:  # noqa: BLE001 - one namespace that cannot be listed is one entry
+            failure = exc
+        try:
+            if depth < MAX_NAMESPACE_DEPTH:
+                children = sorted(tuple(child) for child in catalog_call(location, lambda: catalog.list_namespaces(namespace)))
+        except Exception as exc:  # noqa: BLE001
+            failure = failure or exc
+        if failure is not None:
             if namespace == top:
-                raise
+                raise failure
             name = ".".join(namespace)
-            yield LakeTable(name, UNKNOWN_FORMAT, ICEBERG_SCHEME + name, _problem(exc) + " (a namespace of the catalog that cannot be listed)")
-            continue
+            yield LakeTable(name, UNKNOWN_FORMAT, ICEBERG_SCHEME + name,
+                            _problem(failure) + " (a namespace of the catalog that cannot be listed)")
         for identifier in identifiers:
             name = ".".join(identifier)
             problem = None
