@@ -37,7 +37,7 @@ def test_discovery_reads_only_schema_files_and_lists_no_table_history(mixed_lake
     reads, lists = [], []
     original_read, original_list = Storage.read_bytes, Storage.list_directory
     monkeypatch.setattr(Storage, "read_bytes", lambda self, rel: reads.append(self.full_path(rel)) or original_read(self, rel))
-    monkeypatch.setattr(Storage, "list_directory", lambda self, rel: lists.append(self.full_path(rel)) or original_list(self, rel))
+    monkeypatch.setattr(Storage, "list_directory", lambda self, rel, **kw: lists.append(self.full_path(rel)) or original_list(self, rel, **kw))
     tables = list(discover(mixed_lake.path))
     assert len(reads) == len(tables) and all("/schema/schema-" in path for path in reads)
     inside = [path for path in lists for t in tables if path.startswith(t.uri + "/") and not path.endswith("/schema")]

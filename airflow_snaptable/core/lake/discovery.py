@@ -179,7 +179,7 @@ def _directory_tables(storage: Storage, max_depth: int) -> Iterator[LakeTable]:
     visits = _Visits(storage)
     root_name = posixpath.basename(storage.root.rstrip("/")) or storage.root
     try:
-        _files, top = storage.list_directory("")
+        _files, top = storage.list_directory("", follow_links=True)
         top_names = sorted(posixpath.basename(d.rstrip("/")) for d in top)
         found = _table_at(storage, "", top_names, root_name)
         foreign = found is None and _is_iceberg_table(storage, "", top_names)
@@ -205,7 +205,7 @@ def _directory_tables(storage: Storage, max_depth: int) -> Iterator[LakeTable]:
         if not visits.first_visit(item.rel):
             continue
         try:
-            _files, directories = storage.list_directory(item.rel)
+            _files, directories = storage.list_directory(item.rel, follow_links=True)  # by the rule of _Visits
             names = sorted(posixpath.basename(d.rstrip("/")) for d in directories)
             table = _table_at(storage, item.rel, names)
             if table is None and _is_iceberg_table(storage, item.rel, names):
