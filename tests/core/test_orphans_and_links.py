@@ -12,8 +12,8 @@ from tests.iceberg.conftest import IcebergEnv, files_on_disk, read_everything, r
 from tests.lake.conftest import write_native
 
 def _age(*directories) -> None:
-    """Every file two days old: past orphan cleaning's default window (1 day, 3 on Iceberg), whatever the clock."""
-    old = time.time() - 2 * 86400
+    """Every file four days old: past orphan cleaning's default window (1 day, 3 on Iceberg), whatever the clock."""
+    old = time.time() - 4 * 86400
     for directory in directories:
         for d, _dirs, names in os.walk(directory):
             for name in names:
