@@ -194,3 +194,29 @@ def test_two_tables_of_one_name_are_both_refused_in_name_order(tmp_path, paimon)
     assert by_uri[str(lake / "a.c" / "t")].problem is None and by_uri[str(lake / "a" / "z")].problem is None
     # The refusal travels with the table (a DAG's list_tables -> maintain_table, an XCom).
     assert LakeTable.from_dict(by_uri[str(lake / "pm" / "t")].to_dict()) == by_uri[str(lake / "pm" / "t")]
+
+
+def test_the_walk_yields_every_table_in_name_order_and_flags_exactly_the_shared_names(tmp_path):
+    """Random trees of directory names that read alike (``a.b`` / ``a/b``, ``<db>.db``, names sorting around
+    ``.``): discovery yields each table once, in name order, and a problem exactly on names two tables hold."""
+    import json
+    import random
+
+    parts_pool = ["a", "b", "a.b", "b.db", "a.db", "x.y", "a-b", "a_b", "ab", "db"]
+    for trial in range(40):
+        rnd = random.Random(trial)
+        lake = tmp_path / f"lake{trial}"
+        tables: dict[tuple[str, ...], bool] = {}
+        for _ in range(rnd.randint(1, 8)):
+            parts = tuple(rnd.choice(parts_pool) for _ in range(rnd.randint(1, 3)))
+            if any(other[:len(parts)] == parts or parts[:len(other)] == other for other in tables):
+                continue  # no table inside another
+            tables[parts] = paimon = rnd.random() < 0.4
+            (lake / os.path.join(*parts) / "schema").mkdir(parents=True)
+            schema = {"highestFieldId": 1, "fields": []} if paimon else {"arrowSchema": ""}
+            (lake / os.path.join(*parts) / "schema" / "schema-0").write_text(json.dumps(schema))
+        expected = sorted(".".join(p[:-2] + (p[-2].removesuffix(".db"),) + p[-1:]) if paimon and len(p) >= 2 else ".".join(p)
+                          for p, paimon in tables.items())
+        found = list(discover(str(lake)))
+        assert [t.name for t in found] == expected, trial
+        assert [t.problem is not None for t in found] == [expected.count(t.name) > 1 for t in found], trial
