@@ -55,7 +55,6 @@ from typing import Any, Iterable, Iterator
 from fsspec.implementations.local import LocalFileSystem
 
 from airflow_snaptable.core.errors import (
-    CorruptMetadataError,
     InvalidArgumentError,
     SnapTableError,
     StorageError,
