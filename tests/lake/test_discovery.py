@@ -149,6 +149,7 @@ def test_a_symlinked_directory_is_walked_once_by_its_own_path_and_a_loop_ends(tm
     outside = tmp_path / "disk2"
     write_native(native_dir(str(outside), "x"), snapshots=1)
     os.symlink(lake, outside / "back")  # a loop through the outside directory
+    os.symlink(outside, outside / "again")  # a loop out there
     os.symlink(outside, lake / "mounted")  # outside the location: followed, named by the link
     os.symlink(outside, lake / "mounted_again")  # the same directory once more: not walked again
     found = list(discover(str(lake)))

@@ -166,6 +166,8 @@ def _problem(exc: BaseException) -> str:
 class _Directory:
     rel: str
     depth: int
+    #: Reached through a link out of the location (its real directory may be reached by another link).
+    linked: bool = False
 
 
 def _directory_tables(storage: Storage, max_depth: int) -> Iterator[LakeTable]:
@@ -192,16 +194,16 @@ def _directory_tables(storage: Storage, max_depth: int) -> Iterator[LakeTable]:
             f"location {storage.uri} is an Apache Iceberg table's directory: Iceberg tables are maintained "
             f"through their catalog (iceberg://<namespace> with its properties)"
         )
-    visits.first_visit("")
     order = itertools.count()
     heap: list[tuple[str, int, Any]] = []
-    _push_children(heap, order, "", 0, top_names, max_depth)
+    _push_children(heap, order, _Directory("", 0), top_names, max_depth)
     while heap:
         _key, _n, item = heapq.heappop(heap)
         if isinstance(item, LakeTable):
             yield item
             continue
-        if not visits.first_visit(item.rel):
+        linked = visits.first_visit(item)
+        if linked is None:
             continue
         try:
             _files, directories = storage.list_directory(item.rel, follow_links=True)  # by the rule of _Visits
@@ -215,16 +217,16 @@ def _directory_tables(storage: Storage, max_depth: int) -> Iterator[LakeTable]:
         if table is not None:
             heapq.heappush(heap, (table.name, next(order), table))
             continue
-        _push_children(heap, order, item.rel, item.depth, names, max_depth)
+        _push_children(heap, order, _Directory(item.rel, item.depth, linked), names, max_depth)
 
 
-def _push_children(heap: list, order, rel: str, depth: int, names: list[str], max_depth: int) -> None:
-    if depth >= max_depth:
+def _push_children(heap: list, order, parent: _Directory, names: list[str], max_depth: int) -> None:
+    if parent.depth >= max_depth:
         return
     for name in names:
         if not name.startswith((".", "_")):
-            child = _join(rel, name)
-            heapq.heappush(heap, (_least_name(child.split("/")), next(order), _Directory(child, depth + 1)))
+            child = _join(parent.rel, name)
+            heapq.heappush(heap, (_least_name(child.split("/")), next(order), _Directory(child, parent.depth + 1, parent.linked)))
 
 
 def _name(parts: list[str], paimon: bool = False) -> str:
@@ -292,25 +294,32 @@ class _Visits:
         self._storage = storage
         self._local = isinstance(storage.fs, LocalFileSystem)
         self._root = os.path.realpath(storage.root) if self._local else ""
+        #: The real directories listed through links out of the location (the tree below the location
+        #: reaches each of its own directories by one path: only those need remembering).
         self._seen: set[tuple[int, int]] = set()
 
-    def first_visit(self, rel: str) -> bool:
-        """Whether to list ``rel``: it is no link into the location, and its real directory was not
-        listed before (links to one directory outside the location, a loop, a bind mount)."""
+    def first_visit(self, directory: _Directory) -> bool | None:
+        """None: do not list ``directory`` (a link into the location; a real directory already listed
+        through another link, or a loop out there); else whether it is reached through a link out of
+        the location."""
         if not self._local:
-            return True
-        path = self._storage.full_path(rel)
-        if rel and os.path.islink(path):
+            return False
+        path = self._storage.full_path(directory.rel)
+        linked = directory.linked
+        if os.path.islink(path):
             real = os.path.realpath(path)
             if real == self._root or real.startswith(self._root.rstrip(os.sep) + os.sep):
-                return False
+                return None
+            linked = True
+        if not linked:
+            return False
         try:
             info = os.stat(path)
         except OSError:
             return True  # listing it reports the problem
         identity = (info.st_dev, info.st_ino)
         if identity in self._seen:
-            return False
+            return None
         self._seen.add(identity)
         return True
 
