@@ -195,6 +195,11 @@ def test_two_tables_of_one_name_are_both_refused_in_name_order(tmp_path, paimon)
     assert by_uri[str(lake / "a.c" / "t")].problem is None and by_uri[str(lake / "a" / "z")].problem is None
     # The refusal travels with the table (a DAG's list_tables -> maintain_table, an XCom).
     assert LakeTable.from_dict(by_uri[str(lake / "pm" / "t")].to_dict()) == by_uri[str(lake / "pm" / "t")]
+    assert "problem" not in by_uri[str(lake / "a" / "z")].to_dict()  # a table without one: the XCom as before
+    for bad in ({"name": "x", "format": "unknown", "uri": "/x"}, {"name": "x", "format": "snaptable", "uri": "/x", "problem": ""},
+                {"name": "x", "format": "snaptable", "uri": "/x", "problem": 1}):
+        with pytest.raises(InvalidArgumentError):
+            LakeTable.from_dict(bad)
 
 
 def test_the_walk_yields_every_table_in_name_order_and_flags_exactly_the_shared_names(tmp_path):
