@@ -36,14 +36,7 @@ from airflow_snaptable.core.actions import run_action
 from airflow_snaptable.core.errors import InvalidArgumentError, TableNotFoundError
 from airflow_snaptable.core.formats.foreign import is_iceberg_uri
 from airflow_snaptable.core.lake import lease as leases
-from airflow_snaptable.core.lake.discovery import (
-    DEFAULT_MAX_DEPTH,
-    ICEBERG_FORMAT,
-    PAIMON_FORMAT,
-    UNKNOWN_FORMAT,
-    LakeTable,
-    discover,
-)
+from airflow_snaptable.core.lake.discovery import DEFAULT_MAX_DEPTH, UNKNOWN_FORMAT, LakeTable, discover
 from airflow_snaptable.core.lake.due import jobs_due
 from airflow_snaptable.core.lake.jobs import DRY_RUNNABLE, plan_job
 from airflow_snaptable.core.lake.policy import JOBS, Policy, ResolvedJob
@@ -63,7 +56,6 @@ from airflow_snaptable.core.lake.status import (
 )
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.table import Table
-from airflow_snaptable.core.lifecycle.store import NATIVE_FORMAT
 
 DEFAULT_PARALLEL = 4
 
@@ -268,8 +260,8 @@ class _Run:
             # Discovery's refusal (a name two tables hold, a directory that cannot be read): nothing is
             # run or written; each job the policy would run fails with the reason.
             report.error = table.problem
-            known = table.format in (NATIVE_FORMAT, PAIMON_FORMAT, ICEBERG_FORMAT)
-            report.jobs = {job: self._failed_or_not_run(resolved[job], table, table.problem) for job in JOBS} if known else {}
+            if table.format != UNKNOWN_FORMAT:
+                report.jobs = {job: self._failed_or_not_run(resolved[job], table, table.problem) for job in JOBS}
             return report
         try:
             where = self.locator.for_table(table)
