@@ -187,9 +187,9 @@ def test_two_tables_of_one_name_are_both_refused_in_name_order(tmp_path, paimon)
     found = list(discover(str(lake)))
     assert [t.name for t in found] == ["a.b.t", "a.b.t", "a.c.t", "a.z", "pm.t", "pm.t"]  # one name's tables together
     by_uri = {t.uri: t for t in found}
-    for first, second in ((lake / "a.b" / "t", lake / "a" / "b" / "t"), (lake / "pm.db" / "t", lake / "pm" / "t")):
+    for name, first, second in (("a.b.t", lake / "a.b" / "t", lake / "a" / "b" / "t"), ("pm.t", lake / "pm.db" / "t", lake / "pm" / "t")):
         for uri in (str(first), str(second)):
-            assert by_uri[uri].problem.startswith("TableNameConflictError: 2 entries of the lake are named")
+            assert by_uri[uri].problem.startswith(f"TableNameConflictError: the name '{name}' is not unique: 2 entries of the lake have it")
             assert str(first) in by_uri[uri].problem and str(second) in by_uri[uri].problem
     assert by_uri[str(lake / "pm.db" / "t")].format == "paimon"
     assert by_uri[str(lake / "a.c" / "t")].problem is None and by_uri[str(lake / "a" / "z")].problem is None

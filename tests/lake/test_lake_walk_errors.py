@@ -73,7 +73,7 @@ def test_a_name_two_tables_hold_maintains_neither_and_says_so_everywhere(tmp_pat
     tables = _by_name(report)
     for path in conflicting:
         entry = next(t for t in report.tables if t.location == path)
-        assert entry.error.startswith("TableNameConflictError: 2 entries of the lake are named")
+        assert entry.error.startswith("TableNameConflictError: the name '" + entry.table + "' is not unique: 2 entries of the lake have it")
         assert entry.jobs["snapshot-expiry"]["status"] == FAILED
         assert entry.jobs["snapshot-expiry"]["failureMessage"] == entry.error
         assert entry.to_dict()["error"] == entry.error

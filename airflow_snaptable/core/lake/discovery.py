@@ -147,9 +147,9 @@ def unique_names(tables: Iterable[LakeTable]) -> Iterator[LakeTable]:
             continue
         where = ", ".join(f"{table.uri} ({table.format})" for table in same)
         problem = _problem(TableNameConflictError(
-            f"{len(same)} entries of the lake are named {name!r}: {where}; a name is the path below the location "
-            f"with '/' read as '.' (a Paimon database directory <db>.db as <db>), so a policy section naming it "
-            f"could be meant for either: none is maintained until one is renamed"
+            f"the name {name!r} is not unique: {len(same)} entries of the lake have it: {where}; a name is the path "
+            f"below the location with '/' read as '.' (a Paimon database directory <db>.db as <db>), so a policy "
+            f"section naming it is ambiguous: none is maintained until one is renamed"
         ))
         for table in same:
             yield table if table.problem is not None else LakeTable(table.name, table.format, table.uri, problem)
