@@ -78,3 +78,19 @@ def test_an_identifier_part_is_anything_but_a_separator_or_a_path_character():
     for bad in ("iceberg://a..t", "iceberg://a/b.t", "iceberg://a.b\\c", "iceberg://a.t\n", "iceberg://t"):
         with pytest.raises(InvalidArgumentError, match="iceberg://<namespace>.<table>"):
             parse_identifier(bad)
+
+
+def test_a_catalog_identifier_with_a_dot_inside_a_part_is_refused_not_confused(named_lake, monkeypatch):
+    """A catalog whose parts may hold a '.' (a REST catalog's ``("sales", "x.y")``; the SQL catalog is made to
+    answer so here): its dotted name would address another table (``("sales", "x", "y")``), so the table is
+    one failed entry, and every other table is maintained."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    list_tables_of = SqlCatalog.list_tables
+    monkeypatch.setattr(SqlCatalog, "list_tables", lambda self, namespace: list_tables_of(self, namespace) + (
+        [("sales", "x.y")] if tuple(namespace) == ("sales",) else []))
+    report = maintain("iceberg://", Policy.from_mapping({"defaults": {"snapshot-expiry": {}}}), catalog=named_lake.properties)
+    refused = [t for t in report.tables if t.error is not None]
+    assert [t.table for t in refused] == ["sales.x.y"] and "has a '.' inside a part" in refused[0].error
+    assert refused[0].jobs["snapshot-expiry"]["status"] == "Failed"
+    assert {t.jobs["snapshot-expiry"]["status"] for t in report.tables if t.error is None} == {SUCCESSFUL}
