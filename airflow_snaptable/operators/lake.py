@@ -138,7 +138,7 @@ class SnapTableMaintainTableOperator(BaseOperator):
     """
     Run a lake policy's jobs on one table (core/lake/): map it over ``SnapTableListLakeTablesOperator``.
 
-    :param table: The table, as ``list_tables`` gives it (``{"name", "format", "uri"}``). (templated)
+    :param table: The table, as ``list_tables`` gives it (``{"name", "format", "uri"}``, and ``"problem"`` when discovery refused it: the task then fails with it). (templated)
     :param policy: The policy: a mapping (checked when the DAG is parsed) or the path of a JSON or YAML
         policy file (read when the task runs). (templated)
     :param location: The lake location the table was listed from, for its connection settings. (templated)
