@@ -192,3 +192,9 @@ class UndoInProgressError(CommitConflictError):
 class DeletingMarkLapsedError(CommitConflictError):
     """A deleting run could not renew its deleting mark for half its stale time, so an undo may have taken
     it for a crashed run's and brought files back meanwhile: the run deletes nothing more. Rerun it."""
+
+
+class TableNameConflictError(SnapTableError):
+    """Two tables of a lake have one name (``a.b/t`` and ``a/b/t`` are both ``a.b.t``; a Paimon ``pm.db/t``
+    and ``pm/t`` both ``pm.t``): neither is maintained, since a policy section naming it could be meant
+    for either (core/lake/discovery.py)."""

@@ -138,7 +138,7 @@ class SnapTableMaintainTableOperator(BaseOperator):
     """
     Run a lake policy's jobs on one table (core/lake/): map it over ``SnapTableListLakeTablesOperator``.
 
-    :param table: The table, as ``list_tables`` gives it (``{"name", "format", "uri"}``). (templated)
+    :param table: The table, as ``list_tables`` gives it (``{"name", "format", "uri"}``, and ``"problem"`` when discovery refused it: the task then fails with it). (templated)
     :param policy: The policy: a mapping (checked when the DAG is parsed) or the path of a JSON or YAML
         policy file (read when the task runs). (templated)
     :param location: The lake location the table was listed from, for its connection settings. (templated)
@@ -191,9 +191,13 @@ class SnapTableMaintainTableOperator(BaseOperator):
         for job, record in report.jobs.items():
             if record["status"] != "Disabled":
                 self.log.info("%s %s: %s %s", table.name, job, record["status"], record.get("failureMessage") or describe(record) or "")
+        if report.error is not None:  # discovery's refusal (core/lake/discovery.py): nothing ran, no event
+            self.log.error("%s (%s) is not maintained: %s", table.name, table.uri, report.error)
+            if self.fail_on_job_failure:
+                raise AirflowException(f"{table.name} ({table.uri}) is not maintained: {report.error}")
         if report.skipped is not None:
             self.log.warning("%s skipped: %s", table.name, report.skipped.get("reason"))
-        elif not self.dry_run:
+        elif not self.dry_run and report.error is None:
             _asset_event(self, context, table, report.jobs)
         self._lineage = (table.uri, any(_changed(record) for record in report.jobs.values()))
         if report.failed and self.fail_on_job_failure:
@@ -309,9 +313,11 @@ class SnapTableMaintainLakeOnSparkOperator(BaseOperator):
                                   record.get("failureMessage") or describe(record) or "")
                 if record["status"] == "Failed":
                     failed.setdefault(doc["table"], {})[job_name] = record.get("failureMessage")
+            if doc.get("error") is not None:  # discovery's refusal (core/lake/discovery.py): nothing ran
+                failed.setdefault(doc["table"], {})["*"] = doc["error"]
             if doc.get("skipped") is not None:
                 self.log.warning("%s skipped: %s", doc["table"], doc["skipped"].get("reason"))
-            elif not self.dry_run:
+            elif not self.dry_run and doc.get("error") is None:
                 _asset_event(self, context, LakeTable(doc["table"], doc["format"], doc["location"]), doc["jobs"])
             self._lineage.append((doc["location"], any(_changed(record) for record in doc["jobs"].values())))
         if failed and self.fail_on_job_failure:

@@ -70,7 +70,7 @@ def load_table_list(conn, conn_id: str, scrub, secrets_of, display_uri) -> LakeV
     tables, errors = [], []
     for location, storage_options, catalog in _locations(settings, conn_id):
         try:
-            tables += [TableHealth(t.name, t.format, t.uri) for t in list_tables(location, storage_options=storage_options, catalog=catalog)]
+            tables += [TableHealth(t.name, t.format, t.uri, error=t.problem) for t in list_tables(location, storage_options=storage_options, catalog=catalog)]
         except Exception as exc:  # noqa: BLE001 - shown, scrubbed; the other location still is
             errors.append(scrub(f"{display_uri(location)}: {type(exc).__name__}: {exc}", secrets))
     shown_root = scrub(display_uri(settings.root), secrets) if settings.root else None

@@ -10,10 +10,15 @@ import os
 ListedFile = tuple[str, int, "float | None"]
 
 
-def list_directory(fs, root: str, path: str, *, local: bool) -> tuple[list[ListedFile], list[str]]:
+def list_directory(fs, root: str, path: str, *, local: bool, follow_links: bool = False) -> tuple[list[ListedFile], list[str]]:
     """The files (sorted) and the subdirectories (relative to ``root``) directly under ``path``; both
     empty if it does not exist (or vanished: an expiry removing an emptied partition). ``path``
-    naming a file lists that file, as ``fs.find`` does."""
+    naming a file lists that file, as ``fs.find`` does.
+
+    A symbolic link to a directory below ``path`` is left out unless ``follow_links``: what it
+    reaches may be another table's files, which a walk of this table (orphan cleaning, ``verify``)
+    would take for its own. (``path`` itself may be a link: a table whose ``data/`` is one.) Lake
+    discovery follows links by its own rule (core/lake/discovery.py)."""
     prefix = root.rstrip("/") + "/"
 
     def relative(full: str) -> str:
@@ -26,7 +31,8 @@ def list_directory(fs, root: str, path: str, *, local: bool) -> tuple[list[Liste
             with os.scandir(path) as entries:
                 for entry in entries:
                     if entry.is_dir():
-                        directories.append(relative(entry.path))
+                        if follow_links or not entry.is_symlink():
+                            directories.append(relative(entry.path))
                         continue
                     try:
                         info = entry.stat()

@@ -265,11 +265,12 @@ class Storage:
             yield from files
             pending.extend(sorted(directories, reverse=True))  # popped in name order
 
-    def list_directory(self, rel_dir: str) -> tuple[list[tuple[str, int, float | None]], list[str]]:
+    def list_directory(self, rel_dir: str, *, follow_links: bool = False) -> tuple[list[tuple[str, int, float | None]], list[str]]:
         """The files (relative path, size, modified epoch seconds; sorted) and the subdirectories (relative
-        paths) directly under ``rel_dir``, both empty if it does not exist: one counted ``list``."""
+        paths) directly under ``rel_dir``, both empty if it does not exist: one counted ``list``. A link to a
+        directory is no subdirectory unless ``follow_links`` (core/io/listing.py)."""
         self._op("list", rel_dir)
-        return list_directory(self.fs, self.root, self.full_path(rel_dir), local=self._is_local)
+        return list_directory(self.fs, self.root, self.full_path(rel_dir), local=self._is_local, follow_links=follow_links)
 
     def remove_abandoned_temps(self, rel_dir: str) -> None:
         """Delete the temp files killed writers left in ``rel_dir`` (local_files.is_abandoned_temp: never a live one's).

@@ -44,6 +44,8 @@ def jobs_due(table: LakeTable, resolved: dict[str, ResolvedJob], *, read_status:
     """Whether ``table`` has a job to do now, given its jobs ``resolved`` from the policy: the one rule the
     DAG's list task and a run (core/lake/run.py, before it takes the table's lease) decide by. The status
     and the table are read only when every enabled job has a trigger."""
+    if table.problem is not None:  # discovery's refusal: the run reports it failed
+        return TableDue(table, True, {"*": table.problem})
     jobs = {name: job for name, job in resolved.items() if job.enabled and table.format in JOBS[name].formats}
     if not jobs:  # the run still records each job's Disabled status: only a trigger makes a table wait
         return TableDue(table, True, {"*": "no job enabled: the run records them Disabled"})

@@ -74,6 +74,9 @@ def table_health(report: TableReport, *, storage_options: dict[str, Any] | None 
     health.jobs = {job: record for job, record in report.jobs.items() if job in JOBS and record.get("status") != DISABLED}
     if report.status_error:
         health.error = f"status: {report.status_error}"
+    if report.error is not None:  # discovery's refusal: what the table holds is not shown under a name it does not own
+        health.error = report.error
+        return health
     try:
         opened = Table.open(report.location, storage_options, catalog=catalog)
         _figures(health, opened, now_millis)

@@ -21,10 +21,13 @@ class TableReport:
     status_error: str | None = None
     #: The run holding the table's lease now (:func:`lake_status`: it is being maintained).
     lock: dict[str, Any] | None = None
+    #: Why the table is not maintained at all (discovery's ``LakeTable.problem``: its name is another
+    #: table's too, its directory cannot be read): a failure.
+    error: str | None = None
 
     @property
     def failed(self) -> bool:
-        return any(job.get("status") == FAILED for job in self.jobs.values())
+        return self.error is not None or any(job.get("status") == FAILED for job in self.jobs.values())
 
     def to_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"table": self.table, "format": self.format, "location": self.location, "jobs": self.jobs}
@@ -34,6 +37,8 @@ class TableReport:
             doc["statusError"] = self.status_error
         if self.lock is not None:
             doc["lock"] = self.lock
+        if self.error is not None:
+            doc["error"] = self.error
         return doc
 
 
@@ -68,9 +73,11 @@ class LakeReport:
         rows = []
         for table in self.tables:
             shown = [(job, record) for job, record in table.jobs.items() if record.get("status") != DISABLED]
+            if table.error is not None and not any(record.get("status") == FAILED for _job, record in shown):
+                rows.append((table.table, table.format, "-", FAILED, None, table.error))
             if table.skipped is not None:
                 rows.append((table.table, table.format, "-", "skipped", None, table.skipped.get("reason")))
-            elif not shown:
+            elif not shown and table.error is None:
                 rows.append((table.table, table.format, "-", DISABLED, None, "no job enabled"))
             for job, record in shown:
                 detail = record.get("failureMessage") or "; ".join(record.get("notes") or []) or describe(record)

@@ -36,7 +36,7 @@ from airflow_snaptable.core.actions import run_action
 from airflow_snaptable.core.errors import InvalidArgumentError, TableNotFoundError
 from airflow_snaptable.core.formats.foreign import is_iceberg_uri
 from airflow_snaptable.core.lake import lease as leases
-from airflow_snaptable.core.lake.discovery import DEFAULT_MAX_DEPTH, LakeTable, discover
+from airflow_snaptable.core.lake.discovery import DEFAULT_MAX_DEPTH, UNKNOWN_FORMAT, LakeTable, discover
 from airflow_snaptable.core.lake.due import jobs_due
 from airflow_snaptable.core.lake.jobs import DRY_RUNNABLE, plan_job
 from airflow_snaptable.core.lake.policy import JOBS, Policy, ResolvedJob
@@ -145,7 +145,9 @@ def lake_status(
         locator.shared_storage()
 
     def read(table: LakeTable) -> TableReport:
-        report = TableReport(table.name, table.format, table.uri)
+        report = TableReport(table.name, table.format, table.uri, error=table.problem)
+        if table.format == UNKNOWN_FORMAT:
+            return report  # discovery could not tell what it is: its problem is all there is to show
         try:
             where = locator.for_table(table)
             doc = where.read() or new_document(table)
@@ -269,6 +271,13 @@ class _Run:
     def maintain_table(self, table: LakeTable) -> TableReport:
         report = TableReport(table.name, table.format, table.uri)
         resolved = self.policy.resolve(table.name)
+        if table.problem is not None:
+            # Discovery's refusal (a name two tables hold, a directory that cannot be read): nothing is
+            # run or written; each job the policy would run fails with the reason.
+            report.error = table.problem
+            if table.format != UNKNOWN_FORMAT:
+                report.jobs = {job: self._failed_or_not_run(resolved[job], table, table.problem) for job in JOBS}
+            return report
         try:
             where = self.locator.for_table(table)
         except Exception as exc:  # noqa: BLE001 - one table's failure never stops the others
@@ -410,13 +419,13 @@ class _Run:
             done["dryRun"] = True
         return done, True
 
-    def _failed_or_not_run(self, job: ResolvedJob, table: LakeTable, exc: BaseException, prefix: str = "") -> dict:
+    def _failed_or_not_run(self, job: ResolvedJob, table: LakeTable, exc: BaseException | str, prefix: str = "") -> dict:
         if table.format not in JOBS[job.job].formats:
             return disabled(f"not supported on {table.format} tables", None)
         if not job.enabled:
             return disabled(job.disabled_reason or "disabled by the policy", None)
         return {"status": FAILED, "lastRunTimestamp": iso_time(int(time.time() * 1000)),
-                "failureMessage": prefix + _message(exc), "runId": self.run_id}
+                "failureMessage": prefix + (exc if isinstance(exc, str) else _message(exc)), "runId": self.run_id}
 
 
 class _OpenedOnce:

@@ -28,8 +28,11 @@ from airflow_snaptable.core.formats.iceberg.catalog_checks import (
 )
 
 SCHEME = "iceberg://"
-#: One identifier part: what Iceberg catalogs accept portably (no dots inside a part, no path characters).
-_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-$]*$")
+#: One identifier part: any name a catalog holds (spaces, any script: ``my table``, ``événements``) but
+#: ``.`` (it separates the parts), ``/`` and ``\\`` (the name is a directory of the maintenance status) and
+#: control characters. What a catalog itself refuses, it refuses with its own error.
+_PART = re.compile(r"^[^./\\\x00-\x1f\x7f]+\Z")
+PART_RULE = "each part non-empty, without '.', '/', '\\' or control characters"
 
 
 def parse_identifier(uri: str) -> tuple[str, ...]:
@@ -39,7 +42,7 @@ def parse_identifier(uri: str) -> tuple[str, ...]:
     parts = tuple(uri[len(SCHEME):].split("."))
     if len(parts) < 2 or not all(_PART.match(p) for p in parts):
         raise InvalidArgumentError(
-            f"{uri!r}: an Iceberg table is iceberg://<namespace>.<table>, each part letters, digits, '_', '-' or '$'"
+            f"{uri!r}: an Iceberg table is iceberg://<namespace>.<table>, {PART_RULE}"
         )
     return parts
 

@@ -49,8 +49,8 @@ def read_document(storage: Storage) -> dict:
         doc = json.loads(storage.read_bytes(path))
     except FileNotFoundError:
         raise TableNotFoundError(f"no Paimon schema in {storage.uri}") from None
-    except ValueError as exc:
-        raise CorruptMetadataError(f"{storage.full_uri(path)}: not JSON: {exc}") from exc
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the parser goes
+        raise CorruptMetadataError(f"{storage.full_uri(path)}: not JSON: {type(exc).__name__}: {exc}") from exc
     if not isinstance(doc, dict):
         raise CorruptMetadataError(f"{storage.full_uri(path)}: a schema is a JSON object")
     return doc
