@@ -35,7 +35,7 @@ from typing import Any, Callable, ClassVar, Collection, Mapping
 from airflow_snaptable.core.arguments.checks import check_exclusive, check_int, check_kinds, is_int, value_from_text
 from airflow_snaptable.core.errors import InvalidArgumentError, InvalidOptionError
 from airflow_snaptable.core.arguments.names import validate_name
-from airflow_snaptable.core.arguments.table_options import parse_duration, parse_size
+from airflow_snaptable.core.arguments.table_options import duration_text, parse_duration, parse_size
 from airflow_snaptable.core.io.storage import check_location
 from airflow_snaptable.core.table import Table
 from airflow_snaptable.core.arguments.times import is_epoch_millis_text, with_iso_times
@@ -223,9 +223,9 @@ def plain_text(text: str) -> str:
 
 
 def json_value(value: Any) -> Any:
-    """A Python value in its JSON form: a timedelta is ``"<seconds> s"``, a datetime or date ISO text (naive: UTC)."""
+    """A Python value in its JSON form: a timedelta is its exact text (``"2592000 s"``, :func:`duration_text`), a datetime or date ISO text (naive: UTC)."""
     if isinstance(value, dt.timedelta):
-        return f"{value.total_seconds():g} s"
+        return duration_text(value)
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.timezone.utc)

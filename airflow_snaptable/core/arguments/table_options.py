@@ -11,6 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import timedelta
+from fractions import Fraction
 from typing import Any, Callable, Mapping
 
 from airflow_snaptable.core.errors import InvalidOptionError
@@ -24,10 +25,18 @@ _DURATION_UNITS = {
 }
 _SIZE_UNITS = {"b": 1, "kb": 1024, "k": 1024, "mb": 1024**2, "m": 1024**2, "gb": 1024**3, "g": 1024**3}
 _NUMBER_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+#: A duration's number may also be written with an exponent (``2.592e+06 s``): text some callers wrote.
+_DURATION_TEXT = re.compile(r"^\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)\s*([a-zA-Z]*)\s*$")
+_MICROS = timedelta(microseconds=1)
+_MAX_SECONDS = timedelta.max.total_seconds()
 
 
 def parse_duration(value: Any, key: str = "duration") -> timedelta:
-    """Parse ``"1 h"``, ``"30min"``, ``"7 d"``, ``"100 ms"``, a timedelta, or seconds as a number."""
+    """Parse ``"1 h"``, ``"30min"``, ``"7 d"``, ``"100 ms"``, a timedelta, or seconds as a number.
+
+    Text is read exactly (decimal, to the microsecond a timedelta holds), so that
+    :func:`duration_text` and this are inverses: a duration written as text reads back the same.
+    """
     if isinstance(value, timedelta):
         result = value
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -38,12 +47,17 @@ def parse_duration(value: Any, key: str = "duration") -> timedelta:
         except OverflowError:
             raise InvalidOptionError(f"{key}: duration {value!r} is too large") from None
     elif isinstance(value, str):
-        match = _NUMBER_UNIT.match(value)
+        match = _DURATION_TEXT.match(value)
         unit = match.group(2).lower() if match else None
         if not match or (unit and unit not in _DURATION_UNITS):
             raise InvalidOptionError(f"{key}: cannot parse duration {value!r} (examples: '1 h', '30 min', '7 d')")
+        scale = _DURATION_UNITS[unit or "s"]
+        approximate = float(match.group(1)) * scale  # first: an exponent must not make a huge exact number
+        if approximate > _MAX_SECONDS:
+            raise InvalidOptionError(f"{key}: duration {value!r} is too large")
+        micros = 0 if approximate < 1e-7 else round(Fraction(match.group(1)) * Fraction(str(scale)) * 1_000_000)
         try:
-            result = timedelta(seconds=float(match.group(1)) * _DURATION_UNITS[unit or "s"])
+            result = timedelta(microseconds=micros)
         except OverflowError:
             raise InvalidOptionError(f"{key}: duration {value!r} is too large") from None
     else:
@@ -51,6 +65,29 @@ def parse_duration(value: Any, key: str = "duration") -> timedelta:
     if result < timedelta(0):
         raise InvalidOptionError(f"{key}: duration must not be negative, got {value!r}")
     return result
+
+
+#: The units :func:`duration_text` writes, largest first, in microseconds.
+_TEXT_UNITS = (("d", 86_400_000_000), ("h", 3_600_000_000), ("min", 60_000_000), ("s", 1_000_000), ("ms", 1000))
+
+
+def duration_text(duration: timedelta) -> str:
+    """``duration`` as exact text that :func:`parse_duration` reads back to it: in the largest unit that
+    holds it whole (``30 d``, ``36 h``, ``90 s``, ``1500 ms``), else seconds to the microsecond (``0.000250 s``).
+
+    Never a float's ``%g`` form: ``2.592e+06 s`` lost digits, and the parser refused it.
+    """
+    if not isinstance(duration, timedelta):
+        raise InvalidOptionError(f"expected a timedelta, got {type(duration).__name__}")
+    micros = duration // _MICROS
+    sign, micros = ("-", -micros) if micros < 0 else ("", micros)
+    if micros == 0:
+        return "0 s"
+    for unit, size in _TEXT_UNITS:
+        if micros % size == 0:
+            return f"{sign}{micros // size} {unit}"
+    seconds, rest = divmod(micros, 1_000_000)
+    return f"{sign}{seconds}.{rest:06d} s"
 
 
 def parse_size(value: Any, key: str = "size") -> int:
@@ -196,5 +233,5 @@ class TableOptions:
 
 def _to_text(value: Any) -> str:
     if isinstance(value, timedelta):
-        return f"{value.total_seconds():g} s"
+        return duration_text(value)
     return str(value)

@@ -19,12 +19,12 @@ from datetime import timedelta
 from typing import Any, Callable
 
 from airflow_snaptable.core import actions
-from airflow_snaptable.core.actions.contract import Action
+from airflow_snaptable.core.actions.contract import Action, json_value
 from airflow_snaptable.core.actions.hudi_clean import Clean
 from airflow_snaptable.core.errors import InvalidOptionError
 from airflow_snaptable.core.formats.iceberg.retention import MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP
 from airflow_snaptable.core.lake.policy import ResolvedJob
-from airflow_snaptable.core.arguments.table_options import OPTION_SPECS, parse_duration
+from airflow_snaptable.core.arguments.table_options import OPTION_SPECS, duration_text, parse_duration
 
 ICEBERG = "iceberg"
 #: Jobs whose action can plan without changing the table (``dry_run=True``).
@@ -136,7 +136,7 @@ def _snapshot_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
     arguments = {
         "retain_min": retain_min,
         "retain_max": retain_max,
-        "time_retained": None if age is None else f"{age.total_seconds():g} s",
+        "time_retained": age,
         "dry_run": dry_run,
         "noncurrent_days": settings.get("noncurrent-days"),
     }
@@ -148,10 +148,9 @@ def _periodic_tags(settings: dict, table, dry_run: bool) -> JobPlan:
     explicit = explicit_retention(table)
     retained = _keep_more(settings.get("num-retained-max"), explicit.tags_retained_max, "num-retained-max",
                           explicit.keys["tags"], notes)
-    delay = settings.get("delay")
     arguments = {
         "period": settings.get("period"),
-        "delay": f"{delay:g} s" if isinstance(delay, (int, float)) else delay,
+        "delay": _duration(settings, "delay"),
         "formatter": settings.get("formatter"),
         "num_retained_max": retained,
     }
@@ -160,7 +159,7 @@ def _periodic_tags(settings: dict, table, dry_run: bool) -> JobPlan:
 
 def _orphan_file_removal(settings: dict, table, dry_run: bool) -> JobPlan:
     days = settings.get("older-than-days")
-    arguments = {"older_than": None if days is None else f"{days * 86400:g} s", "dry_run": dry_run,
+    arguments = {"older_than": None if days is None else timedelta(days=days), "dry_run": dry_run,
                  "noncurrent_days": settings.get("noncurrent-days")}
     return _plan(actions.RemoveOrphanFiles, table, arguments, [])
 
@@ -190,11 +189,9 @@ def _manifest_rewrite(settings: dict, table, dry_run: bool) -> JobPlan:
 def _consumer_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
     """The policy's idle time, unless the table explicitly keeps its consumers longer."""
     notes: list[str] = []
-    given = settings.get("expiration-time")
-    policy_value = None if given is None else parse_duration(given, "expiration-time")
-    expiration = _keep_more(policy_value, _explicit_consumer_expiration(table), "expiration-time",
-                            "consumer.expiration-time", notes, show=lambda d: f"{d.total_seconds():g} s")
-    arguments = {"expiration_time": None if expiration is None else f"{expiration.total_seconds():g} s"}
+    expiration = _keep_more(_duration(settings, "expiration-time"), _explicit_consumer_expiration(table), "expiration-time",
+                            "consumer.expiration-time", notes, show=duration_text)
+    arguments = {"expiration_time": expiration}
     return _plan(actions.ExpireConsumers, table, arguments, notes)
 
 
@@ -207,10 +204,9 @@ def _explicit_consumer_expiration(table) -> timedelta | None:
 
 
 def _data_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
-    retention = settings.get("retention")
     arguments = {
         "column": settings.get("column"),
-        "retention": f"{retention:g} s" if isinstance(retention, (int, float)) else retention,
+        "retention": _duration(settings, "retention"),
         "dry_run": dry_run,
     }
     return _plan(actions.ExpireData, table, arguments, [])
@@ -220,8 +216,16 @@ def _no_settings(action: type[Action]) -> Callable[[dict, Any, bool], JobPlan]:
     return lambda settings, table, dry_run: _plan(action, table, {key.replace("-", "_"): v for key, v in settings.items()}, [])
 
 
+def _duration(settings: dict, key: str) -> timedelta | None:
+    """A duration setting (text such as "30 d", or seconds) as the duration it is: jobs work on typed durations."""
+    value = settings.get(key)
+    return None if value is None else parse_duration(value, key)
+
+
 def _plan(action: type[Action], table, arguments: dict, notes: list[str]) -> JobPlan:
-    given = {key: value for key, value in arguments.items() if value is not None}
+    """The action with ``arguments``: typed values (durations) become their exact JSON form only here, where the
+    action is made (:func:`json_value`), so no job formats a number for a parser to read back."""
+    given = {key: json_value(value) for key, value in arguments.items() if value is not None}
     shown = {key: value for key, value in given.items() if key != "dry_run"}  # the report says dryRun itself
     return JobPlan(action.from_values(table.uri, given), shown, notes)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -57,15 +58,6 @@ def integer(minimum: int) -> Check:
     return check
 
 
-def number(minimum: float, *, exclusive: bool = False) -> Check:
-    def check(value: Any, where: str) -> None:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if not ok or value < minimum or (exclusive and value == minimum):
-            _fail(where, f"a number {'>' if exclusive else '>='} {minimum:g}", value)
-
-    return check
-
-
 def boolean(value: Any, where: str) -> None:
     if not isinstance(value, bool):
         _fail(where, "true or false", value)
@@ -86,13 +78,49 @@ def column_name(value: Any, where: str) -> None:
         _fail(where, "a column name", value)
 
 
+#: The longest duration a policy takes: a thousand years (a longer retention keeps everything, and now minus
+#: it must still be a date). The shortest but zero: a millisecond, the resolution of every time a table keeps.
+MAX_DURATION = timedelta(days=365_000)
+MIN_DURATION = timedelta(milliseconds=1)
+
+
+def _check_range(length: timedelta, where: str, given: Any, unit: str, allow_zero: bool) -> None:
+    """``length`` (what ``given`` stands for) is zero (where allowed) or from 1 ms to a thousand years."""
+    if (length == timedelta(0) and allow_zero) or MIN_DURATION <= length <= MAX_DURATION:
+        return
+    low, high = MIN_DURATION / _UNITS[unit], MAX_DURATION / _UNITS[unit]
+    _fail(where, f"{'0 or ' if allow_zero else ''}from 1 ms to 1000 years ({low:.4g} to {high:.10g} {unit})", given)
+
+
+_UNITS = {"seconds": timedelta(seconds=1), "hours": timedelta(hours=1), "days": timedelta(days=1)}
+
+
+def duration_number(unit: str, *, allow_zero: bool) -> Check:
+    """A length of time as a number of ``unit`` (``max-snapshot-age-hours``, ``older-than-days``): finite,
+    and in the range a duration may have (checked here, not when a job first runs)."""
+
+    def check(value: Any, where: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            _fail(where, f"a number of {unit} >= 0" if allow_zero else f"a number of {unit} > 0", value)
+        if value == 0 and not allow_zero:
+            _fail(where, f"a number of {unit} > 0", value)
+        try:
+            length = value * _UNITS[unit]
+        except OverflowError:
+            length = MAX_DURATION + _UNITS[unit]
+        _check_range(length, where, value, unit, allow_zero)
+
+    return check
+
+
 def duration(value: Any, where: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         _fail(where, "a duration such as '10 min' (or seconds)", value)
     try:
-        parse_duration(value, where)
+        length = parse_duration(value, where)
     except InvalidOptionError as exc:
         raise InvalidPolicyError(f"policy: {exc}") from None
+    _check_range(length, where, value, "seconds", allow_zero=True)
 
 
 def size(value: Any, where: str) -> None:
@@ -155,7 +183,7 @@ JOBS: dict[str, JobSpec] = {
         ),
         JobSpec(
             "snapshot-expiry",
-            {"min-snapshots-to-keep": integer(1), "max-snapshot-age-hours": number(0), "max-snapshots": integer(1), **RETAINING},
+            {"min-snapshots-to-keep": integer(1), "max-snapshot-age-hours": duration_number("hours", allow_zero=True), "max-snapshots": integer(1), **RETAINING},
             help="expire old snapshots and delete the files nothing retained uses",
         ),
         JobSpec(
@@ -166,7 +194,7 @@ JOBS: dict[str, JobSpec] = {
             help="a Hudi cleaning policy",
         ),
         JobSpec(
-            "orphan-file-removal", {"older-than-days": number(0, exclusive=True), **RETAINING},
+            "orphan-file-removal", {"older-than-days": duration_number("days", allow_zero=False), **RETAINING},
             help="delete files under the table that nothing references",
         ),
         JobSpec(
