@@ -218,6 +218,12 @@ class TableOptions:
             self.raw[key] = value if isinstance(value, str) else _to_text(value)
         self._check_consistency()
 
+    def is_set(self, key: str) -> bool:
+        """Did the table's creator set ``key`` (not its default)?"""
+        if key not in OPTION_SPECS:
+            raise InvalidOptionError(f"unknown table option {key!r}")
+        return key in self._parsed
+
     def get(self, key: str) -> Any:
         if key not in OPTION_SPECS:
             raise InvalidOptionError(f"unknown table option {key!r}")

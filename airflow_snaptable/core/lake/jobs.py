@@ -7,9 +7,13 @@ which arguments, after the table's own settings had their say (docs/maintenance.
   applies, as when the action runs alone (our and Paimon's options ``snapshot.num-retained.*``,
   ``snapshot.time-retained``, ``tag.num-retained-max``; Iceberg's ``history.expire.*``
   properties), then the action's defaults;
-- where the policy would keep less than a retention the table set explicitly (a smaller
-  minimum, a shorter age, a smaller maximum), the table's setting wins, and the job's status
-  says so in ``notes``: a lake-wide policy never deletes history a table's owner asked to keep.
+- floors: where the policy would keep less than a retention the table set explicitly (a smaller
+  minimum, a shorter age, fewer tags, a shorter consumer idle time, fewer noncurrent days), the
+  table's setting wins, for every deleting job (``clean`` too: the table's minimum and age are
+  its floor), and the job's status says so in ``notes``: a lake-wide policy never deletes
+  history a table's owner asked to keep;
+- ceilings: the table's explicit maximum bounds the policy's counts (its minimum and its
+  maximum become it, noted), so a policy never contradicts a table into failing every run.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from airflow_snaptable.core.actions.contract import Action, json_value
 from airflow_snaptable.core.actions.hudi_clean import Clean
 from airflow_snaptable.core.errors import InvalidOptionError
 from airflow_snaptable.core.formats.iceberg.retention import MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP
+from airflow_snaptable.core.formats.iceberg.table import NONCURRENT_DAYS_PROPERTY
 from airflow_snaptable.core.lake.policy import ResolvedJob
 from airflow_snaptable.core.arguments.table_options import OPTION_SPECS, duration_text, parse_duration
 
@@ -39,6 +44,8 @@ class JobPlan:
     #: The action's arguments the job chose (the JSON form of the action, less ``table``).
     arguments: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: Notes only the run can tell (the action's result -> notes), e.g. that a clean's floor kept more than its policy.
+    result_notes: Callable[[Any], list[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -121,26 +128,43 @@ def _snapshot_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
     age = None if hours is None else timedelta(hours=hours)
     age = _keep_more(age, explicit.max_age, "max-snapshot-age-hours", explicit.keys["age"], notes,
                      show=lambda d: f"{_hours(d)} h" if d is not None else "-")
-    retain_max = _keep_more(settings.get("max-snapshots"), explicit.max_snapshots, "max-snapshots",
-                            explicit.keys.get("max", ""), notes)
+    retain_max = settings.get("max-snapshots")
+    ceiling = explicit.max_snapshots
+    if ceiling is not None:
+        # The table's explicit maximum is the ceiling of what the policy keeps: its minimum and its maximum.
+        retain_max = _table_ceiling(retain_max, ceiling, "max-snapshots", explicit.keys["max"], notes)
+        retain_min = _table_ceiling(retain_min, ceiling, "min-snapshots-to-keep", explicit.keys["max"], notes)
     if retain_max is not None:
         floor = retain_min if retain_min is not None else explicit.min_snapshots
         if floor is not None and retain_max < floor:
             # The table set a minimum above the policy's maximum: the minimum it asked for is kept.
             notes.append(f"max-snapshots={retain_max} is below the {floor} snapshots always kept: {floor} is the maximum")
             retain_max = floor
-        elif floor is None:
-            # Only a default minimum stands against the policy's maximum: the policy's maximum is the minimum's bound.
-            default = 1 if table.format == ICEBERG else table.options.get("snapshot.num-retained.min")
-            retain_min = min(retain_max, default)
+        # else only a default minimum stands against it, which follows a lower maximum (core's rule).
     arguments = {
         "retain_min": retain_min,
         "retain_max": retain_max,
         "time_retained": age,
         "dry_run": dry_run,
-        "noncurrent_days": settings.get("noncurrent-days"),
+        "noncurrent_days": _noncurrent_days(settings, table, notes),
     }
     return _plan(actions.ExpireSnapshots, table, arguments, notes)
+
+
+def _table_ceiling(policy_value: int | None, ceiling: int, policy_key: str, table_key: str, notes: list[str]) -> int | None:
+    """The table's explicit maximum where the policy's count differs from it (noted): the policy never keeps more
+    snapshots than the table's owner allowed, nor fewer than the maximum allows (``_keep_more``)."""
+    if policy_value is None or policy_value == ceiling:
+        return policy_value
+    if policy_value > ceiling:
+        notes.append(f"the policy's {policy_key}={policy_value} is above the table's {table_key}={ceiling}: "
+                     "the table's setting wins")
+        return ceiling
+    if policy_key == "max-snapshots":
+        notes.append(f"the table's {table_key}={ceiling} keeps more than the policy's {policy_key}={policy_value}: "
+                     "the table's setting wins")
+        return ceiling
+    return policy_value
 
 
 def _periodic_tags(settings: dict, table, dry_run: bool) -> JobPlan:
@@ -158,15 +182,33 @@ def _periodic_tags(settings: dict, table, dry_run: bool) -> JobPlan:
 
 
 def _orphan_file_removal(settings: dict, table, dry_run: bool) -> JobPlan:
-    days = settings.get("older-than-days")
+    days, notes = settings.get("older-than-days"), []
     arguments = {"older_than": None if days is None else timedelta(days=days), "dry_run": dry_run,
-                 "noncurrent_days": settings.get("noncurrent-days")}
-    return _plan(actions.RemoveOrphanFiles, table, arguments, [])
+                 "noncurrent_days": _noncurrent_days(settings, table, notes)}
+    return _plan(actions.RemoveOrphanFiles, table, arguments, notes)
 
 
 def _clean(settings: dict, table, dry_run: bool) -> JobPlan:
+    """The policy's clean, with the table's explicit minimum and age as its floor: the clean keeps at least what
+    the table's own expiry would (and says so, once it ran, when the floor kept more than the policy)."""
+    explicit, notes = explicit_retention(table), []
     arguments = {key.replace("-", "_"): value for key, value in settings.items()}
-    return _plan(Clean, table, {**arguments, "dry_run": dry_run}, [])
+    arguments["noncurrent_days"] = _noncurrent_days(settings, table, notes)
+    floor = {"retain_min": explicit.min_snapshots, "time_retained": explicit.max_age}
+    plan = _plan(Clean, table, {**arguments, **floor, "dry_run": dry_run}, notes)
+    shown = {"retain_min": f"{explicit.keys['min']}={explicit.min_snapshots}",
+             "time_retained": f"{explicit.keys['age']}={None if explicit.max_age is None else duration_text(explicit.max_age)}"}
+    described = ", ".join(f"{key}={value}" for key, value in settings.items())
+
+    def table_won(result: dict) -> list[str]:
+        by = result.get("floor_kept_by") if isinstance(result, dict) else None
+        if by is None:
+            return []
+        return [f"the table's {shown[by]} keeps more than the policy's clean ({described}): the table's setting wins "
+                f"(kept from snapshot {result['floor_kept_from']})"]
+
+    plan.result_notes = table_won
+    return plan
 
 
 def _data_compaction(settings: dict, table, dry_run: bool) -> JobPlan:
@@ -191,7 +233,7 @@ def _consumer_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
     notes: list[str] = []
     expiration = _keep_more(_duration(settings, "expiration-time"), _explicit_consumer_expiration(table), "expiration-time",
                             "consumer.expiration-time", notes, show=duration_text)
-    arguments = {"expiration_time": expiration}
+    arguments = {"expiration_time": expiration, "noncurrent_days": _noncurrent_days(settings, table, notes)}
     return _plan(actions.ExpireConsumers, table, arguments, notes)
 
 
@@ -201,6 +243,12 @@ def _explicit_consumer_expiration(table) -> timedelta | None:
         raw = (table.iceberg.metadata.properties or {}).get("consumer.expiration-time")
         return None if raw is None else _option("consumer.expiration-time", raw)
     return table.options.get("consumer.expiration-time") if "consumer.expiration-time" in table.schema.options else None
+
+
+def _tag_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
+    """Each tag's own time to live decides; what the run removes stays noncurrent as long as the table asks."""
+    notes: list[str] = []
+    return _plan(actions.ExpireTags, table, {"noncurrent_days": _noncurrent_days(settings, table, notes)}, notes)
 
 
 def _data_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
@@ -214,6 +262,18 @@ def _data_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
 
 def _no_settings(action: type[Action]) -> Callable[[dict, Any, bool], JobPlan]:
     return lambda settings, table, dry_run: _plan(action, table, {key.replace("-", "_"): v for key, v in settings.items()}, [])
+
+
+def _noncurrent_days(settings: dict, table, notes: list[str]) -> int | None:
+    """The policy's ``noncurrent-days``, unless the table explicitly keeps what its deleting runs remove longer
+    (its option ``noncurrent-days``; Iceberg: the property ``snaptable.noncurrent-days``): the longer wins."""
+    if table.format == ICEBERG:
+        key = NONCURRENT_DAYS_PROPERTY
+        own = _int((table.iceberg.metadata.properties or {}).get(key))
+    else:
+        key = "noncurrent-days"
+        own = table.options.get(key) if key in table.schema.options else None
+    return _keep_more(settings.get("noncurrent-days"), own, "noncurrent-days", key, notes)
 
 
 def _duration(settings: dict, key: str) -> timedelta | None:
@@ -232,7 +292,7 @@ def _plan(action: type[Action], table, arguments: dict, notes: list[str]) -> Job
 
 _PLANNERS: dict[str, Callable[[dict, Any, bool], JobPlan]] = {
     "consumer-expiry": _consumer_expiry,
-    "tag-expiry": _no_settings(actions.ExpireTags),
+    "tag-expiry": _tag_expiry,
     "periodic-tags": _periodic_tags,
     "data-compaction": _data_compaction,
     "manifest-rewrite": _manifest_rewrite,

@@ -357,7 +357,7 @@ def _check_combination(job: ResolvedJob, label: str) -> None:
         if policy is None:
             raise InvalidPolicyError(f"policy: {where}: clean needs policy ({', '.join(CLEAN_POLICIES)})")
         wanted = CLEAN_POLICIES[policy].replace("_", "-")
-        wrong = sorted(k for k in settings if k not in ("policy", wanted))
+        wrong = sorted(k for k in settings if k not in ("policy", wanted, *RETAINING))  # noncurrent-days as every deleting job
         if wrong:
             raise InvalidPolicyError(
                 f"policy: {where}: clean policy {policy} takes {wanted}, not {', '.join(wrong)} "

@@ -7,6 +7,17 @@ from typing import Any, ClassVar
 
 from airflow_snaptable.core.lake.status import DISABLED, FAILED
 
+def failed_in_run(table: dict[str, Any], run_id: str | None = None) -> dict[str, dict[str, Any]]:
+    """The jobs of ``table`` (a :class:`TableReport` as JSON) that failed in the run ``run_id``: exit code 1 and a
+    failed Airflow task mean a job failed in *this* run. A table the run skipped (another run held its lease) shows
+    its stored records, which may hold an older run's failure: none of them is this run's. ``run_id`` None: every
+    failed job (the stored status)."""
+    if table.get("skipped") is not None:
+        return {}
+    return {name: job for name, job in table["jobs"].items()
+            if job.get("status") == FAILED and (run_id is None or job.get("runId") == run_id)}
+
+
 @dataclass
 class TableReport:
     """One table's jobs after a run (or as stored, for :func:`lake_status`)."""
@@ -21,10 +32,18 @@ class TableReport:
     status_error: str | None = None
     #: The run holding the table's lease now (:func:`lake_status`: it is being maintained).
     lock: dict[str, Any] | None = None
+    #: The run that made this report (None: the stored status, :func:`lake_status`).
+    run_id: str | None = None
+
+    @property
+    def failed_jobs(self) -> dict[str, dict[str, Any]]:
+        """The jobs that failed (:func:`failed_in_run`)."""
+        return failed_in_run(self.to_dict(), self.run_id)
 
     @property
     def failed(self) -> bool:
-        return any(job.get("status") == FAILED for job in self.jobs.values())
+        """Did a job fail (in this run, for a run's report): what exit code 1 and a failed Airflow task mean."""
+        return bool(self.failed_jobs)
 
     def to_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"table": self.table, "format": self.format, "location": self.location, "jobs": self.jobs}
