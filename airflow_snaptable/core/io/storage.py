@@ -8,6 +8,7 @@ bound. Tests inject crashes through :attr:`Storage.on_operation`.
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import threading
@@ -371,6 +372,46 @@ class Storage:
 
 #: Schemes that only ever name URIs (``iceberg://``: a catalog's table), besides fsspec's protocols.
 _URI_ONLY_SCHEMES = ("iceberg",)
+
+
+def unreachable_storage_error(uri: str, exc: BaseException) -> StorageError | None:
+    """The typed error for a store that cannot be reached or signed for (botocore's errors: an endpoint that does
+    not answer, no credentials), else None. Such an error is no ``OSError`` and was a traceback; it names the
+    location and the cause on one line. (botocore is not imported: core runs without it.)"""
+    names = {cls.__name__ for cls in type(exc).__mro__ if cls.__module__.startswith("botocore")}
+    if not names:
+        return None
+    cause = f"{type(exc).__name__}: {exc}"
+    if names & {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError", "NoAuthTokenError"}:
+        return StorageError(f"{uri}: no usable credentials for the storage ({cause}); give them in the storage options "
+                            "or the connection")
+    if "ConnectionError" in names or "HTTPClientError" in names:
+        return StorageError(f"{uri}: cannot reach the storage ({cause}); check the endpoint and the network")
+    return StorageError(f"{uri}: the storage failed ({cause})")
+
+
+def _typed_storage_errors(method: Callable) -> Callable:
+    """``method`` of :class:`Storage`, raising :func:`unreachable_storage_error`'s typed error for the store's
+    client's own errors."""
+
+    @functools.wraps(method)
+    def call(self: Storage, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            typed = unreachable_storage_error(self.uri, exc)
+            if typed is None:
+                raise
+            raise typed from exc
+
+    return call
+
+
+# Every operation that reaches the store: an unreachable store or missing credentials is a StorageError
+# (exit 2 in the CLI, one failed job in a lake run), never the client's traceback.
+for _name in ("read_bytes", "read_many", "open_read", "write_bytes", "create_exclusive", "exists", "list_names",
+              "list_directory", "delete", "move_aside", "remove_empty_dirs", "delete_files"):
+    setattr(Storage, _name, _typed_storage_errors(getattr(Storage, _name)))
 
 
 def malformed_uri(text: str) -> str | None:
