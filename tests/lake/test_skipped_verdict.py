@@ -4,6 +4,7 @@ failed Airflow task mean a job failed in *this* run, not that a skipped table's 
 from __future__ import annotations
 
 import os
+import re
 
 from airflow_snaptable.cli import main
 from airflow_snaptable.core.lake import FAILED, Policy, maintain
@@ -12,6 +13,21 @@ from airflow_snaptable.core.lake.report import failed_in_run
 from airflow_snaptable.core.lake.status import NATIVE_STATUS_DIR
 from airflow_snaptable.core.io.storage import Storage
 from tests.lake.conftest import native_dir, write_native, write_policy
+
+ISO_Z = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def _times(doc):
+    """Every (key, time text) of a report document: the keys ending in At or Timestamp."""
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            if isinstance(value, str) and (key.endswith("At") or key.endswith("Timestamp")):
+                yield key, value
+            yield from _times(value)
+    elif isinstance(doc, list):
+        for item in doc:
+            yield from _times(item)
+
 
 EXPIRE_TO_TWO = {"snapshot-expiry": {"min-snapshots-to-keep": 2, "max-snapshot-age-hours": 0}}
 
@@ -45,6 +61,10 @@ def test_a_skipped_table_with_an_old_failure_is_not_a_failed_run(tmp_path, capsy
         assert not held_report.failed and not report.failed and failed_in_run(held_report.to_dict(), report.run_id) == {}
         assert main(["maintain", lake, "--policy", policy]) == 0  # exit 1 would say a job failed in this run
         capsys.readouterr()
+        # One time format (issue 34 item 16): the lease's expiry as every other time of a report, ISO-8601 UTC in Z.
+        times = list(_times(report.to_dict()))
+        assert ("expiresAt", held_report.skipped["expiresAt"]) in times
+        assert all(ISO_Z.fullmatch(value) for _key, value in times), times
     finally:
         held.release()
     assert main(["maintain", lake, "--policy", policy]) == 0  # free again: it runs, and succeeds
