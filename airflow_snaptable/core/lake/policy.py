@@ -443,11 +443,27 @@ def _parse_yaml(text: str, source: str) -> Any:
         """SafeLoader refusing a key given twice in one mapping (PyYAML keeps the last silently)."""
 
     def mapping(loader, node, deep=False):
+        # A mapping's own keys given twice are refused; keys a merge (``<<: *base``) brings in are overridden by
+        # the mapping's own, as YAML's merge key specifies (flatten_mapping puts the merged pairs first).
+        merge = "tag:yaml.org,2002:merge"
+        _no_duplicates([(loader.construct_object(k, deep=deep), None) for k, _v in node.value if k.tag != merge])
         loader.flatten_mapping(node)
-        return _no_duplicates([(loader.construct_object(k, deep=deep), loader.construct_object(v, deep=deep)) for k, v in node.value])
+        return {loader.construct_object(k, deep=deep): loader.construct_object(v, deep=deep) for k, v in node.value}
 
     StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
         return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
-        raise InvalidPolicyError(f"policy: {source} is not valid YAML: {exc}") from None
+        raise InvalidPolicyError(f"policy: {source} is not valid YAML: {_yaml_problem(exc)}") from None
+    except RecursionError:
+        raise InvalidPolicyError(f"policy: {source} is nested too deeply") from None
+
+
+def _yaml_problem(exc: Exception) -> str:
+    """PyYAML's error on one line: what is wrong and where (its own text spans several lines with a snippet)."""
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
+    context = getattr(exc, "context", None)
+    during = f" ({context})" if context and context != problem else ""
+    return f"{problem}{where}{during}"
