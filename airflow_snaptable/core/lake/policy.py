@@ -35,6 +35,8 @@ from typing import Any, Callable, Iterable, Mapping
 from airflow_snaptable.core.lifecycle.hudi_clean import POLICIES as CLEAN_POLICIES
 from airflow_snaptable.core.errors import InvalidOptionError, InvalidPolicyError
 from airflow_snaptable.core.arguments.table_options import parse_duration, parse_size
+from airflow_snaptable.core.arguments.times import MAX_DURATION
+from airflow_snaptable.core.lifecycle.noncurrent.journal import MAX_NONCURRENT_DAYS
 from airflow_snaptable.core.lifecycle.periodic_tags import FORMATTERS, PERIODS
 from airflow_snaptable.core.lake.triggers import TRIGGER, check_trigger
 from airflow_snaptable.core.lifecycle.store import NATIVE_FORMAT
@@ -50,10 +52,12 @@ def _fail(where: str, expected: str, value: Any) -> None:
     raise InvalidPolicyError(f"policy: {where} must be {expected}, got {value!r}")
 
 
-def integer(minimum: int) -> Check:
+def integer(minimum: int, maximum: int | None = None) -> Check:
     def check(value: Any, where: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             _fail(where, f"an integer >= {minimum}", value)
+        if maximum is not None and value > maximum:
+            _fail(where, f"an integer from {minimum} to {maximum}", value)
 
     return check
 
@@ -78,9 +82,8 @@ def column_name(value: Any, where: str) -> None:
         _fail(where, "a column name", value)
 
 
-#: The longest duration a policy takes: a thousand years (a longer retention keeps everything, and now minus
-#: it must still be a date). The shortest but zero: a millisecond, the resolution of every time a table keeps.
-MAX_DURATION = timedelta(days=365_000)
+#: The longest duration a policy takes is an argument's (a thousand years, core/arguments/times.py). The shortest
+#: but zero: a millisecond, the resolution of every time a table keeps.
 MIN_DURATION = timedelta(milliseconds=1)
 
 
@@ -144,7 +147,7 @@ class JobSpec:
 
 #: The key of every deleting job: keep what it removes noncurrent (undoable) this many days, then purge deletes it
 #: (core/lifecycle/noncurrent/; the actions' ``noncurrent_days``).
-RETAINING: dict[str, Check] = {"noncurrent-days": integer(0)}
+RETAINING: dict[str, Check] = {"noncurrent-days": integer(0, MAX_NONCURRENT_DAYS)}
 
 
 def file_rewrite_jobs() -> tuple["JobSpec", ...]:
