@@ -62,3 +62,18 @@ def test_missing_credentials_are_one_typed_line_and_exit_2(store_servers, no_aws
     assert main(["snapshots", "s3://snaptable/t", "--storage-options", json.dumps(options)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("snaptable: StorageError: s3://snaptable/t: no usable credentials") and err.count("\n") == 1, err
+
+
+
+def test_azure_s_and_google_s_client_errors_are_the_same_typed_errors():
+    """The siblings on Azure and GCS: azure-core's and google-auth's errors are no OSError either. (The real
+    classes, raised by their clients; an unreachable Azure endpoint takes the SDK's retries, over a minute, to say so.)"""
+    from azure.core.exceptions import ClientAuthenticationError, ServiceRequestError
+    from google.auth.exceptions import DefaultCredentialsError
+
+    from airflow_snaptable.core.io.storage import unreachable_storage_error
+
+    assert "cannot reach the storage" in str(unreachable_storage_error("abfs://c/t", ServiceRequestError("refused")))
+    assert "no usable credentials" in str(unreachable_storage_error("abfs://c/t", ClientAuthenticationError("no key")))
+    assert "no usable credentials" in str(unreachable_storage_error("gs://b/t", DefaultCredentialsError("none")))
+    assert unreachable_storage_error("gs://b/t", ConnectionRefusedError("an OSError")) is None  # the CLI's one line already

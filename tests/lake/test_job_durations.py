@@ -129,3 +129,33 @@ def test_a_timedelta_given_to_an_action_reaches_it_exactly(tables, duration):
     plain, _own = tables
     action = build_action("expire-snapshots", plain.uri, time_retained=duration)
     assert parse_duration(action.time_retained) == duration
+
+
+THIRTY_DAYS = {
+    "snapshot-expiry": {"max-snapshot-age-hours": 720},
+    "orphan-file-removal": {"older-than-days": 30},
+    "consumer-expiry": {"expiration-time": "30 d"},
+}
+
+
+def test_the_most_common_retentions_run_on_iceberg_tables_and_their_own_14_days_wins(iceberg_lake):
+    catalog = iceberg_lake.catalog()
+    with catalog.load_table(("sales", "orders")).transaction() as transaction:
+        transaction.set_properties({"history.expire.max-snapshot-age-ms": str(14 * 86_400_000)})
+    report = maintain("iceberg://sales", Policy.from_mapping({"defaults": {**THIRTY_DAYS, "snapshot-expiry": {
+        "max-snapshot-age-hours": 1}}}), catalog=iceberg_lake.properties)
+    assert not report.failed, report.to_dict()
+    jobs = {table.table: table.jobs for table in report.tables}
+    assert jobs["sales.orders"]["snapshot-expiry"]["arguments"]["time_retained"] == "14 d"
+    assert jobs["sales.returns"]["snapshot-expiry"]["arguments"]["time_retained"] == "1 h"
+    assert {jobs[name][job]["status"] for name in jobs for job in THIRTY_DAYS} == {SUCCESSFUL}
+    assert jobs["sales.returns"]["orphan-file-removal"]["arguments"]["older_than"] == "30 d"
+
+
+def test_the_most_common_retentions_run_on_paimon_tables(paimon, tmp_path):
+    warehouse = paimon.copy(tmp_path / "w")
+    report = maintain(warehouse, Policy.from_mapping({"defaults": THIRTY_DAYS}))
+    assert not report.failed, report.to_dict()
+    for table in report.tables:
+        assert {table.jobs[job]["status"] for job in THIRTY_DAYS} == {SUCCESSFUL}
+        assert table.jobs["snapshot-expiry"]["arguments"]["time_retained"] == "30 d"

@@ -374,18 +374,28 @@ class Storage:
 _URI_ONLY_SCHEMES = ("iceberg",)
 
 
+#: The object stores' clients' own errors (no OSError, so they ended in a traceback): their modules, and the class
+#: names that say the store cannot be reached, or that there are no usable credentials. (Not imported: core runs
+#: without them.) An OSError (aiohttp's, a file's) is left as it is: callers and the CLI handle those already.
+_CLIENT_MODULES = ("botocore", "azure.core", "google.auth")
+_UNREACHABLE = {"ConnectionError", "HTTPClientError", "ServiceRequestError"}
+_NO_CREDENTIALS = {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError", "NoAuthTokenError",
+                   "ClientAuthenticationError", "DefaultCredentialsError", "RefreshError"}
+
+
 def unreachable_storage_error(uri: str, exc: BaseException) -> StorageError | None:
-    """The typed error for a store that cannot be reached or signed for (botocore's errors: an endpoint that does
-    not answer, no credentials), else None. Such an error is no ``OSError`` and was a traceback; it names the
-    location and the cause on one line. (botocore is not imported: core runs without it.)"""
-    names = {cls.__name__ for cls in type(exc).__mro__ if cls.__module__.startswith("botocore")}
+    """The typed error for an object store client's own error (botocore's, Azure's, Google auth's): an endpoint
+    that does not answer, no credentials; else None. It names the location and the cause on one line."""
+    if isinstance(exc, OSError):
+        return None
+    names = {cls.__name__ for cls in type(exc).__mro__ if cls.__module__.startswith(_CLIENT_MODULES)}
     if not names:
         return None
-    cause = f"{type(exc).__name__}: {exc}"
-    if names & {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError", "NoAuthTokenError"}:
+    cause = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    if names & _NO_CREDENTIALS:
         return StorageError(f"{uri}: no usable credentials for the storage ({cause}); give them in the storage options "
                             "or the connection")
-    if "ConnectionError" in names or "HTTPClientError" in names:
+    if names & _UNREACHABLE:
         return StorageError(f"{uri}: cannot reach the storage ({cause}); check the endpoint and the network")
     return StorageError(f"{uri}: the storage failed ({cause})")
 
