@@ -152,8 +152,9 @@ def _snapshot_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
 
 
 def _table_ceiling(policy_value: int | None, ceiling: int, policy_key: str, table_key: str, notes: list[str]) -> int | None:
-    """The table's explicit maximum where the policy's count differs from it (noted): the policy never keeps more
-    snapshots than the table's owner allowed, nor fewer than the maximum allows (``_keep_more``)."""
+    """``policy_value`` bounded by the table's explicit maximum ``ceiling`` (noted when it changes): a policy count
+    above it becomes it (the owner allowed no more), and so does a smaller policy maximum (it would keep fewer than
+    the table's maximum lets stay); a smaller policy minimum stands."""
     if policy_value is None or policy_value == ceiling:
         return policy_value
     if policy_value > ceiling:
