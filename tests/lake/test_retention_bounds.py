@@ -76,7 +76,6 @@ def test_a_paimon_table_s_own_floor_holds_under_clean_and_pypaimon_reads_every_s
     assert _jobs(report, "db.pk")["clean"]["snapshotsExpired"] == 3 and "notes" not in _jobs(report, "db.pk")["clean"]
     check_paimon(paimon, warehouse, "app", [3, 4, 5, 6], ["t2", "t4"])
     check_paimon(paimon, warehouse, "lsm", [1, 2, 3, 4, 5], ["compacted"])
-    check_paimon(paimon, warehouse, "pk", [4, 5], ["t1"])
 
 
 def test_a_policy_minimum_above_the_table_s_maximum_keeps_the_maximum_and_never_fails(tmp_path):
