@@ -16,7 +16,7 @@ import pytest
 
 from airflow_snaptable.cli import main
 from airflow_snaptable.core import Table
-from airflow_snaptable.core.errors import InvalidArgumentError
+from airflow_snaptable.core.errors import InvalidArgumentError, InvalidOptionError
 from tests.conftest import SCHEMA, make_rows
 from tests.paimon.test_paimon_lifecycle import check as check_paimon
 
@@ -66,3 +66,14 @@ def test_a_paimon_table_keeps_the_maximum_given_and_pypaimon_reads_what_is_left(
     assert main(["expire", os.path.join(warehouse, "db.db", "app"), "--retain-max", "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["result"]["expired_snapshot_ids"] == [1, 2, 3, 4]
     check_paimon(paimon, warehouse, "app", [5, 6], ["t2", "t4"])
+
+
+def test_a_table_that_sets_only_a_maximum_keeps_that_many(tmp_path):
+    """The same rule for the table's own options: ``snapshot.num-retained.max=3`` alone was refused at create
+    ("must be >= snapshot.num-retained.min (10)"); its default minimum now follows it. Both set still must agree."""
+    table = _appends(str(tmp_path / "t"), 5, {"snapshot.num-retained.max": "3"})
+    assert table.options.get("snapshot.num-retained.min") == 3
+    assert table.expire_snapshots().expired_snapshot_ids == [1, 2]
+    assert _ids(table.uri) == [3, 4, 5]
+    with pytest.raises(InvalidOptionError, match=r"snapshot.num-retained.max \(3\) must be >= snapshot.num-retained.min \(4\)"):
+        Table.create(str(tmp_path / "both"), SCHEMA, options={"snapshot.num-retained.max": "3", "snapshot.num-retained.min": "4"})

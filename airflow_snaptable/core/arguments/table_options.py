@@ -198,6 +198,7 @@ _SPECS = [
     OptionSpec("file.compression", _choice("zstd", "snappy", "gzip", "lz4", "none"), "zstd", "Parquet compression."),
 ]
 OPTION_SPECS: dict[str, OptionSpec] = {spec.key: spec for spec in _SPECS}
+_RETAIN_MIN, _RETAIN_MAX = "snapshot.num-retained.min", "snapshot.num-retained.max"
 
 
 class TableOptions:
@@ -227,6 +228,10 @@ class TableOptions:
     def get(self, key: str) -> Any:
         if key not in OPTION_SPECS:
             raise InvalidOptionError(f"unknown table option {key!r}")
+        if key == _RETAIN_MIN and key not in self._parsed and self._parsed.get(_RETAIN_MAX) is not None:
+            # A minimum nobody set follows a lower maximum: a table that keeps at most 3 keeps 3, as expire_snapshots'
+            # retain_max does (core/lifecycle/expiry/plan.py); only two bounds both set can contradict each other.
+            return min(OPTION_SPECS[key].default, self._parsed[_RETAIN_MAX])
         return self._parsed.get(key, OPTION_SPECS[key].default)
 
     def _check_consistency(self) -> None:
