@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from airflow_snaptable.core.lifecycle.changes import ChangeSet, StreamScan, compute_changes
 from airflow_snaptable.core.arguments.checks import check_bool, check_int
-from airflow_snaptable.core.lifecycle.hudi_clean import SAVEPOINT, Clean, CleanResult, savepoint_name
+from airflow_snaptable.core.lifecycle.hudi_clean import SAVEPOINT, Clean, CleanResult, Floor, savepoint_name
 from airflow_snaptable.core.lifecycle.consumers import ConsumerLifecycle
 from airflow_snaptable.core.native.consumers import Consumer, ConsumerManager
 from airflow_snaptable.core.errors import (
@@ -49,7 +49,7 @@ from airflow_snaptable.core.lifecycle.data_expiry import DataExpiryResult, check
 from airflow_snaptable.core.write.external_files import commit_external_files
 from airflow_snaptable.core.lifecycle.deletion_plans import PlanManager
 from airflow_snaptable.core.write.rows import TableWrite
-from airflow_snaptable.core.arguments.times import duration_argument, now_millis, to_millis
+from airflow_snaptable.core.arguments.times import duration_argument, millis, now_millis, to_millis
 from airflow_snaptable.core.formats.native.verify import VerifyResult, verify
 
 
@@ -478,11 +478,21 @@ class Table:
     # -- Hudi-style cleaning and savepoints (core/lifecycle/hudi_clean.py) ---------------------------
 
     def clean(self, policy: str, *, commits_retained=None, hours_retained=None, file_versions_retained=None,
-              dry_run: bool = False) -> CleanResult:
-        """Run a Hudi cleaning policy: KEEP_LATEST_COMMITS, KEEP_LATEST_BY_HOURS or KEEP_LATEST_FILE_VERSIONS."""
+              dry_run: bool = False, retain_min=None, time_retained=None) -> CleanResult:
+        """Run a Hudi cleaning policy: KEEP_LATEST_COMMITS, KEEP_LATEST_BY_HOURS or KEEP_LATEST_FILE_VERSIONS.
+
+        ``retain_min`` / ``time_retained``: a floor whatever the policy says (the newest snapshots, every state of
+        the last duration), as the lake's clean job keeps a table's own ``snapshot.num-retained.min`` and
+        ``snapshot.time-retained``; the result's ``floor_kept_from`` says when it kept more than the policy."""
+        floor = None
+        if retain_min is not None or time_retained is not None:
+            floor = Floor(
+                None if retain_min is None else check_int(retain_min, "retain_min", 1),
+                None if time_retained is None else millis(duration_argument(time_retained, "time_retained")),
+            )
         return self._clean().clean(
             policy, commits_retained=commits_retained, hours_retained=hours_retained,
-            file_versions_retained=file_versions_retained, dry_run=dry_run,
+            file_versions_retained=file_versions_retained, dry_run=dry_run, floor=floor,
         )
 
     def cleans(self) -> list[dict]:

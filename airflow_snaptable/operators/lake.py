@@ -37,7 +37,7 @@ from airflow_snaptable.core.formats.foreign import is_iceberg_uri
 from airflow_snaptable.core.lake import LakeTable, Policy, list_tables, maintain_table
 from airflow_snaptable.core.lake.discovery import DEFAULT_MAX_DEPTH
 from airflow_snaptable.core.lake.run import DEFAULT_PARALLEL
-from airflow_snaptable.core.lake.report import describe
+from airflow_snaptable.core.lake.report import describe, failed_in_run
 from airflow_snaptable.hooks.snaptable import DEFAULT_CONN_ID, SnapTableHook
 from airflow_snaptable.operators.links import LakeHealthLink, TableTimelineLink
 from airflow_snaptable.operators.task_errors import errors_naming_task
@@ -201,7 +201,7 @@ class SnapTableMaintainTableOperator(BaseOperator):
             _asset_event(self, context, table, report.jobs)
         self._lineage = (table.uri, any(_changed(record) for record in report.jobs.values()))
         if report.failed and self.fail_on_job_failure:
-            failed = {job: record["failureMessage"] for job, record in report.jobs.items() if record["status"] == "Failed"}
+            failed = {job: record["failureMessage"] for job, record in report.failed_jobs.items()}
             raise AirflowException(f"{len(failed)} job(s) failed on {table.name}: {failed}")
         return report.to_dict()
 
@@ -311,10 +311,8 @@ class SnapTableMaintainLakeOnSparkOperator(BaseOperator):
                 if record["status"] != "Disabled":
                     self.log.info("%s %s: %s %s", doc["table"], job_name, record["status"],
                                   record.get("failureMessage") or describe(record) or "")
-                if record["status"] == "Failed":
-                    failed.setdefault(doc["table"], {})[job_name] = record.get("failureMessage")
-            if doc.get("error") is not None:  # discovery's refusal (core/lake/discovery.py): nothing ran
-                failed.setdefault(doc["table"], {})["*"] = doc["error"]
+            for job_name, record in failed_in_run(doc, job.run_id).items():  # this run's failures, not a skipped table's
+                failed.setdefault(doc["table"], {})[job_name] = record.get("failureMessage")
             if doc.get("skipped") is not None:
                 self.log.warning("%s skipped: %s", doc["table"], doc["skipped"].get("reason"))
             elif not self.dry_run and doc.get("error") is None:

@@ -168,10 +168,11 @@ def _redaction_regex(given: str | None) -> str:
 
 def _run_lake(spark, job, secrets, storage_options) -> dict[str, Any]:
     """A lake document's tables maintained in this application."""
+    from airflow_snaptable.core.lake.report import failed_in_run
     from airflow_snaptable.spark.lake import run_lake
 
     result = run_lake(spark, job, storage_options, _catalog(secrets))
-    failed = sum(1 for table in result["tables"] if any(j.get("status") == "Failed" for j in table["jobs"].values()))
+    failed = sum(1 for table in result["tables"] if failed_in_run(table, job.run_id))
     print(f"{PROG}: {len(result['tables'])} table(s) maintained on the {result['mode']} in {result['seconds']:.1f} s"
           f" ({result['sparkTasks']} Spark task(s)), {failed} with a failed job"
           f"{'' if spark.started else '; no SparkContext was needed'}", file=sys.stderr)

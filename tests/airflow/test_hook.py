@@ -166,7 +166,7 @@ def test_build_action_coerces_rendered_templates_and_checks_names():
     action = build_action(
         core_actions.ExpireSnapshots, "/t", retain_min="2", retain_max=" 10 ", time_retained=dt.timedelta(hours=1), dry_run="true"
     )
-    assert (action.retain_min, action.retain_max, action.time_retained, action.dry_run) == (2, 10, "3600 s", True)
+    assert (action.retain_min, action.retain_max, action.time_retained, action.dry_run) == (2, 10, "1 h", True)
     assert build_action("create-tag", "/t", tag_name="d", as_of=dt.datetime(2026, 1, 2)).as_of == "2026-01-02T00:00:00+00:00"
     assert build_action("compact", "/t", partitions='[{"p": 1}]').partitions == [{"p": 1}]
     assert build_action(UpdateConsumer, "/t", consumer_id="c", next_snapshot="7").next_snapshot == 7

@@ -178,3 +178,21 @@ def test_the_spark_group_maps_one_spark_submit_per_chunk_of_tables(tmp_path, mon
         with pytest.raises(InvalidArgumentError, match=match):
             with DAG("bad_spark", schedule=None):
                 bad()
+
+
+def test_a_table_task_skipped_by_another_run_s_lease_does_not_fail_on_an_old_failure(tmp_path, monkeypatch):
+    """Issue 34 item 10: a failed task means a job failed in this run, not the stored status of a table it skipped."""
+    from airflow.sdk.execution_time.context import OutletEventAccessors
+
+    from tests.lake.test_skipped_verdict import failed_then_held
+
+    root = tmp_path / "warehouse"
+    monkeypatch.setenv("AIRFLOW_CONN_SNAPTABLE_DEFAULT", snaptable_conn(str(root)))
+    held = failed_then_held(str(root / "lake"), "a.held")
+    try:
+        [table] = SnapTableListLakeTablesOperator(task_id="list", location="lake").execute({})
+        task = SnapTableMaintainTableOperator(task_id="maintain", table=table, policy=POLICY, location="lake")
+        result = task.execute({"run_id": "manual__2", "outlet_events": OutletEventAccessors()})
+        assert result["skipped"]["runId"] == "another-run" and result["jobs"]["snapshot-expiry"]["status"] == "Failed"
+    finally:
+        held.release()

@@ -146,9 +146,16 @@ def test_every_action_argument_is_a_template_field_flags_included(orders, dry):
         run(bad, params={"dry": "maybe"})
 
 
-def test_retain_max_below_the_default_retain_min_says_where_the_minimum_comes_from(orders):
-    op = ops.SnapTableExpireSnapshotsOperator(task_id="expire", table="orders", retain_max=2)
-    with pytest.raises(InvalidArgumentError, match=r"retain_min \(10: table option snapshot.num-retained.min, its default\)"):
+def test_retain_max_alone_keeps_that_many_when_the_minimum_is_the_default(orders):
+    """The README's example: a user who says "keep 5" means it; the default minimum (10) follows a lower maximum."""
+    result = run(ops.SnapTableExpireSnapshotsOperator(task_id="expire", table="orders", retain_max=2))["result"]
+    assert result["expired_snapshot_ids"] == [1, 2, 3, 4]  # beyond the 2 newest regardless of age; 2 are kept
+    assert [s.id for s in Table.open(orders.uri).snapshots()] == [5, 6]
+
+
+def test_retain_max_below_a_minimum_someone_set_says_where_the_minimum_comes_from(orders):
+    op = ops.SnapTableExpireSnapshotsOperator(task_id="expire", table="orders", retain_max=2, retain_min=3)
+    with pytest.raises(InvalidArgumentError, match=r"retain_max \(2\) must be >= retain_min \(3\)"):
         run(op)
     assert run(ops.SnapTableExpireSnapshotsOperator(task_id="expire", table="orders", retain_max=2, retain_min=1))["result"][
         "expired_snapshot_ids"

@@ -54,12 +54,12 @@ def test_the_policy_expires_idle_consumers_unless_the_table_keeps_them_longer(tm
     report = maintain(lake, Policy.from_mapping({"defaults": {"consumer-expiry": {"expiration-time": "2 d"}}}))
     jobs = {t.table: t.jobs["consumer-expiry"] for t in report.tables}
     assert jobs["a.plain"]["status"] == SUCCESSFUL and jobs["a.plain"]["consumersExpired"] == ["idle"]
-    assert jobs["a.plain"]["arguments"] == {"expiration_time": "172800 s"}
+    assert jobs["a.plain"]["arguments"] == {"expiration_time": "2 d"}
     assert _consumers(plain.uri) == ["fresh"]
     # The table's own, longer idle time wins, and the status says so.
     assert jobs["a.keeper"]["consumersExpired"] == [] and _consumers(keeper.uri) == ["fresh", "idle"]
     assert jobs["a.keeper"]["notes"] == [
-        "the table's consumer.expiration-time=432000 s keeps more than the policy's expiration-time=172800 s: the table's setting wins"
+        "the table's consumer.expiration-time=5 d keeps more than the policy's expiration-time=2 d: the table's setting wins"
     ]
 
 

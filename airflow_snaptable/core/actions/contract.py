@@ -35,10 +35,10 @@ from typing import Any, Callable, ClassVar, Collection, Mapping
 from airflow_snaptable.core.arguments.checks import check_exclusive, check_int, check_kinds, is_int, value_from_text
 from airflow_snaptable.core.errors import InvalidArgumentError, InvalidOptionError
 from airflow_snaptable.core.arguments.names import validate_name
-from airflow_snaptable.core.arguments.table_options import parse_duration, parse_size
+from airflow_snaptable.core.arguments.table_options import duration_text, parse_duration, parse_size
 from airflow_snaptable.core.io.storage import check_location
 from airflow_snaptable.core.table import Table
-from airflow_snaptable.core.arguments.times import is_epoch_millis_text, with_iso_times
+from airflow_snaptable.core.arguments.times import duration_argument, is_epoch_millis_text, with_iso_times
 
 Check = Callable[[Any, str], Any]
 
@@ -223,9 +223,9 @@ def plain_text(text: str) -> str:
 
 
 def json_value(value: Any) -> Any:
-    """A Python value in its JSON form: a timedelta is ``"<seconds> s"``, a datetime or date ISO text (naive: UTC)."""
+    """A Python value in its JSON form: a timedelta is its exact text (``"2592000 s"``, :func:`duration_text`), a datetime or date ISO text (naive: UTC)."""
     if isinstance(value, dt.timedelta):
-        return f"{value.total_seconds():g} s"
+        return duration_text(value)
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.timezone.utc)
@@ -265,10 +265,7 @@ def check_time(value: Any, name: str) -> None:
 
 
 def check_duration(value: Any, name: str) -> None:
-    try:
-        parse_duration(value, name)
-    except InvalidOptionError as exc:
-        raise InvalidArgumentError(str(exc)) from None
+    duration_argument(value, name)  # a duration, at most 1000 years: refused here, before any table is read
 
 
 def check_time_or_duration(value: Any, name: str) -> None:
@@ -277,9 +274,11 @@ def check_time_or_duration(value: Any, name: str) -> None:
     if isinstance(value, str) and not is_epoch_millis_text(value):
         try:
             parse_duration(value, name)
-            return
         except InvalidOptionError:
             pass
+        else:
+            duration_argument(value, name)  # at most 1000 years back, as every duration argument
+            return
     check_time(value, name)
 
 

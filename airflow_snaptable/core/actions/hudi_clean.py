@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from airflow_snaptable.core.actions.contract import Action, allowed, arg
+from airflow_snaptable.core.actions.contract import Action, allowed, arg, check_duration
 from airflow_snaptable.core.actions.noncurrent import noncurrent_days_arg, run_retaining
 from airflow_snaptable.core.lifecycle.hudi_clean import POLICIES, check_policy
 from airflow_snaptable.core.table import Table
@@ -32,6 +32,16 @@ class Clean(Action):
         help="KEEP_LATEST_FILE_VERSIONS: the newest versions kept per live partition (default 3); dropped ones keep none.",
     )
     dry_run: bool = arg(False, help="Plan only: report what would be deleted, delete nothing.")
+    retain_min: int | None = arg(
+        None, minimum=1,
+        help="A floor whatever the policy: always keep at least this many newest snapshots (the lake's clean job "
+        "passes a table's own snapshot.num-retained.min).",
+    )
+    time_retained: str | None = arg(
+        None, check=check_duration,
+        help="A floor whatever the policy: keep every state of this last duration, e.g. '7 d' (the lake's clean job "
+        "passes a table's own snapshot.time-retained).",
+    )
     noncurrent_days: int | None = noncurrent_days_arg()
 
     def __post_init__(self) -> None:

@@ -8,6 +8,7 @@ from typing import Any, Callable, ClassVar
 
 from airflow_snaptable.core.actions.contract import Action, arg, check_time
 from airflow_snaptable.core.errors import UnsupportedOperationError
+from airflow_snaptable.core.lifecycle.noncurrent.journal import check_noncurrent_days
 from airflow_snaptable.core.lifecycle.noncurrent.undo import check_run_id
 from airflow_snaptable.core.table import Table
 
@@ -19,7 +20,7 @@ NONCURRENT_DAYS_HELP = (
 
 
 def noncurrent_days_arg() -> Any:
-    return arg(None, minimum=0, help=NONCURRENT_DAYS_HELP)
+    return arg(None, minimum=0, check=check_noncurrent_days, help=NONCURRENT_DAYS_HELP)
 
 
 def run_retaining(action: Action, table: Table, call: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import timedelta
+from fractions import Fraction
 from typing import Any, Callable, Mapping
 
 from airflow_snaptable.core.errors import InvalidOptionError
@@ -24,10 +25,18 @@ _DURATION_UNITS = {
 }
 _SIZE_UNITS = {"b": 1, "kb": 1024, "k": 1024, "mb": 1024**2, "m": 1024**2, "gb": 1024**3, "g": 1024**3}
 _NUMBER_UNIT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+#: A duration's number may also be written with an exponent (``2.592e+06 s``): text some callers wrote.
+_DURATION_TEXT = re.compile(r"^\s*(\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)\s*([a-zA-Z]*)\s*$")
+_MICROS = timedelta(microseconds=1)
+_MAX_SECONDS = timedelta.max.total_seconds()
 
 
 def parse_duration(value: Any, key: str = "duration") -> timedelta:
-    """Parse ``"1 h"``, ``"30min"``, ``"7 d"``, ``"100 ms"``, a timedelta, or seconds as a number."""
+    """Parse ``"1 h"``, ``"30min"``, ``"7 d"``, ``"100 ms"``, a timedelta, or seconds as a number.
+
+    Text is read exactly (decimal, to the microsecond a timedelta holds), so that
+    :func:`duration_text` and this are inverses: a duration written as text reads back the same.
+    """
     if isinstance(value, timedelta):
         result = value
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -38,12 +47,17 @@ def parse_duration(value: Any, key: str = "duration") -> timedelta:
         except OverflowError:
             raise InvalidOptionError(f"{key}: duration {value!r} is too large") from None
     elif isinstance(value, str):
-        match = _NUMBER_UNIT.match(value)
+        match = _DURATION_TEXT.match(value)
         unit = match.group(2).lower() if match else None
         if not match or (unit and unit not in _DURATION_UNITS):
             raise InvalidOptionError(f"{key}: cannot parse duration {value!r} (examples: '1 h', '30 min', '7 d')")
+        scale = _DURATION_UNITS[unit or "s"]
+        approximate = float(match.group(1)) * scale  # first: an exponent must not make a huge exact number
+        if approximate > _MAX_SECONDS:
+            raise InvalidOptionError(f"{key}: duration {value!r} is too large")
+        micros = 0 if approximate < 1e-7 else round(Fraction(match.group(1)) * Fraction(str(scale)) * 1_000_000)
         try:
-            result = timedelta(seconds=float(match.group(1)) * _DURATION_UNITS[unit or "s"])
+            result = timedelta(microseconds=micros)
         except OverflowError:
             raise InvalidOptionError(f"{key}: duration {value!r} is too large") from None
     else:
@@ -51,6 +65,29 @@ def parse_duration(value: Any, key: str = "duration") -> timedelta:
     if result < timedelta(0):
         raise InvalidOptionError(f"{key}: duration must not be negative, got {value!r}")
     return result
+
+
+#: The units :func:`duration_text` writes, largest first, in microseconds.
+_TEXT_UNITS = (("d", 86_400_000_000), ("h", 3_600_000_000), ("min", 60_000_000), ("s", 1_000_000), ("ms", 1000))
+
+
+def duration_text(duration: timedelta) -> str:
+    """``duration`` as exact text that :func:`parse_duration` reads back to it: in the largest unit that
+    holds it whole (``30 d``, ``36 h``, ``90 s``, ``1500 ms``), else seconds to the microsecond (``0.000250 s``).
+
+    Never a float's ``%g`` form: ``2.592e+06 s`` lost digits, and the parser refused it.
+    """
+    if not isinstance(duration, timedelta):
+        raise InvalidOptionError(f"expected a timedelta, got {type(duration).__name__}")
+    micros = duration // _MICROS
+    sign, micros = ("-", -micros) if micros < 0 else ("", micros)
+    if micros == 0:
+        return "0 s"
+    for unit, size in _TEXT_UNITS:
+        if micros % size == 0:
+            return f"{sign}{micros // size} {unit}"
+    seconds, rest = divmod(micros, 1_000_000)
+    return f"{sign}{seconds}.{rest:06d} s"
 
 
 def parse_size(value: Any, key: str = "size") -> int:
@@ -161,6 +198,7 @@ _SPECS = [
     OptionSpec("file.compression", _choice("zstd", "snappy", "gzip", "lz4", "none"), "zstd", "Parquet compression."),
 ]
 OPTION_SPECS: dict[str, OptionSpec] = {spec.key: spec for spec in _SPECS}
+_RETAIN_MIN, _RETAIN_MAX = "snapshot.num-retained.min", "snapshot.num-retained.max"
 
 
 class TableOptions:
@@ -181,9 +219,19 @@ class TableOptions:
             self.raw[key] = value if isinstance(value, str) else _to_text(value)
         self._check_consistency()
 
+    def is_set(self, key: str) -> bool:
+        """Did the table's creator set ``key`` (not its default)?"""
+        if key not in OPTION_SPECS:
+            raise InvalidOptionError(f"unknown table option {key!r}")
+        return key in self._parsed
+
     def get(self, key: str) -> Any:
         if key not in OPTION_SPECS:
             raise InvalidOptionError(f"unknown table option {key!r}")
+        if key == _RETAIN_MIN and key not in self._parsed and self._parsed.get(_RETAIN_MAX) is not None:
+            # A minimum nobody set follows a lower maximum: a table that keeps at most 3 keeps 3, as expire_snapshots'
+            # retain_max does (core/lifecycle/expiry/plan.py); only two bounds both set can contradict each other.
+            return min(OPTION_SPECS[key].default, self._parsed[_RETAIN_MAX])
         return self._parsed.get(key, OPTION_SPECS[key].default)
 
     def _check_consistency(self) -> None:
@@ -196,5 +244,5 @@ class TableOptions:
 
 def _to_text(value: Any) -> str:
     if isinstance(value, timedelta):
-        return f"{value.total_seconds():g} s"
+        return duration_text(value)
     return str(value)

@@ -73,15 +73,24 @@ def to_millis(when: Any) -> int:
     raise InvalidArgumentError(f"not a time: {when!r}")
 
 
+#: The longest duration an argument takes: a thousand years (a time to live, a retention or a window
+#: longer keeps everything, and now plus or minus it must still be a date: ``expires_at_iso: null`` otherwise).
+MAX_DURATION = timedelta(days=365_000)
+
+
 def duration_argument(value: Any, name: str) -> timedelta:
-    """A duration given as an argument ("7 d", a timedelta, seconds): InvalidArgumentError when it is none.
+    """A duration given as an argument ("7 d", a timedelta, seconds), at most :data:`MAX_DURATION`:
+    InvalidArgumentError when it is none or longer.
 
     (A table option that is no duration is an InvalidOptionError, raised by parse_duration itself.)
     """
     try:
-        return parse_duration(value, name)
+        duration = parse_duration(value, name)
     except ValueError as exc:
         raise InvalidArgumentError(str(exc)) from exc
+    if duration > MAX_DURATION:
+        raise InvalidArgumentError(f"{name}: duration {value!r} is longer than 1000 years")
+    return duration
 
 
 def millis(duration: timedelta) -> int:

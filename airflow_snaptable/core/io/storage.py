@@ -8,6 +8,7 @@ bound. Tests inject crashes through :attr:`Storage.on_operation`.
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import threading
@@ -372,6 +373,56 @@ class Storage:
 
 #: Schemes that only ever name URIs (``iceberg://``: a catalog's table), besides fsspec's protocols.
 _URI_ONLY_SCHEMES = ("iceberg",)
+
+
+#: The object stores' clients' own errors (no OSError, so they ended in a traceback): their modules, and the class
+#: names that say the store cannot be reached, or that there are no usable credentials. (Not imported: core runs
+#: without them.) An OSError (aiohttp's, a file's) is left as it is: callers and the CLI handle those already.
+_CLIENT_MODULES = ("botocore", "azure.core", "google.auth")
+_UNREACHABLE = {"ConnectionError", "HTTPClientError", "ServiceRequestError"}
+_NO_CREDENTIALS = {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError", "NoAuthTokenError",
+                   "ClientAuthenticationError", "DefaultCredentialsError", "RefreshError"}
+
+
+def unreachable_storage_error(uri: str, exc: BaseException) -> StorageError | None:
+    """The typed error for an object store client's own error (botocore's, Azure's, Google auth's): an endpoint
+    that does not answer, no credentials; else None. It names the location and the cause on one line."""
+    if isinstance(exc, OSError):
+        return None
+    names = {cls.__name__ for cls in type(exc).__mro__ if cls.__module__.startswith(_CLIENT_MODULES)}
+    if not names:
+        return None
+    cause = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    if names & _NO_CREDENTIALS:
+        return StorageError(f"{uri}: no usable credentials for the storage ({cause}); give them in the storage options "
+                            "or the connection")
+    if names & _UNREACHABLE:
+        return StorageError(f"{uri}: cannot reach the storage ({cause}); check the endpoint and the network")
+    return StorageError(f"{uri}: the storage failed ({cause})")
+
+
+def _typed_storage_errors(method: Callable) -> Callable:
+    """``method`` of :class:`Storage`, raising :func:`unreachable_storage_error`'s typed error for the store's
+    client's own errors."""
+
+    @functools.wraps(method)
+    def call(self: Storage, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            typed = unreachable_storage_error(self.uri, exc)
+            if typed is None:
+                raise
+            raise typed from exc
+
+    return call
+
+
+# Every operation that reaches the store: an unreachable store or missing credentials is a StorageError
+# (exit 2 in the CLI, one failed job in a lake run), never the client's traceback.
+for _name in ("read_bytes", "read_many", "open_read", "write_bytes", "create_exclusive", "exists", "list_names",
+              "list_directory", "delete", "move_aside", "remove_empty_dirs", "delete_files"):
+    setattr(Storage, _name, _typed_storage_errors(getattr(Storage, _name)))
 
 
 def malformed_uri(text: str) -> str | None:

@@ -7,9 +7,13 @@ which arguments, after the table's own settings had their say (docs/maintenance.
   applies, as when the action runs alone (our and Paimon's options ``snapshot.num-retained.*``,
   ``snapshot.time-retained``, ``tag.num-retained-max``; Iceberg's ``history.expire.*``
   properties), then the action's defaults;
-- where the policy would keep less than a retention the table set explicitly (a smaller
-  minimum, a shorter age, a smaller maximum), the table's setting wins, and the job's status
-  says so in ``notes``: a lake-wide policy never deletes history a table's owner asked to keep.
+- floors: where the policy would keep less than a retention the table set explicitly (a smaller
+  minimum, a shorter age, fewer tags, a shorter consumer idle time, fewer noncurrent days), the
+  table's setting wins, for every deleting job (``clean`` too: the table's minimum and age are
+  its floor), and the job's status says so in ``notes``: a lake-wide policy never deletes
+  history a table's owner asked to keep;
+- ceilings: the table's explicit maximum bounds the policy's counts (its minimum and its
+  maximum become it, noted), so a policy never contradicts a table into failing every run.
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ from datetime import timedelta
 from typing import Any, Callable
 
 from airflow_snaptable.core import actions
-from airflow_snaptable.core.actions.contract import Action
+from airflow_snaptable.core.actions.contract import Action, json_value
 from airflow_snaptable.core.actions.hudi_clean import Clean
 from airflow_snaptable.core.errors import InvalidOptionError
 from airflow_snaptable.core.formats.iceberg.retention import MAX_SNAPSHOT_AGE_MS, MIN_SNAPSHOTS_TO_KEEP
+from airflow_snaptable.core.formats.iceberg.table import NONCURRENT_DAYS_PROPERTY
 from airflow_snaptable.core.lake.policy import ResolvedJob
-from airflow_snaptable.core.arguments.table_options import OPTION_SPECS, parse_duration
+from airflow_snaptable.core.arguments.table_options import OPTION_SPECS, duration_text, parse_duration
 
 ICEBERG = "iceberg"
 #: Jobs whose action can plan without changing the table (``dry_run=True``).
@@ -39,6 +44,8 @@ class JobPlan:
     #: The action's arguments the job chose (the JSON form of the action, less ``table``).
     arguments: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: Notes only the run can tell (the action's result -> notes), e.g. that a clean's floor kept more than its policy.
+    result_notes: Callable[[Any], list[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -121,26 +128,44 @@ def _snapshot_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
     age = None if hours is None else timedelta(hours=hours)
     age = _keep_more(age, explicit.max_age, "max-snapshot-age-hours", explicit.keys["age"], notes,
                      show=lambda d: f"{_hours(d)} h" if d is not None else "-")
-    retain_max = _keep_more(settings.get("max-snapshots"), explicit.max_snapshots, "max-snapshots",
-                            explicit.keys.get("max", ""), notes)
+    retain_max = settings.get("max-snapshots")
+    ceiling = explicit.max_snapshots
+    if ceiling is not None:
+        # The table's explicit maximum is the ceiling of what the policy keeps: its minimum and its maximum.
+        retain_max = _table_ceiling(retain_max, ceiling, "max-snapshots", explicit.keys["max"], notes)
+        retain_min = _table_ceiling(retain_min, ceiling, "min-snapshots-to-keep", explicit.keys["max"], notes)
     if retain_max is not None:
         floor = retain_min if retain_min is not None else explicit.min_snapshots
         if floor is not None and retain_max < floor:
             # The table set a minimum above the policy's maximum: the minimum it asked for is kept.
             notes.append(f"max-snapshots={retain_max} is below the {floor} snapshots always kept: {floor} is the maximum")
             retain_max = floor
-        elif floor is None:
-            # Only a default minimum stands against the policy's maximum: the policy's maximum is the minimum's bound.
-            default = 1 if table.format == ICEBERG else table.options.get("snapshot.num-retained.min")
-            retain_min = min(retain_max, default)
+        # else only a default minimum stands against it, which follows a lower maximum (core's rule).
     arguments = {
         "retain_min": retain_min,
         "retain_max": retain_max,
-        "time_retained": None if age is None else f"{age.total_seconds():g} s",
+        "time_retained": age,
         "dry_run": dry_run,
-        "noncurrent_days": settings.get("noncurrent-days"),
+        "noncurrent_days": _noncurrent_days(settings, table, notes),
     }
     return _plan(actions.ExpireSnapshots, table, arguments, notes)
+
+
+def _table_ceiling(policy_value: int | None, ceiling: int, policy_key: str, table_key: str, notes: list[str]) -> int | None:
+    """``policy_value`` bounded by the table's explicit maximum ``ceiling`` (noted when it changes): a policy count
+    above it becomes it (the owner allowed no more), and so does a smaller policy maximum (it would keep fewer than
+    the table's maximum lets stay); a smaller policy minimum stands."""
+    if policy_value is None or policy_value == ceiling:
+        return policy_value
+    if policy_value > ceiling:
+        notes.append(f"the policy's {policy_key}={policy_value} is above the table's {table_key}={ceiling}: "
+                     "the table's setting wins")
+        return ceiling
+    if policy_key == "max-snapshots":
+        notes.append(f"the table's {table_key}={ceiling} keeps more than the policy's {policy_key}={policy_value}: "
+                     "the table's setting wins")
+        return ceiling
+    return policy_value
 
 
 def _periodic_tags(settings: dict, table, dry_run: bool) -> JobPlan:
@@ -148,10 +173,9 @@ def _periodic_tags(settings: dict, table, dry_run: bool) -> JobPlan:
     explicit = explicit_retention(table)
     retained = _keep_more(settings.get("num-retained-max"), explicit.tags_retained_max, "num-retained-max",
                           explicit.keys["tags"], notes)
-    delay = settings.get("delay")
     arguments = {
         "period": settings.get("period"),
-        "delay": f"{delay:g} s" if isinstance(delay, (int, float)) else delay,
+        "delay": _duration(settings, "delay"),
         "formatter": settings.get("formatter"),
         "num_retained_max": retained,
     }
@@ -159,15 +183,33 @@ def _periodic_tags(settings: dict, table, dry_run: bool) -> JobPlan:
 
 
 def _orphan_file_removal(settings: dict, table, dry_run: bool) -> JobPlan:
-    days = settings.get("older-than-days")
-    arguments = {"older_than": None if days is None else f"{days * 86400:g} s", "dry_run": dry_run,
-                 "noncurrent_days": settings.get("noncurrent-days")}
-    return _plan(actions.RemoveOrphanFiles, table, arguments, [])
+    days, notes = settings.get("older-than-days"), []
+    arguments = {"older_than": None if days is None else timedelta(days=days), "dry_run": dry_run,
+                 "noncurrent_days": _noncurrent_days(settings, table, notes)}
+    return _plan(actions.RemoveOrphanFiles, table, arguments, notes)
 
 
 def _clean(settings: dict, table, dry_run: bool) -> JobPlan:
+    """The policy's clean, with the table's explicit minimum and age as its floor: the clean keeps at least what
+    the table's own expiry would (and says so, once it ran, when the floor kept more than the policy)."""
+    explicit, notes = explicit_retention(table), []
     arguments = {key.replace("-", "_"): value for key, value in settings.items()}
-    return _plan(Clean, table, {**arguments, "dry_run": dry_run}, [])
+    arguments["noncurrent_days"] = _noncurrent_days(settings, table, notes)
+    floor = {"retain_min": explicit.min_snapshots, "time_retained": explicit.max_age}
+    plan = _plan(Clean, table, {**arguments, **floor, "dry_run": dry_run}, notes)
+    shown = {"retain_min": f"{explicit.keys['min']}={explicit.min_snapshots}",
+             "time_retained": f"{explicit.keys['age']}={None if explicit.max_age is None else duration_text(explicit.max_age)}"}
+    described = ", ".join(f"{key}={value}" for key, value in settings.items())
+
+    def table_won(result: dict) -> list[str]:
+        by = result.get("floor_kept_by") if isinstance(result, dict) else None
+        if by is None:
+            return []
+        return [f"the table's {shown[by]} keeps more than the policy's clean ({described}): the table's setting wins "
+                f"(kept from snapshot {result['floor_kept_from']})"]
+
+    plan.result_notes = table_won
+    return plan
 
 
 def _data_compaction(settings: dict, table, dry_run: bool) -> JobPlan:
@@ -190,11 +232,9 @@ def _manifest_rewrite(settings: dict, table, dry_run: bool) -> JobPlan:
 def _consumer_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
     """The policy's idle time, unless the table explicitly keeps its consumers longer."""
     notes: list[str] = []
-    given = settings.get("expiration-time")
-    policy_value = None if given is None else parse_duration(given, "expiration-time")
-    expiration = _keep_more(policy_value, _explicit_consumer_expiration(table), "expiration-time",
-                            "consumer.expiration-time", notes, show=lambda d: f"{d.total_seconds():g} s")
-    arguments = {"expiration_time": None if expiration is None else f"{expiration.total_seconds():g} s"}
+    expiration = _keep_more(_duration(settings, "expiration-time"), _explicit_consumer_expiration(table), "expiration-time",
+                            "consumer.expiration-time", notes, show=duration_text)
+    arguments = {"expiration_time": expiration, "noncurrent_days": _noncurrent_days(settings, table, notes)}
     return _plan(actions.ExpireConsumers, table, arguments, notes)
 
 
@@ -206,11 +246,16 @@ def _explicit_consumer_expiration(table) -> timedelta | None:
     return table.options.get("consumer.expiration-time") if "consumer.expiration-time" in table.schema.options else None
 
 
+def _tag_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
+    """Each tag's own time to live decides; what the run removes stays noncurrent as long as the table asks."""
+    notes: list[str] = []
+    return _plan(actions.ExpireTags, table, {"noncurrent_days": _noncurrent_days(settings, table, notes)}, notes)
+
+
 def _data_expiry(settings: dict, table, dry_run: bool) -> JobPlan:
-    retention = settings.get("retention")
     arguments = {
         "column": settings.get("column"),
-        "retention": f"{retention:g} s" if isinstance(retention, (int, float)) else retention,
+        "retention": _duration(settings, "retention"),
         "dry_run": dry_run,
     }
     return _plan(actions.ExpireData, table, arguments, [])
@@ -220,15 +265,35 @@ def _no_settings(action: type[Action]) -> Callable[[dict, Any, bool], JobPlan]:
     return lambda settings, table, dry_run: _plan(action, table, {key.replace("-", "_"): v for key, v in settings.items()}, [])
 
 
+def _noncurrent_days(settings: dict, table, notes: list[str]) -> int | None:
+    """The policy's ``noncurrent-days``, unless the table explicitly keeps what its deleting runs remove longer
+    (its option ``noncurrent-days``; Iceberg: the property ``snaptable.noncurrent-days``): the longer wins."""
+    if table.format == ICEBERG:
+        key = NONCURRENT_DAYS_PROPERTY
+        own = _int((table.iceberg.metadata.properties or {}).get(key))
+    else:
+        key = "noncurrent-days"
+        own = table.options.get(key) if key in table.schema.options else None
+    return _keep_more(settings.get("noncurrent-days"), own, "noncurrent-days", key, notes)
+
+
+def _duration(settings: dict, key: str) -> timedelta | None:
+    """A duration setting (text such as "30 d", or seconds) as the duration it is: jobs work on typed durations."""
+    value = settings.get(key)
+    return None if value is None else parse_duration(value, key)
+
+
 def _plan(action: type[Action], table, arguments: dict, notes: list[str]) -> JobPlan:
-    given = {key: value for key, value in arguments.items() if value is not None}
+    """The action with ``arguments``: typed values (durations) become their exact JSON form only here, where the
+    action is made (:func:`json_value`), so no job formats a number for a parser to read back."""
+    given = {key: json_value(value) for key, value in arguments.items() if value is not None}
     shown = {key: value for key, value in given.items() if key != "dry_run"}  # the report says dryRun itself
     return JobPlan(action.from_values(table.uri, given), shown, notes)
 
 
 _PLANNERS: dict[str, Callable[[dict, Any, bool], JobPlan]] = {
     "consumer-expiry": _consumer_expiry,
-    "tag-expiry": _no_settings(actions.ExpireTags),
+    "tag-expiry": _tag_expiry,
     "periodic-tags": _periodic_tags,
     "data-compaction": _data_compaction,
     "manifest-rewrite": _manifest_rewrite,

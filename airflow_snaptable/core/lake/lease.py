@@ -22,7 +22,6 @@ Rules:
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import re
@@ -32,6 +31,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from airflow_snaptable.core.arguments.times import iso_time
 from airflow_snaptable.core.errors import LeaseLostError
 from airflow_snaptable.core.io.storage import Storage
 
@@ -156,8 +156,8 @@ class Busy:
     def to_dict(self) -> dict[str, Any]:
         if self.holder is None:
             return {"owner": None, "runId": None, "expiresAt": None}
-        expires = dt.datetime.fromtimestamp(self.holder.expires_millis / 1000, dt.timezone.utc)
-        return {"owner": self.holder.owner, "runId": self.holder.run_id, "expiresAt": expires.isoformat(timespec="seconds")}
+        # One time format in every report and status: ISO-8601 UTC ending in Z, to the millisecond.
+        return {"owner": self.holder.owner, "runId": self.holder.run_id, "expiresAt": iso_time(self.holder.expires_millis)}
 
 
 def acquire(storage: Storage, directory: str, run_id: str, ttl_seconds: float = DEFAULT_LEASE_SECONDS) -> Lease | Busy:

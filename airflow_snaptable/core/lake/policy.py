@@ -28,12 +28,15 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from airflow_snaptable.core.lifecycle.hudi_clean import POLICIES as CLEAN_POLICIES
 from airflow_snaptable.core.errors import InvalidOptionError, InvalidPolicyError
 from airflow_snaptable.core.arguments.table_options import parse_duration, parse_size
+from airflow_snaptable.core.arguments.times import MAX_DURATION
+from airflow_snaptable.core.lifecycle.noncurrent.journal import MAX_NONCURRENT_DAYS
 from airflow_snaptable.core.lifecycle.periodic_tags import FORMATTERS, PERIODS
 from airflow_snaptable.core.lake.triggers import TRIGGER, check_trigger
 from airflow_snaptable.core.lifecycle.store import NATIVE_FORMAT
@@ -49,19 +52,12 @@ def _fail(where: str, expected: str, value: Any) -> None:
     raise InvalidPolicyError(f"policy: {where} must be {expected}, got {value!r}")
 
 
-def integer(minimum: int) -> Check:
+def integer(minimum: int, maximum: int | None = None) -> Check:
     def check(value: Any, where: str) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             _fail(where, f"an integer >= {minimum}", value)
-
-    return check
-
-
-def number(minimum: float, *, exclusive: bool = False) -> Check:
-    def check(value: Any, where: str) -> None:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-        if not ok or value < minimum or (exclusive and value == minimum):
-            _fail(where, f"a number {'>' if exclusive else '>='} {minimum:g}", value)
+        if maximum is not None and value > maximum:
+            _fail(where, f"an integer from {minimum} to {maximum}", value)
 
     return check
 
@@ -86,13 +82,48 @@ def column_name(value: Any, where: str) -> None:
         _fail(where, "a column name", value)
 
 
+#: The longest duration a policy takes is an argument's (a thousand years, core/arguments/times.py). The shortest
+#: but zero: a millisecond, the resolution of every time a table keeps.
+MIN_DURATION = timedelta(milliseconds=1)
+
+
+def _check_range(length: timedelta, where: str, given: Any, unit: str, allow_zero: bool) -> None:
+    """``length`` (what ``given`` stands for) is zero (where allowed) or from 1 ms to a thousand years."""
+    if (length == timedelta(0) and allow_zero) or MIN_DURATION <= length <= MAX_DURATION:
+        return
+    low, high = MIN_DURATION / _UNITS[unit], MAX_DURATION / _UNITS[unit]
+    _fail(where, f"{'0 or ' if allow_zero else ''}from 1 ms to 1000 years ({low:.4g} to {high:.10g} {unit})", given)
+
+
+_UNITS = {"seconds": timedelta(seconds=1), "hours": timedelta(hours=1), "days": timedelta(days=1)}
+
+
+def duration_number(unit: str, *, allow_zero: bool) -> Check:
+    """A length of time as a number of ``unit`` (``max-snapshot-age-hours``, ``older-than-days``): finite,
+    and in the range a duration may have (checked here, not when a job first runs)."""
+
+    def check(value: Any, where: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            _fail(where, f"a number of {unit} >= 0" if allow_zero else f"a number of {unit} > 0", value)
+        if value == 0 and not allow_zero:
+            _fail(where, f"a number of {unit} > 0", value)
+        try:
+            length = value * _UNITS[unit]
+        except OverflowError:
+            length = MAX_DURATION + _UNITS[unit]
+        _check_range(length, where, value, unit, allow_zero)
+
+    return check
+
+
 def duration(value: Any, where: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         _fail(where, "a duration such as '10 min' (or seconds)", value)
     try:
-        parse_duration(value, where)
+        length = parse_duration(value, where)
     except InvalidOptionError as exc:
         raise InvalidPolicyError(f"policy: {exc}") from None
+    _check_range(length, where, value, "seconds", allow_zero=True)
 
 
 def size(value: Any, where: str) -> None:
@@ -116,7 +147,7 @@ class JobSpec:
 
 #: The key of every deleting job: keep what it removes noncurrent (undoable) this many days, then purge deletes it
 #: (core/lifecycle/noncurrent/; the actions' ``noncurrent_days``).
-RETAINING: dict[str, Check] = {"noncurrent-days": integer(0)}
+RETAINING: dict[str, Check] = {"noncurrent-days": integer(0, MAX_NONCURRENT_DAYS)}
 
 
 def file_rewrite_jobs() -> tuple["JobSpec", ...]:
@@ -155,7 +186,7 @@ JOBS: dict[str, JobSpec] = {
         ),
         JobSpec(
             "snapshot-expiry",
-            {"min-snapshots-to-keep": integer(1), "max-snapshot-age-hours": number(0), "max-snapshots": integer(1), **RETAINING},
+            {"min-snapshots-to-keep": integer(1), "max-snapshot-age-hours": duration_number("hours", allow_zero=True), "max-snapshots": integer(1), **RETAINING},
             help="expire old snapshots and delete the files nothing retained uses",
         ),
         JobSpec(
@@ -166,7 +197,7 @@ JOBS: dict[str, JobSpec] = {
             help="a Hudi cleaning policy",
         ),
         JobSpec(
-            "orphan-file-removal", {"older-than-days": number(0, exclusive=True), **RETAINING},
+            "orphan-file-removal", {"older-than-days": duration_number("days", allow_zero=False), **RETAINING},
             help="delete files under the table that nothing references",
         ),
         JobSpec(
@@ -329,7 +360,7 @@ def _check_combination(job: ResolvedJob, label: str) -> None:
         if policy is None:
             raise InvalidPolicyError(f"policy: {where}: clean needs policy ({', '.join(CLEAN_POLICIES)})")
         wanted = CLEAN_POLICIES[policy].replace("_", "-")
-        wrong = sorted(k for k in settings if k not in ("policy", wanted))
+        wrong = sorted(k for k in settings if k not in ("policy", wanted, *RETAINING))  # noncurrent-days as every deleting job
         if wrong:
             raise InvalidPolicyError(
                 f"policy: {where}: clean policy {policy} takes {wanted}, not {', '.join(wrong)} "
@@ -415,11 +446,27 @@ def _parse_yaml(text: str, source: str) -> Any:
         """SafeLoader refusing a key given twice in one mapping (PyYAML keeps the last silently)."""
 
     def mapping(loader, node, deep=False):
+        # A mapping's own keys given twice are refused; keys a merge (``<<: *base``) brings in are overridden by
+        # the mapping's own, as YAML's merge key specifies (flatten_mapping puts the merged pairs first).
+        merge = "tag:yaml.org,2002:merge"
+        _no_duplicates([(loader.construct_object(k, deep=deep), None) for k, _v in node.value if k.tag != merge])
         loader.flatten_mapping(node)
-        return _no_duplicates([(loader.construct_object(k, deep=deep), loader.construct_object(v, deep=deep)) for k, v in node.value])
+        return {loader.construct_object(k, deep=deep): loader.construct_object(v, deep=deep) for k, v in node.value}
 
     StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
         return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
-        raise InvalidPolicyError(f"policy: {source} is not valid YAML: {exc}") from None
+        raise InvalidPolicyError(f"policy: {source} is not valid YAML: {_yaml_problem(exc)}") from None
+    except RecursionError:
+        raise InvalidPolicyError(f"policy: {source} is nested too deeply") from None
+
+
+def _yaml_problem(exc: Exception) -> str:
+    """PyYAML's error on one line: what is wrong and where (its own text spans several lines with a snippet)."""
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc).splitlines()[0]
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
+    context = getattr(exc, "context", None)
+    during = f" ({context})" if context and context != problem else ""
+    return f"{problem}{where}{during}"

@@ -7,6 +7,21 @@ from typing import Any, ClassVar
 
 from airflow_snaptable.core.lake.status import DISABLED, FAILED
 
+def failed_in_run(table: dict[str, Any], run_id: str | None = None) -> dict[str, dict[str, Any]]:
+    """The jobs of ``table`` (a :class:`TableReport` as JSON) that failed in the run ``run_id``: exit code 1 and a
+    failed Airflow task mean a job failed in *this* run. A table the run skipped (another run held its lease) shows
+    its stored records, which may hold an older run's failure: none of them is this run's. ``run_id`` None: every
+    failed job (the stored status)."""
+    if table.get("skipped") is not None:
+        return {}
+    failed = {name: job for name, job in table["jobs"].items()
+              if job.get("status") == FAILED and (run_id is None or job.get("runId") == run_id)}
+    if table.get("error") is not None and not failed:
+        # Discovery refused the table in this very run (a name two tables hold, an unreadable directory).
+        failed["*"] = {"status": FAILED, "failureMessage": table["error"]}
+    return failed
+
+
 @dataclass
 class TableReport:
     """One table's jobs after a run (or as stored, for :func:`lake_status`)."""
@@ -22,12 +37,20 @@ class TableReport:
     #: The run holding the table's lease now (:func:`lake_status`: it is being maintained).
     lock: dict[str, Any] | None = None
     #: Why the table is not maintained at all (discovery's ``LakeTable.problem``: its name is another
-    #: table's too, its directory cannot be read): a failure.
+    #: table's too, its directory cannot be read): a failure of every run that finds it.
     error: str | None = None
+    #: The run that made this report (None: the stored status, :func:`lake_status`).
+    run_id: str | None = None
+
+    @property
+    def failed_jobs(self) -> dict[str, dict[str, Any]]:
+        """The jobs that failed (:func:`failed_in_run`)."""
+        return failed_in_run(self.to_dict(), self.run_id)
 
     @property
     def failed(self) -> bool:
-        return self.error is not None or any(job.get("status") == FAILED for job in self.jobs.values())
+        """Did a job fail (in this run, for a run's report): what exit code 1 and a failed Airflow task mean."""
+        return bool(self.failed_jobs)
 
     def to_dict(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"table": self.table, "format": self.format, "location": self.location, "jobs": self.jobs}

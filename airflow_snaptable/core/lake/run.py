@@ -269,7 +269,7 @@ class _Run:
         self.keeper.close()
 
     def maintain_table(self, table: LakeTable) -> TableReport:
-        report = TableReport(table.name, table.format, table.uri)
+        report = TableReport(table.name, table.format, table.uri, run_id=self.run_id)
         resolved = self.policy.resolve(table.name)
         if table.problem is not None:
             # Discovery's refusal (a name two tables hold, a directory that cannot be read): nothing is
@@ -406,6 +406,9 @@ class _Run:
                 return {**not_yet_run(), **record, "dryRun": True,
                         "reason": f"{job.job} has no dry run: a real run would run it"}, False
             result = run_action(plan.action, table=opened)["result"]
+            told = plan.result_notes(result) if plan.result_notes is not None else []
+            if told:
+                record["notes"] = [*plan.notes, *told]
         except Exception as exc:  # noqa: BLE001 - one job's failure never stops the others
             return {"status": FAILED, "lastRunTimestamp": iso_time(int(time.time() * 1000)),
                     "failureMessage": _message(exc), **record, "durationMs": _elapsed(started)}, True

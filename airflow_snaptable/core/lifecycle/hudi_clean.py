@@ -81,14 +81,43 @@ class CleanResult:
     #: Hudi's earliest commit to retain (KEEP_LATEST_COMMITS, KEEP_LATEST_BY_HOURS): the snapshot
     #: before it stays too. None: the policy keeps every commit, or has none (KEEP_LATEST_FILE_VERSIONS).
     earliest_commit_to_retain: int | None = None
+    #: When the floor (``retain_min``, ``time_retained``) kept more than the policy would: the snapshot it
+    #: kept the table from, and which bound did (:class:`Floor`). None: the policy decided.
+    floor_kept_from: int | None = None
+    floor_kept_by: str | None = None
 
     def to_dict(self) -> dict:
         return {
             "policy": self.policy,
             "earliest_commit_to_retain": self.earliest_commit_to_retain,
             "earliest_commit_retained": self.earliest_commit_retained,
+            "floor_kept_from": self.floor_kept_from,
+            "floor_kept_by": self.floor_kept_by,
             **asdict(self.expire),
         }
+
+
+@dataclass(frozen=True)
+class Floor:
+    """What a clean keeps whatever its policy says (a table's own ``snapshot.num-retained.min`` and
+    ``snapshot.time-retained``, as the lake's clean job passes them): the ``retain_min`` newest snapshots, and
+    every state of the last ``time_retained_millis`` (as expiry keeps them)."""
+
+    retain_min: int | None = None
+    time_retained_millis: int | None = None
+
+    def keep_from(self, snapshots, now: int) -> tuple[int, str] | None:
+        """The earliest snapshot the floor keeps and the bound that keeps it (the lower of the two); None: no bound."""
+        latest = snapshots.latest_id()
+        if latest is None:
+            return None
+        bounds = []
+        if self.retain_min is not None:
+            bounds.append((latest - self.retain_min + 1, "retain_min"))
+        if self.time_retained_millis is not None:
+            current = snapshots.snapshot_at(now - self.time_retained_millis)  # the state when the window began
+            bounds.append((snapshots.earliest_id() if current is None else current.id, "time_retained"))
+        return min(bounds, default=None)
 
 
 @dataclass(frozen=True)
@@ -128,18 +157,26 @@ class Clean:
         self.clock = clock
 
     def clean(
-        self, policy: str, *, commits_retained=None, hours_retained=None, file_versions_retained=None, dry_run: bool = False
+        self, policy: str, *, commits_retained=None, hours_retained=None, file_versions_retained=None, dry_run: bool = False,
+        floor: Floor | None = None,
     ) -> CleanResult:
+        """Run ``policy``; ``floor``: what stays whatever the policy says (the result says when it kept more)."""
         policy, value = check_policy(policy, commits_retained, hours_retained, file_versions_retained)
         check_bool(dry_run, "dry_run")
         now = self.clock()
         retention = self.retention(policy, value, now)
         # keep_from 0: no snapshot expires, but the run still finishes what an interrupted clean left.
         keep_from = 0 if retention.keep_from is None else retention.keep_from
+        kept = None if floor is None else floor.keep_from(self.store.snapshots, now)
+        if kept is not None and kept[0] < keep_from:
+            keep_from = max(kept[0], 0)
+        else:
+            kept = None
         settings = ExpireSettings(retain_min=1, retain_max=None, threshold_millis=now, limit=_NO_LIMIT, keep_from=keep_from)
         expired = self.expiry.run(settings, dry_run=dry_run)
         retained = expired.earliest_after if not dry_run else self._retained_after(expired)
-        result = CleanResult(policy, retained, expired, retention.earliest_commit_to_retain)
+        result = CleanResult(policy, retained, expired, retention.earliest_commit_to_retain,
+                             *(kept if kept is not None else (None, None)))
         if not dry_run:
             self._record(result, value)
         return result

@@ -51,7 +51,11 @@ def resolve_settings(
     options: TableOptions, clock: Callable[[], int], *, retain_min=None, retain_max=None, time_retained=None,
     older_than=None, retain_last=None, limit=None, now_millis: int | None = None, snapshot_ids=None,
 ) -> ExpireSettings:
-    """Explicit arguments over table options; Iceberg's names as aliases; every bound validated."""
+    """Explicit arguments over table options; Iceberg's names as aliases; every bound validated.
+
+    A minimum nobody set (the default of ``snapshot.num-retained.min``) follows a lower maximum: ``retain_max=5``
+    keeps 5. A minimum the caller or the table set is kept, and a maximum below it is an error naming it.
+    """
     now = clock() if now_millis is None else now_millis
     if snapshot_ids is not None:
         return _given_ids(snapshot_ids, retain_min, retain_max, time_retained, older_than, retain_last, limit)
@@ -62,6 +66,10 @@ def resolve_settings(
     explicit_min = retain_min is not None
     retain_min = options.get("snapshot.num-retained.min") if retain_min is None else check_int(retain_min, "retain_min", 1)
     retain_max = options.get("snapshot.num-retained.max") if retain_max is None else check_int(retain_max, "retain_max", 1)
+    if retain_max is not None and retain_max < retain_min and not explicit_min and not options.is_set("snapshot.num-retained.min"):
+        # Nobody asked for this minimum (neither the caller nor the table): it is the default, and a caller
+        # who says "keep 5" means 5. A minimum someone set still refuses a maximum below it.
+        retain_min = retain_max
     if retain_max is not None and retain_max < retain_min:
         raise InvalidArgumentError(f"retain_max ({retain_max}) must be >= {_retain_min_source(options, explicit_min, retain_min)}")
     limit = options.get("snapshot.expire.limit") if limit is None else check_int(limit, "limit", 1)
@@ -124,10 +132,10 @@ def _retain_min_source(options: TableOptions, explicit: bool, retain_min: int) -
     """Where the retain_min a retain_max fell below came from, and how to change it."""
     if explicit:
         return f"retain_min ({retain_min})"
-    where = "set on the table" if "snapshot.num-retained.min" in options.raw else "its default"
+    # A default minimum follows a lower maximum (resolve_settings): only one set on the table stands here.
     return (
-        f"retain_min ({retain_min}: table option snapshot.num-retained.min, {where}); pass a lower retain_min "
-        "with it, or change the option"
+        f"retain_min ({retain_min}: table option snapshot.num-retained.min, set on the table); pass a lower "
+        "retain_min with it, or change the option"
     )
 
 

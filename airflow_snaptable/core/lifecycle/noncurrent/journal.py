@@ -47,10 +47,24 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from airflow_snaptable.core.errors import CorruptMetadataError, DeletingMarkLapsedError, UndoInProgressError
+from airflow_snaptable.core.arguments.checks import check_int
+from airflow_snaptable.core.errors import CorruptMetadataError, DeletingMarkLapsedError, InvalidArgumentError, UndoInProgressError
 from airflow_snaptable.core.io.path_set import PathHashSet, PathHashSetBuilder
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.io.table_paths import checked_relative_path
+
+#: The longest a run keeps what it removed: a thousand years (its purge date must still be a date).
+MAX_NONCURRENT_DAYS = 365_000
+
+
+def check_noncurrent_days(days: object, name: str = "noncurrent_days") -> int:
+    """``days`` if it is a whole number of days from 0 to :data:`MAX_NONCURRENT_DAYS`, else InvalidArgumentError
+    (a larger one made a run whose purge date is no date: ``purge_after_iso: null``, never purged)."""
+    check_int(days, name, minimum=0)
+    if days > MAX_NONCURRENT_DAYS:
+        raise InvalidArgumentError(f"{name} must be at most {MAX_NONCURRENT_DAYS} (1000 years), got {days!r}")
+    return days
+
 
 JOURNAL_DIR = "noncurrent"
 ENTRY_PREFIX = "entry-"
@@ -91,7 +105,7 @@ class NoncurrentRun:
 
     @classmethod
     def start(cls, days: int, operation: str) -> "NoncurrentRun":
-        return cls(uuid.uuid4().hex, days, real_now_millis(), operation)
+        return cls(uuid.uuid4().hex, check_noncurrent_days(days), real_now_millis(), operation)
 
     @property
     def purge_after_millis(self) -> int:
