@@ -19,6 +19,7 @@ from airflow_snaptable.core import actions
 from airflow_snaptable.core.lifecycle import progress
 from airflow_snaptable.core.actions.contract import ActionField, plain_text
 from airflow_snaptable.core.arguments.times import with_iso_times
+from airflow_snaptable.core.incremental import DATA_COMMIT_KINDS
 from airflow_snaptable.core.lake import Policy, lake_status, maintain
 from airflow_snaptable.core.io.storage_options import parse_storage_options
 
@@ -157,7 +158,8 @@ def cmd_new_snapshots(args) -> Any:
     """The same answer SnapTableNewSnapshotSensor gets (core.incremental.find_new_snapshots)."""
     from airflow_snaptable.core.incremental import find_new_snapshots
 
-    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] if args.kinds else None
+    # Given no kinds, the sensor's and the triggers' default (core.incremental.DATA_COMMIT_KINDS): the same answer.
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] if args.kinds else list(DATA_COMMIT_KINDS)
     found = find_new_snapshots(_open(args), after_snapshot_id=args.after_snapshot_id, consumer_id=args.consumer_id, commit_kinds=kinds)
     args.exit_code = 0 if found.found else 1
     if args.json:
@@ -214,6 +216,16 @@ def cmd_verify(args) -> Any:
         # The usual cause, and the one a command fixes: a rollback to an expired snapshot that was killed.
         lines.append("a gap left by an interrupted rollback closes when it is re-run (or by any expire / rollback run)")
     return "\n".join(lines)
+
+
+#: ``--json`` / ``--no-json``: every flag of every command has its ``--no-`` form (README).
+JSON_FLAG: dict[str, Any] = {"action": argparse.BooleanOptionalAction, "default": False, "help": "print JSON instead of a table"}
+
+
+def sentence(text: str) -> str:
+    """A command's summary as its description: a whole sentence (capitalised, with its full stop)."""
+    text = text.strip()
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 RUN_ACTION_HELP = (
@@ -297,7 +309,7 @@ def add_action_command(commands, word: str, action_cls: type[actions.Action]) ->
             sub.add_argument(field.name, help=_help(field), **_argparse_kind(field))
     sub.add_argument("--storage-options", help="fsspec storage options as JSON")
     sub.add_argument("--catalog", help=CATALOG_HELP)
-    sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    sub.add_argument("--json", **JSON_FLAG)
     groups: dict[str, Any] = {}
     for choice in action_cls.choices:
         if choice.required:
@@ -334,7 +346,14 @@ def _help(field: ActionField) -> str:
     return text.replace("%", "%%")  # argparse formats help text
 
 
+#: What a command prints when its action made no change and returns nothing (a compaction with nothing to
+#: compact): a sentence, not Python's ``None``. ``--json`` keeps ``"result": null``.
+NOTHING_DONE = "nothing to do: the table is unchanged"
+
+
 def render_result(result: Any) -> str:
+    if result is None:
+        return NOTHING_DONE
     if isinstance(result, dict):
         rows = []
         for key, value in result.items():
@@ -358,11 +377,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, handler, help_text: str, uri_help: str = URI_HELP) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text)
+        sub = commands.add_parser(name, help=help_text, description=sentence(help_text))
         sub.add_argument("uri", help=uri_help)
         sub.add_argument("--storage-options", help="fsspec storage options as JSON")
         sub.add_argument("--catalog", help=CATALOG_HELP)
-        sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        sub.add_argument("--json", **JSON_FLAG)
         sub.set_defaults(handler=handler)
         return sub
 
@@ -375,7 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
     timeline = add("timeline", cmd_timeline, "draw the table's snapshots, tags, consumers and next expiry as SVG or HTML")
     timeline.add_argument("--out", required=True, help="the picture to write: FILE.svg, or FILE.html for a page around it")
 
-    tag = commands.add_parser("tag", help="create or delete tags")
+    tag = commands.add_parser("tag", help="create, delete, rename, expire or periodically create tags",
+                              description="Create, delete, rename, expire or periodically create tags.")
     tag_commands = tag.add_subparsers(dest="tag_command", required=True)
     add_action_command(tag_commands, "create", actions.CreateTag)
     add_action_command(tag_commands, "delete", actions.DeleteTag)
@@ -390,21 +410,23 @@ def build_parser() -> argparse.ArgumentParser:
     add_action_command(commands, "clean", actions.Clean)
     add_data_commands(commands)
 
-    savepoint = commands.add_parser("savepoint", help="create, delete or restore savepoints (Hudi)")
+    savepoint = commands.add_parser("savepoint", help="create, delete or restore savepoints (Hudi)",
+                                    description="Create, delete or restore savepoints (Hudi).")
     savepoint_commands = savepoint.add_subparsers(dest="savepoint_command", required=True)
     add_action_command(savepoint_commands, "create", actions.CreateSavepoint)
     add_action_command(savepoint_commands, "delete", actions.DeleteSavepoint)
     add_action_command(savepoint_commands, "restore", actions.RestoreSavepoint)
 
-    consumer = commands.add_parser("consumer", help="move or delete a consumer")
+    consumer = commands.add_parser("consumer", help="move or delete a consumer", description="Move or delete a consumer.")
     consumer_commands = consumer.add_subparsers(dest="consumer_command", required=True)
     add_action_command(consumer_commands, "update", actions.UpdateConsumer)
-    delete = consumer_commands.add_parser("delete", help="delete a consumer (expiry no longer keeps its snapshots)")
+    delete = consumer_commands.add_parser("delete", help="delete a consumer (expiry no longer keeps its snapshots)",
+                                         description="Delete a consumer (expiry no longer keeps its snapshots).")
     delete.add_argument("uri", help=URI_HELP)
     delete.add_argument("consumer_id", help="the consumer")
     delete.add_argument("--storage-options", help="fsspec storage options as JSON")
     delete.add_argument("--catalog", help=CATALOG_HELP)
-    delete.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    delete.add_argument("--json", **JSON_FLAG)
     delete.set_defaults(handler=cmd_delete_consumer)
 
     new = add("new-snapshots", cmd_new_snapshots, "snapshots after a snapshot id or a consumer's position (exit 1 if none)")
@@ -415,11 +437,13 @@ def build_parser() -> argparse.ArgumentParser:
     baseline.add_argument("--consumer-id", "--consumer", dest="consumer_id",
                           help="a consumer whose position is the baseline (--consumer: the older name)")
     new.add_argument("--commit-kinds", "--kinds", dest="kinds",
-                     help="comma-separated commit kinds that count, e.g. APPEND,OVERWRITE (default: all; --kinds: the older name)")
+                     help="comma-separated commit kinds that count, e.g. APPEND,OVERWRITE (default: "
+                     f"{','.join(DATA_COMMIT_KINDS)}, the sensor's and the triggers'; --kinds: the older name)")
 
     maintain = add("maintain", cmd_lake, "run a policy's jobs on every table of a location (exit 1 if a job failed)", LAKE_HELP)
     maintain.add_argument("--policy", required=True, help="the policy file: JSON, or YAML (.yaml, .yml) with PyYAML installed")
-    maintain.add_argument("--dry-run", action="store_true", help="report what expiry, orphan removal and clean would do; change nothing")
+    maintain.add_argument("--dry-run", action=argparse.BooleanOptionalAction, default=False,
+                          help="report what expiry, orphan removal and clean would do; change nothing")
     maintain.add_argument("--parallel", type=int, default=4, help="tables maintained at once (threads; default 4)")
     maintain.add_argument("--lake-run-id", "--run-id", dest="run_id",  # the operator's lake_run_id; --run-id: the older name
                           help="name the run; a rerun with a crashed run's id skips the jobs it completed (--run-id: the older name)")
@@ -430,12 +454,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_noncurrent_commands(commands)
 
-    run = commands.add_parser("run-action", help="run a maintenance action given as JSON",
-                              description="Run one maintenance action given as JSON, as the Spark job and the operators run it.")
+    run_help = "run one maintenance action given as JSON, as the Spark job and the operators run it"
+    run = commands.add_parser("run-action", help=run_help, description=sentence(run_help))
     run.add_argument("action_json", help=RUN_ACTION_HELP)
     run.add_argument("--storage-options", help="fsspec storage options as JSON")
     run.add_argument("--catalog", help=CATALOG_HELP)
-    run.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    run.add_argument("--json", **JSON_FLAG)
     run.set_defaults(handler=cmd_run_action)
     return parser
 

@@ -111,14 +111,15 @@ def test_new_snapshots_consumer_and_tag_if_exists_commands(table, table_uri, cap
     assert (found["from_snapshot_id"], found["to_snapshot_id"], found["matching_snapshot_ids"]) == (1, 4, [2, 3])
     assert found["added_records"] == table.snapshot(4).total_record_count - table.snapshot(1).total_record_count + found["deleted_records"]
     assert main(["new-snapshots", table_uri, "--after", "3", "--kinds", "APPEND", "--json"]) == 1  # only the compaction is new
-    assert main(["new-snapshots", table_uri, "--after", "3", "--json"]) == 0  # any kind counts by default
+    assert main(["new-snapshots", table_uri, "--after", "3", "--json"]) == 1  # the sensor's kinds by default: no new data
+    assert main(["new-snapshots", table_uri, "--after", "3", "--kinds", "APPEND,COMPACT", "--json"]) == 0
     capsys.readouterr()
 
     assert main(["consumer", "update", table_uri, "etl", "3"]) == 0
     assert Table.open(table_uri).consumer("etl").next_snapshot == 3
     capsys.readouterr()
     assert main(["new-snapshots", table_uri, "--consumer", "etl", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["matching_snapshot_ids"] == [3, 4]
+    assert json.loads(capsys.readouterr().out)["matching_snapshot_ids"] == [3]
     assert main(["consumer", "update", table_uri, "etl", "99"]) == 2  # beyond latest + 1: typed error, nothing written
     assert Table.open(table_uri).consumer("etl").next_snapshot == 3
     assert main(["consumer", "delete", table_uri, "etl"]) == 0
