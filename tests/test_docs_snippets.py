@@ -2,7 +2,8 @@
 
 The blocks of one document run in order, in one empty temporary directory (what one block writes,
 the next one reads), with this venv's ``snaptable``, ``python`` and ``airflow`` first on the PATH
-and a throwaway Airflow home (SQLite, the DAGs folder ``dags/`` of that directory).
+and a new, empty Airflow home per document (SQLite once the document migrates it; the DAGs folder ``dags/``
+of that directory): the test migrates nothing, so a document says what a new home needs.
 
 - A bash block runs with ``bash -e``; a Python block with this venv's Python.
 - A Python block whose first line is a comment naming a file (``# dags/lake_maintenance.py``)
@@ -191,10 +192,13 @@ def normalized(text: str) -> list[str]:
     return lines
 
 
-@pytest.fixture(scope="module")
-def airflow_home(tmp_path_factory) -> Path:
-    """A throwaway Airflow home, migrated on first use (only documents with ``airflow`` commands need it)."""
-    return tmp_path_factory.mktemp("docs-airflow-home")
+@pytest.fixture
+def airflow_home(tmp_path) -> Path:
+    """A new, empty Airflow home per document: the test sets nothing up, so a document that runs ``airflow``
+    commands says what a new home needs (``airflow db migrate``) as a reader's new home needs it."""
+    home = tmp_path / "airflow-home"
+    home.mkdir()
+    return home
 
 
 def environment(workdir: Path, airflow_home: Path) -> dict[str, str]:
@@ -210,12 +214,6 @@ def environment(workdir: Path, airflow_home: Path) -> dict[str, str]:
         "AWS_EC2_METADATA_DISABLED": "true",
     })
     return env
-
-
-def _migrate(airflow_home: Path, env: dict[str, str]) -> None:
-    if not (airflow_home / "airflow.db").exists():
-        done = subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
 
 
 def run_block(block: Block, workdir: Path, env: dict[str, str]) -> str:
@@ -247,8 +245,6 @@ def test_the_blocks_of_a_document_run_as_written(doc, tmp_path, airflow_home):
     workdir.mkdir()
     env = environment(workdir, airflow_home)
     todo = [block for block in ALL_BLOCKS if block.doc == doc and not block.not_run]
-    if any(re.search(r"^\s*airflow\s", block.code, re.M) for block in todo if block.language == "bash"):
-        _migrate(airflow_home, env)
     for block in todo:
         out = run_block(block, workdir, env)
         if block.output is not None:
