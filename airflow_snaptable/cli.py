@@ -247,34 +247,54 @@ def cmd_lake(args) -> Any:
     return report.to_dict() if args.json else "\n".join([render_table(report.COLUMNS, report.rows()), *report.footer()])
 
 
-HEALTH_COLUMNS = ("table", "format", "snapshots", "data files", "bytes", "oldest snapshot", "jobs", "error")
+HEALTH_COLUMNS = ("table", "format", "snapshots", "data files", "size", "oldest", "jobs")
 
 
 def cmd_health(args) -> Any:
-    """``health``: core/lake/health.py's rows, failed tables first."""
+    """``health``: core/lake/health.py's rows, failed tables first, in 120 columns (the lake page's figures:
+    sizes and ages in units, the jobs counted by status); a table's error on a line of its own below."""
     from airflow_snaptable.core.lake.health import lake_health
+    from airflow_snaptable.plugins.lake_page import human_age, human_bytes
 
     found = lake_health(args.uri, storage_options=_storage_options(args), catalog=_catalog(args), max_depth=args.max_depth)
     if args.json:
         return {"tables": [health.to_dict() for health in found]}
-
-    def age(seconds: float | None) -> str:
-        if seconds is None:
-            return "-"
-        for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-            if seconds >= size:
-                return f"{seconds / size:.1f} {unit}"
-        return f"{seconds:.0f} s"
-
-    def jobs(health) -> str:
-        return ", ".join(f"{job}: {record.get('status')}" for job, record in sorted(health.jobs.items())) or "-"
-
     rows = [
         (h.table, h.format, "-" if h.snapshots is None else h.snapshots, "-" if h.data_files is None else h.data_files,
-         "-" if h.bytes is None else h.bytes, age(h.oldest_snapshot_age_seconds), jobs(h), h.error or "-")
+         human_bytes(h.bytes), human_age(h.oldest_snapshot_age_seconds), health_jobs_cell(h.jobs))
         for h in found
     ]
-    return render_table(HEALTH_COLUMNS, rows)
+    errors = [shortened(f"{h.table}: {' '.join(h.error.split())}", HEALTH_LINE) for h in found if h.error]
+    return "\n".join([render_table(HEALTH_COLUMNS, rows), *errors])
+
+
+#: ``health`` fits 120 columns (a terminal, a log line): the jobs cell holds this many characters, an error line
+#: the whole width; ``--json`` has every job's status and the whole message.
+HEALTH_LINE = 120
+HEALTH_JOBS_SHOWN = 40
+
+
+def shortened(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def health_jobs_cell(jobs: dict[str, dict[str, Any]]) -> str:
+    """The jobs of one table in a few words: the failed ones by name, then a count per other status
+    (``FAILED snapshot-expiry; 7 ok, 1 not yet run``), not each job's name and status (230 characters)."""
+    from collections import Counter
+
+    from airflow_snaptable.core.lake.status import FAILED
+
+    if not jobs:
+        return "-"
+    failed = sorted(job for job, record in jobs.items() if record.get("status") == FAILED)
+    counts = Counter(str(record.get("status")) for record in jobs.values() if record.get("status") != FAILED)
+    words = {"Successful": "ok", "Not_Yet_Run": "not yet run", "Disabled": "disabled"}
+    rest = ", ".join(f"{n} {words.get(status, status)}" for status, n in sorted(counts.items(), key=lambda c: -c[1]))
+    head = f"FAILED {', '.join(failed)}" if failed else ""
+    if head and len(head) + len(rest) + 2 > HEALTH_JOBS_SHOWN:  # many failed: their count, names in --json
+        head = f"FAILED {len(failed)}" if len(failed) > 1 else shortened(head, HEALTH_JOBS_SHOWN - len(rest) - 2)
+    return "; ".join(part for part in (head, rest) if part)
 
 
 def _run_action(action: actions.Action, args) -> Any:

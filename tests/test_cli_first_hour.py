@@ -254,3 +254,34 @@ def test_new_snapshots_gives_the_sensors_answer_by_default(table, table_uri, cap
     capsys.readouterr()
     assert main(["new-snapshots", table_uri, "--after-snapshot-id", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["matching_snapshot_ids"] == [2]
+
+
+def test_health_fits_a_terminal_with_every_job_and_a_failure(tmp_path, capsys):
+    """``snaptable health`` of a table with eleven jobs, one failed: every line within 120 columns, the failed
+    job named, the others counted (``--json`` keeps each job's status and the whole message)."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    schema = pa.schema([("day", pa.date32()), ("order_id", pa.int64()), ("ts", pa.timestamp("ms", tz="UTC"))])
+    table = Table.create(str(tmp_path / "lake" / "sales" / "orders_with_a_longer_name"), schema, partition_by=["day"])
+    for i in range(4):
+        day = dt.date(2026, 1, 1) + dt.timedelta(days=i)
+        table.append(pa.table({"day": [day], "order_id": [i], "ts": [dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)]}, schema=schema))
+    policy = {"defaults": {
+        "snapshot-expiry": {"min-snapshots-to-keep": 2}, "orphan-file-removal": {"older-than-days": 3}, "tag-expiry": {},
+        "consumer-expiry": {}, "periodic-tags": {"period": "daily"}, "data-compaction": {}, "purge": {},
+        "data-expiry": {"column": "no_such_column", "retention": "3650 d"},  # fails, with a long message
+        "clean": {"policy": "KEEP_LATEST_COMMITS", "commits-retained": 2},
+    }}
+    (tmp_path / "policy.json").write_text(json.dumps(policy))
+    assert main(["maintain", str(tmp_path / "lake"), "--policy", str(tmp_path / "policy.json")]) == 1
+    capsys.readouterr()
+    assert main(["health", str(tmp_path / "lake")]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 120, out
+    (row,) = [line for line in out.splitlines() if line.startswith("sales.")]
+    assert "FAILED data-expiry" in row and " ok" in row
+    assert main(["health", str(tmp_path / "lake"), "--json"]) == 0
+    jobs = json.loads(capsys.readouterr().out)["tables"][0]["jobs"]
+    assert jobs["data-expiry"]["status"] == "Failed" and len(jobs) >= 9
