@@ -72,8 +72,13 @@ def binds(schema: pa.Schema, expression: pc.Expression) -> None:
     """Raise Arrow's error unless ``expression`` is a filter of rows of ``schema``: its columns exist, its types
     compare, it is boolean. Bound by filtering no rows with Acero (pyarrow._acero: pyarrow.acero and a dataset
     would import pandas), which binds the expression as every read does."""
-    from pyarrow._acero import Declaration, FilterNodeOptions, TableSourceNodeOptions
+    try:
+        from pyarrow._acero import Declaration, FilterNodeOptions, TableSourceNodeOptions
+    except ImportError:  # a pyarrow built without Acero: a dataset binds it (and imports pandas)
+        import pyarrow.dataset as ds
 
+        ds.dataset(schema.empty_table()).to_table(filter=expression)
+        return
     source = Declaration("table_source", TableSourceNodeOptions(schema.empty_table()))
     Declaration.from_sequence([source, Declaration("filter", FilterNodeOptions(expression))]).to_table(use_threads=False)
 
