@@ -19,6 +19,7 @@ from airflow_snaptable.core import actions
 from airflow_snaptable.core.lifecycle import progress
 from airflow_snaptable.core.actions.contract import ActionField, plain_text
 from airflow_snaptable.core.arguments.times import with_iso_times
+from airflow_snaptable.core.incremental import DATA_COMMIT_KINDS
 from airflow_snaptable.core.lake import Policy, lake_status, maintain
 from airflow_snaptable.core.io.storage_options import parse_storage_options
 
@@ -157,7 +158,8 @@ def cmd_new_snapshots(args) -> Any:
     """The same answer SnapTableNewSnapshotSensor gets (core.incremental.find_new_snapshots)."""
     from airflow_snaptable.core.incremental import find_new_snapshots
 
-    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] if args.kinds else None
+    # Given no kinds, the sensor's and the triggers' default (core.incremental.DATA_COMMIT_KINDS): the same answer.
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()] if args.kinds else list(DATA_COMMIT_KINDS)
     found = find_new_snapshots(_open(args), after_snapshot_id=args.after_snapshot_id, consumer_id=args.consumer_id, commit_kinds=kinds)
     args.exit_code = 0 if found.found else 1
     if args.json:
@@ -216,6 +218,16 @@ def cmd_verify(args) -> Any:
     return "\n".join(lines)
 
 
+#: ``--json`` / ``--no-json``: every flag of every command has its ``--no-`` form (README).
+JSON_FLAG: dict[str, Any] = {"action": argparse.BooleanOptionalAction, "default": False, "help": "print JSON instead of a table"}
+
+
+def sentence(text: str) -> str:
+    """A command's summary as its description: a whole sentence (capitalised, with its full stop)."""
+    text = text.strip()
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
 RUN_ACTION_HELP = (
     'the action as JSON: {"action": NAME, "table": URI, ...its arguments}, e.g. '
     '\'{"action": "expire-snapshots", "table": "/data/orders", "retain_max": 5}\'; NAME is one of '
@@ -235,34 +247,54 @@ def cmd_lake(args) -> Any:
     return report.to_dict() if args.json else "\n".join([render_table(report.COLUMNS, report.rows()), *report.footer()])
 
 
-HEALTH_COLUMNS = ("table", "format", "snapshots", "data files", "bytes", "oldest snapshot", "jobs", "error")
+HEALTH_COLUMNS = ("table", "format", "snapshots", "data files", "size", "oldest", "jobs")
 
 
 def cmd_health(args) -> Any:
-    """``health``: core/lake/health.py's rows, failed tables first."""
+    """``health``: core/lake/health.py's rows, failed tables first, in 120 columns (the lake page's figures:
+    sizes and ages in units, the jobs counted by status); a table's error on a line of its own below."""
     from airflow_snaptable.core.lake.health import lake_health
+    from airflow_snaptable.plugins.lake_page import human_age, human_bytes
 
     found = lake_health(args.uri, storage_options=_storage_options(args), catalog=_catalog(args), max_depth=args.max_depth)
     if args.json:
         return {"tables": [health.to_dict() for health in found]}
-
-    def age(seconds: float | None) -> str:
-        if seconds is None:
-            return "-"
-        for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-            if seconds >= size:
-                return f"{seconds / size:.1f} {unit}"
-        return f"{seconds:.0f} s"
-
-    def jobs(health) -> str:
-        return ", ".join(f"{job}: {record.get('status')}" for job, record in sorted(health.jobs.items())) or "-"
-
     rows = [
         (h.table, h.format, "-" if h.snapshots is None else h.snapshots, "-" if h.data_files is None else h.data_files,
-         "-" if h.bytes is None else h.bytes, age(h.oldest_snapshot_age_seconds), jobs(h), h.error or "-")
+         human_bytes(h.bytes), human_age(h.oldest_snapshot_age_seconds), health_jobs_cell(h.jobs))
         for h in found
     ]
-    return render_table(HEALTH_COLUMNS, rows)
+    errors = [shortened(f"{h.table}: {' '.join(h.error.split())}", HEALTH_LINE) for h in found if h.error]
+    return "\n".join([render_table(HEALTH_COLUMNS, rows), *errors])
+
+
+#: ``health`` fits 120 columns (a terminal, a log line): the jobs cell holds this many characters, an error line
+#: the whole width; ``--json`` has every job's status and the whole message.
+HEALTH_LINE = 120
+HEALTH_JOBS_SHOWN = 40
+
+
+def shortened(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def health_jobs_cell(jobs: dict[str, dict[str, Any]]) -> str:
+    """The jobs of one table in a few words: the failed ones by name, then a count per other status
+    (``FAILED snapshot-expiry; 7 ok, 1 not yet run``), not each job's name and status (230 characters)."""
+    from collections import Counter
+
+    from airflow_snaptable.core.lake.status import FAILED
+
+    if not jobs:
+        return "-"
+    failed = sorted(job for job, record in jobs.items() if record.get("status") == FAILED)
+    counts = Counter(str(record.get("status")) for record in jobs.values() if record.get("status") != FAILED)
+    words = {"Successful": "ok", "Not_Yet_Run": "not yet run", "Disabled": "disabled"}
+    rest = ", ".join(f"{n} {words.get(status, status)}" for status, n in sorted(counts.items(), key=lambda c: -c[1]))
+    head = f"FAILED {', '.join(failed)}" if failed else ""
+    if head and len(head) + len(rest) + 2 > HEALTH_JOBS_SHOWN:  # many failed: their count, names in --json
+        head = f"FAILED {len(failed)}" if len(failed) > 1 else shortened(head, HEALTH_JOBS_SHOWN - len(rest) - 2)
+    return "; ".join(part for part in (head, rest) if part)
 
 
 def _run_action(action: actions.Action, args) -> Any:
@@ -297,7 +329,7 @@ def add_action_command(commands, word: str, action_cls: type[actions.Action]) ->
             sub.add_argument(field.name, help=_help(field), **_argparse_kind(field))
     sub.add_argument("--storage-options", help="fsspec storage options as JSON")
     sub.add_argument("--catalog", help=CATALOG_HELP)
-    sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    sub.add_argument("--json", **JSON_FLAG)
     groups: dict[str, Any] = {}
     for choice in action_cls.choices:
         if choice.required:
@@ -334,7 +366,14 @@ def _help(field: ActionField) -> str:
     return text.replace("%", "%%")  # argparse formats help text
 
 
+#: What a command prints when its action made no change and returns nothing (a compaction with nothing to
+#: compact): a sentence, not Python's ``None``. ``--json`` keeps ``"result": null``.
+NOTHING_DONE = "nothing to do: the table is unchanged"
+
+
 def render_result(result: Any) -> str:
+    if result is None:
+        return NOTHING_DONE
     if isinstance(result, dict):
         rows = []
         for key, value in result.items():
@@ -358,11 +397,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, handler, help_text: str, uri_help: str = URI_HELP) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text)
+        sub = commands.add_parser(name, help=help_text, description=sentence(help_text))
         sub.add_argument("uri", help=uri_help)
         sub.add_argument("--storage-options", help="fsspec storage options as JSON")
         sub.add_argument("--catalog", help=CATALOG_HELP)
-        sub.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        sub.add_argument("--json", **JSON_FLAG)
         sub.set_defaults(handler=handler)
         return sub
 
@@ -375,7 +414,8 @@ def build_parser() -> argparse.ArgumentParser:
     timeline = add("timeline", cmd_timeline, "draw the table's snapshots, tags, consumers and next expiry as SVG or HTML")
     timeline.add_argument("--out", required=True, help="the picture to write: FILE.svg, or FILE.html for a page around it")
 
-    tag = commands.add_parser("tag", help="create or delete tags")
+    tag = commands.add_parser("tag", help="create, delete, rename, expire or periodically create tags",
+                              description="Create, delete, rename, expire or periodically create tags.")
     tag_commands = tag.add_subparsers(dest="tag_command", required=True)
     add_action_command(tag_commands, "create", actions.CreateTag)
     add_action_command(tag_commands, "delete", actions.DeleteTag)
@@ -390,21 +430,23 @@ def build_parser() -> argparse.ArgumentParser:
     add_action_command(commands, "clean", actions.Clean)
     add_data_commands(commands)
 
-    savepoint = commands.add_parser("savepoint", help="create, delete or restore savepoints (Hudi)")
+    savepoint = commands.add_parser("savepoint", help="create, delete or restore savepoints (Hudi)",
+                                    description="Create, delete or restore savepoints (Hudi).")
     savepoint_commands = savepoint.add_subparsers(dest="savepoint_command", required=True)
     add_action_command(savepoint_commands, "create", actions.CreateSavepoint)
     add_action_command(savepoint_commands, "delete", actions.DeleteSavepoint)
     add_action_command(savepoint_commands, "restore", actions.RestoreSavepoint)
 
-    consumer = commands.add_parser("consumer", help="move or delete a consumer")
+    consumer = commands.add_parser("consumer", help="move or delete a consumer", description="Move or delete a consumer.")
     consumer_commands = consumer.add_subparsers(dest="consumer_command", required=True)
     add_action_command(consumer_commands, "update", actions.UpdateConsumer)
-    delete = consumer_commands.add_parser("delete", help="delete a consumer (expiry no longer keeps its snapshots)")
+    delete = consumer_commands.add_parser("delete", help="delete a consumer (expiry no longer keeps its snapshots)",
+                                         description="Delete a consumer (expiry no longer keeps its snapshots).")
     delete.add_argument("uri", help=URI_HELP)
     delete.add_argument("consumer_id", help="the consumer")
     delete.add_argument("--storage-options", help="fsspec storage options as JSON")
     delete.add_argument("--catalog", help=CATALOG_HELP)
-    delete.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    delete.add_argument("--json", **JSON_FLAG)
     delete.set_defaults(handler=cmd_delete_consumer)
 
     new = add("new-snapshots", cmd_new_snapshots, "snapshots after a snapshot id or a consumer's position (exit 1 if none)")
@@ -415,11 +457,13 @@ def build_parser() -> argparse.ArgumentParser:
     baseline.add_argument("--consumer-id", "--consumer", dest="consumer_id",
                           help="a consumer whose position is the baseline (--consumer: the older name)")
     new.add_argument("--commit-kinds", "--kinds", dest="kinds",
-                     help="comma-separated commit kinds that count, e.g. APPEND,OVERWRITE (default: all; --kinds: the older name)")
+                     help="comma-separated commit kinds that count, e.g. APPEND,OVERWRITE (default: "
+                     f"{','.join(DATA_COMMIT_KINDS)}, the sensor's and the triggers'; --kinds: the older name)")
 
     maintain = add("maintain", cmd_lake, "run a policy's jobs on every table of a location (exit 1 if a job failed)", LAKE_HELP)
     maintain.add_argument("--policy", required=True, help="the policy file: JSON, or YAML (.yaml, .yml) with PyYAML installed")
-    maintain.add_argument("--dry-run", action="store_true", help="report what expiry, orphan removal and clean would do; change nothing")
+    maintain.add_argument("--dry-run", action=argparse.BooleanOptionalAction, default=False,
+                          help="report what expiry, orphan removal and clean would do; change nothing")
     maintain.add_argument("--parallel", type=int, default=4, help="tables maintained at once (threads; default 4)")
     maintain.add_argument("--lake-run-id", "--run-id", dest="run_id",  # the operator's lake_run_id; --run-id: the older name
                           help="name the run; a rerun with a crashed run's id skips the jobs it completed (--run-id: the older name)")
@@ -430,12 +474,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_noncurrent_commands(commands)
 
-    run = commands.add_parser("run-action", help="run a maintenance action given as JSON",
-                              description="Run one maintenance action given as JSON, as the Spark job and the operators run it.")
+    run_help = "run one maintenance action given as JSON, as the Spark job and the operators run it"
+    run = commands.add_parser("run-action", help=run_help, description=sentence(run_help))
     run.add_argument("action_json", help=RUN_ACTION_HELP)
     run.add_argument("--storage-options", help="fsspec storage options as JSON")
     run.add_argument("--catalog", help=CATALOG_HELP)
-    run.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    run.add_argument("--json", **JSON_FLAG)
     run.set_defaults(handler=cmd_run_action)
     return parser
 

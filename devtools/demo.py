@@ -187,8 +187,11 @@ def _lines_with(output: str, marker: str) -> list[str]:
 class Story:
     """The steps of the demo against one work directory (AIRFLOW_HOME and tables under it)."""
 
-    def __init__(self, workdir: Path, say: Callable[[str], None] = print, master: str = "local[2]"):
+    def __init__(self, workdir: Path, say: Callable[[str], None] = print, master: str = "local[2]",
+                 picture_dir: Path | None = None):
         self.workdir = workdir
+        #: Where the timeline pictures go: the work directory, or a kept one when the work directory is removed.
+        self.picture_dir = picture_dir or workdir
         self.say = say
         self.warehouse = workdir / "warehouse"
         self.uri = str(self.warehouse / TABLE_NAME)
@@ -271,7 +274,7 @@ class Story:
         table = self.table()
         self.step(f"6. timeline of {self.uri}")
         self.say(render_timeline(table))
-        self.say("\n" + write_timeline_picture(table, self.workdir))  # after a blank line: the printed timeline ends there
+        self.say("\n" + write_timeline_picture(table, self.picture_dir))  # after a blank line: the printed timeline ends there
         return table
 
 
@@ -292,13 +295,14 @@ def _short(result: Any) -> str:
     return ", ".join(f"{k}={v}" for k, v in result.items() if not isinstance(v, (list, dict)) or len(v) <= 5)
 
 
-def run_story(workdir: Path, say: Callable[[str], None] = print) -> Table:
-    """Run the Airflow + Spark story in ``workdir`` (recreated) and return the table."""
+def run_story(workdir: Path, say: Callable[[str], None] = print, picture_dir: Path | None = None) -> Table:
+    """Run the Airflow + Spark story in ``workdir`` (recreated) and return the table; the timeline pictures go to
+    ``picture_dir`` (default: ``workdir``)."""
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
     started = time.monotonic()
-    table = Story(workdir, say).run()
+    table = Story(workdir, say, picture_dir=picture_dir).run()
     say(f"\ndone in {time.monotonic() - started:.0f} s")
     return table
 
@@ -313,8 +317,16 @@ def main(argv: list[str] | None = None) -> int:
         (run_core_story if args.core_only else run_story)(workdir)
         print(f"files kept in {workdir}")
         return 0
+    if args.core_only:
+        with tempfile.TemporaryDirectory(prefix="snaptable-demo-") as tmp:
+            run_core_story(Path(tmp) / "demo")
+        return 0
+    # The work directory is removed at the end; the pictures the demo ends by naming are not: they go to a
+    # directory of their own, kept (a path printed is a path that exists).
+    pictures = Path(tempfile.mkdtemp(prefix="snaptable-demo-timeline-"))
     with tempfile.TemporaryDirectory(prefix="snaptable-demo-") as tmp:
-        (run_core_story if args.core_only else run_story)(Path(tmp) / "demo")
+        run_story(Path(tmp) / "demo", picture_dir=pictures)
+    print(f"work directory removed; the timeline pictures are kept in {pictures} (scripts/demo --dir DIR keeps everything)")
     return 0
 
 

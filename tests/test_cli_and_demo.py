@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 import subprocess
 import sys
@@ -111,14 +112,15 @@ def test_new_snapshots_consumer_and_tag_if_exists_commands(table, table_uri, cap
     assert (found["from_snapshot_id"], found["to_snapshot_id"], found["matching_snapshot_ids"]) == (1, 4, [2, 3])
     assert found["added_records"] == table.snapshot(4).total_record_count - table.snapshot(1).total_record_count + found["deleted_records"]
     assert main(["new-snapshots", table_uri, "--after", "3", "--kinds", "APPEND", "--json"]) == 1  # only the compaction is new
-    assert main(["new-snapshots", table_uri, "--after", "3", "--json"]) == 0  # any kind counts by default
+    assert main(["new-snapshots", table_uri, "--after", "3", "--json"]) == 1  # the sensor's kinds by default: no new data
+    assert main(["new-snapshots", table_uri, "--after", "3", "--kinds", "APPEND,COMPACT", "--json"]) == 0
     capsys.readouterr()
 
     assert main(["consumer", "update", table_uri, "etl", "3"]) == 0
     assert Table.open(table_uri).consumer("etl").next_snapshot == 3
     capsys.readouterr()
     assert main(["new-snapshots", table_uri, "--consumer", "etl", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["matching_snapshot_ids"] == [3, 4]
+    assert json.loads(capsys.readouterr().out)["matching_snapshot_ids"] == [3]
     assert main(["consumer", "update", table_uri, "etl", "99"]) == 2  # beyond latest + 1: typed error, nothing written
     assert Table.open(table_uri).consumer("etl").next_snapshot == 3
     assert main(["consumer", "delete", table_uri, "etl"]) == 0
@@ -200,3 +202,28 @@ def test_demo_runs_the_airflow_and_spark_story_end_to_end(tmp_path, capsys):
     assert f"discarded_snapshot_ids=[{latest.id}]" in out
     assert f"tag_backfill: tag '{backfill_tags[0]}' -> snapshot {latest.id}" in out
     print(f"demo story: {seconds:.0f} s", file=sys.stderr)
+
+
+def test_every_path_the_demo_prints_exists_when_it_ends(tmp_path, capsys, monkeypatch):
+    """scripts/demo without --dir removes its work directory at the end; the timeline pictures it ends by naming
+    are kept. The story's Airflow and Spark steps take minutes (test_demo_runs_the_airflow_and_spark_story_end_to_end
+    runs them); here the story is its last step on a real table: the table's timeline, drawn where main says."""
+    import re
+
+    from airflow_snaptable.core import Table
+
+    def last_step_only(workdir, say=print, picture_dir=None):
+        workdir.mkdir(parents=True)
+        table = Table.create(str(workdir / "warehouse" / "orders"), demo.SCHEMA, partition_by=["day"])
+        table.append(demo.orders(dt.date(2026, 1, 1), 1, 5))
+        say(demo.write_timeline_picture(table, picture_dir or workdir))  # as Story.run's last step
+        return table
+
+    monkeypatch.setattr(demo, "run_story", last_step_only)
+    monkeypatch.setattr(demo.tempfile, "tempdir", str(tmp_path))  # the demo's temporary directories, under tmp_path
+    assert demo.main([]) == 0
+    out = capsys.readouterr().out
+    printed = re.findall(r"(/\S+\.(?:html|svg))", out)
+    assert printed, out
+    for path in printed:
+        assert os.path.exists(path), f"the demo printed {path} and removed it:\n{out}"

@@ -176,3 +176,112 @@ def test_a_missing_storage_package_names_the_extra_that_installs_it(monkeypatch,
     assert main(["snapshots", "s3://bucket/orders"]) == 2
     err = capsys.readouterr().err
     assert "UnsupportedStorageError" in err and "pip install 'airflow-snaptable[s3]'" in err and "Traceback" not in err
+
+
+# -- issue 34 item 21 -------------------------------------------------------------------------------
+
+
+def _subcommands(parser=None, words=()):
+    """(words, parser, one-line help) of every command and subcommand, groups included."""
+    import argparse
+
+    parser = parser or build_parser()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                yield (*words, name), sub, helps.get(name)
+                yield from _subcommands(sub, (*words, name))
+
+
+def _is_a_whole_sentence(text: str | None) -> bool:
+    return (
+        bool(text) and text[0].isupper() and text.rstrip().endswith(".")
+        and text.count("(") == text.count(")") and len(text.split()) >= 3
+    )
+
+
+def test_every_subcommand_describes_itself_in_a_whole_sentence():
+    """``snaptable X --help`` starts with what X does: a description line, a whole sentence (not a summary cut where
+    its docstring wrapped), and the one-line help of the command list says the same."""
+    for words, sub, summary in _subcommands():
+        assert _is_a_whole_sentence(sub.description), f"snaptable {' '.join(words)}: description {sub.description!r}"
+        assert summary and " ".join(summary.split()).rstrip(".").lower() == sub.description.rstrip(".").lower(), (words, summary)
+
+
+def test_every_flag_has_its_no_form():
+    """The README: a flag --x has its --no-x (maintain --dry-run and --json of every command included)."""
+    import argparse
+
+    for words, sub, _summary in _subcommands():
+        for action in sub._actions:
+            if action.nargs == 0 and not isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+                assert isinstance(action, argparse.BooleanOptionalAction), f"snaptable {' '.join(words)} {action.option_strings}"
+    parser = build_parser()
+    assert parser.parse_args(["maintain", "lake", "--policy", "p.json", "--no-dry-run"]).dry_run is False
+    assert parser.parse_args(["maintain", "lake", "--policy", "p.json"]).dry_run is False
+    assert parser.parse_args(["snapshots", "t", "--no-json"]).json is False
+
+
+def test_compact_with_nothing_to_do_says_so(table, table_uri, capsys):
+    table.append(make_rows(range(3)))
+    assert main(["compact", table_uri]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out == "nothing to do: the table is unchanged", out
+    assert main(["compact", table_uri, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["result"] is None
+    assert [s.id for s in table.snapshots()] == [1]
+
+
+def test_new_snapshots_gives_the_sensors_answer_by_default(table, table_uri, capsys, monkeypatch):
+    """Without --commit-kinds, the CLI counts the kinds the sensor and the triggers count (one default, in
+    core.incremental): new snapshots that are only a compaction are no new data for either."""
+    from airflow_snaptable.core.incremental import DATA_COMMIT_KINDS
+
+    for i in range(2):
+        table.append(make_rows(range(i * 3, i * 3 + 3), partitions=1))
+    table.compact(min_file_num=2)
+    assert table.latest_snapshot().commit_kind.value == "COMPACT"
+    assert main(["new-snapshots", table_uri, "--after-snapshot-id", "2", "--json"]) == 1  # nothing new for the sensor
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["matching_snapshot_ids"] == [] and answer["snapshot_ids"] == [3]
+    pytest.importorskip("airflow")
+    from airflow_snaptable.sensors import SnapTableNewSnapshotSensor
+
+    monkeypatch.setenv("AIRFLOW_CONN_SNAPTABLE_DEFAULT", json.dumps({"conn_type": "snaptable"}))
+    sensor = SnapTableNewSnapshotSensor(task_id="wait", table=table_uri, after_snapshot_id=2)
+    assert set(sensor.commit_kinds) == set(DATA_COMMIT_KINDS) and sensor.poke({}).is_done is False
+    capsys.readouterr()
+    assert main(["new-snapshots", table_uri, "--after-snapshot-id", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["matching_snapshot_ids"] == [2]
+
+
+def test_health_fits_a_terminal_with_every_job_and_a_failure(tmp_path, capsys):
+    """``snaptable health`` of a table with eleven jobs, one failed: every line within 120 columns, the failed
+    job named, the others counted (``--json`` keeps each job's status and the whole message)."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    schema = pa.schema([("day", pa.date32()), ("order_id", pa.int64()), ("ts", pa.timestamp("ms", tz="UTC"))])
+    table = Table.create(str(tmp_path / "lake" / "sales" / "orders_with_a_longer_name"), schema, partition_by=["day"])
+    for i in range(4):
+        day = dt.date(2026, 1, 1) + dt.timedelta(days=i)
+        table.append(pa.table({"day": [day], "order_id": [i], "ts": [dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)]}, schema=schema))
+    policy = {"defaults": {
+        "snapshot-expiry": {"min-snapshots-to-keep": 2}, "orphan-file-removal": {"older-than-days": 3}, "tag-expiry": {},
+        "consumer-expiry": {}, "periodic-tags": {"period": "daily"}, "data-compaction": {}, "purge": {},
+        "data-expiry": {"column": "no_such_column", "retention": "3650 d"},  # fails, with a long message
+        "clean": {"policy": "KEEP_LATEST_COMMITS", "commits-retained": 2},
+    }}
+    (tmp_path / "policy.json").write_text(json.dumps(policy))
+    assert main(["maintain", str(tmp_path / "lake"), "--policy", str(tmp_path / "policy.json")]) == 1
+    capsys.readouterr()
+    assert main(["health", str(tmp_path / "lake")]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 120, out
+    (row,) = [line for line in out.splitlines() if line.startswith("sales.")]
+    assert "FAILED data-expiry" in row and " ok" in row
+    assert main(["health", str(tmp_path / "lake"), "--json"]) == 0
+    jobs = json.loads(capsys.readouterr().out)["tables"][0]["jobs"]
+    assert jobs["data-expiry"]["status"] == "Failed" and len(jobs) >= 9

@@ -2,13 +2,19 @@
 
 The blocks of one document run in order, in one empty temporary directory (what one block writes,
 the next one reads), with this venv's ``snaptable``, ``python`` and ``airflow`` first on the PATH
-and a throwaway Airflow home (SQLite, the DAGs folder ``dags/`` of that directory).
+and a new, empty Airflow home per document (SQLite once the document migrates it; the DAGs folder ``dags/``
+of that directory): the test migrates nothing, so a document says what a new home needs.
 
 - A bash block runs with ``bash -e``; a Python block with this venv's Python.
 - A Python block whose first line is a comment naming a file (``# dags/lake_maintenance.py``)
   is that file: it is written there, not run (``airflow dags test`` runs a DAG file).
 - A block followed by an ``output`` block must print that output; times, run ids and byte counts
   may differ, and so may the column widths they make.
+- An operator call in the prose that names its task (`` `SnapTableExpireSnapshotsOperator(task_id="expire",
+  table="lake/sales/orders", retain_max=5)` ``) is an example too: it runs where it stands among the blocks,
+  constructed and executed (``execute``) on the document's tables through its connection. A call showing one
+  argument (`` `SnapTableCreateTagOperator(if_exists="skip")` ``) is not a whole example.
+- Every example value of a ``snaptable`` help text (``e.g. '30 d'``) runs on a real table (``help_examples``).
 - A block that cannot run here (a real cloud bucket, a cluster, an install into the environment)
   starts with the visible marker ``# (not run in the docs test: <reason>)``. Its ``snaptable``
   command lines are still parsed by the CLI, so their commands and flags exist.
@@ -65,8 +71,38 @@ class Block:
         return f"{self.doc}:{self.line} ({self.language})"
 
 
+#: An operator or sensor call in inline code that names its task: a whole example (PROSE_CALL_RUNNER runs it).
+PROSE_CALL = re.compile(r"`(?P<call>\w+(?:Operator|Sensor)\([^`]*\btask_id=[^`]*\))`")
+#: Runs a prose call: the names of airflow_snaptable.operators and .sensors in scope, templates rendered, executed,
+#: with the connections the document made (``airflow connections add``) as a task gets them from the metadata database.
+PROSE_CALL_RUNNER = """
+import os, sys
+from airflow.models import Connection
+from airflow.utils.session import create_session
+with create_session() as session:
+    for conn in session.query(Connection):
+        os.environ.setdefault("AIRFLOW_CONN_" + conn.conn_id.upper(), conn.as_json())
+from airflow_snaptable import operators, sensors
+names = {**{n: getattr(operators, n) for n in operators.__all__}, **{n: getattr(sensors, n) for n in sensors.__all__}}
+task = eval(sys.argv[1], names)
+task.render_template_fields({})
+print(task.execute({}))
+"""
+
+
+def prose_calls(doc: Path, text: str) -> list[Block]:
+    """The operator calls of ``doc``'s prose (outside fenced blocks), as blocks of the language ``prose-call``."""
+    fenced = [m.span() for m in FENCE.finditer(text)]
+    found = []
+    for match in PROSE_CALL.finditer(text):
+        if not any(start <= match.start() < end for start, end in fenced):
+            line = text.count("\n", 0, match.start()) + 1
+            found.append(Block(str(doc.relative_to(REPO)), line, "prose-call", " ".join(match["call"].split())))
+    return found
+
+
 def blocks(doc: Path) -> list[Block]:
-    """The shell and Python blocks of ``doc``, each with the output block after it."""
+    """The shell and Python blocks of ``doc``, each with the output block after it, and its prose calls, in order."""
     text = doc.read_text(encoding="utf-8")
     found: list[Block] = []
     previous_end = None
@@ -78,7 +114,7 @@ def blocks(doc: Path) -> list[Block]:
             line = text.count("\n", 0, match.start()) + 1
             found.append(Block(str(doc.relative_to(REPO)), line, LANGUAGES[info], code))
         previous_end = match.end() if info in LANGUAGES else None
-    return found
+    return sorted(found + prose_calls(doc, text), key=lambda block: block.line)
 
 
 ALL_BLOCKS = [block for doc in DOCS for block in blocks(doc)]
@@ -156,10 +192,13 @@ def normalized(text: str) -> list[str]:
     return lines
 
 
-@pytest.fixture(scope="module")
-def airflow_home(tmp_path_factory) -> Path:
-    """A throwaway Airflow home, migrated on first use (only documents with ``airflow`` commands need it)."""
-    return tmp_path_factory.mktemp("docs-airflow-home")
+@pytest.fixture
+def airflow_home(tmp_path) -> Path:
+    """A new, empty Airflow home per document: the test sets nothing up, so a document that runs ``airflow``
+    commands says what a new home needs (``airflow db migrate``) as a reader's new home needs it."""
+    home = tmp_path / "airflow-home"
+    home.mkdir()
+    return home
 
 
 def environment(workdir: Path, airflow_home: Path) -> dict[str, str]:
@@ -177,12 +216,6 @@ def environment(workdir: Path, airflow_home: Path) -> dict[str, str]:
     return env
 
 
-def _migrate(airflow_home: Path, env: dict[str, str]) -> None:
-    if not (airflow_home / "airflow.db").exists():
-        done = subprocess.run([str(VENV_BIN / "airflow"), "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-
-
 def run_block(block: Block, workdir: Path, env: dict[str, str]) -> str:
     if block.file:
         target = workdir / block.file
@@ -192,6 +225,8 @@ def run_block(block: Block, workdir: Path, env: dict[str, str]) -> str:
         return ""
     if block.language == "bash":
         command = ["bash", "-e", "-o", "pipefail", "-c", block.code]
+    elif block.language == "prose-call":
+        command = [str(VENV_BIN / "python"), "-c", PROSE_CALL_RUNNER, block.code]
     else:
         command = [str(VENV_BIN / "python"), "-c", block.code]
     done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
@@ -210,8 +245,6 @@ def test_the_blocks_of_a_document_run_as_written(doc, tmp_path, airflow_home):
     workdir.mkdir()
     env = environment(workdir, airflow_home)
     todo = [block for block in ALL_BLOCKS if block.doc == doc and not block.not_run]
-    if any(re.search(r"^\s*airflow\s", block.code, re.M) for block in todo if block.language == "bash"):
-        _migrate(airflow_home, env)
     for block in todo:
         out = run_block(block, workdir, env)
         if block.output is not None:
@@ -284,3 +317,141 @@ def test_no_block_that_runs_installs_anything():
     """A block the test runs must not change the test's own venv (or fetch a published release of this package)."""
     installing = [str(b) for b in ALL_BLOCKS if not b.not_run and re.search(r"\bpip\s+install\b", b.code)]
     assert installing == []
+
+
+# -- the examples of the CLI's help texts ---------------------------------------------------------
+
+
+@dataclass
+class HelpExample:
+    """A value a help text shows (``e.g. '30 d'``, ``such as '2 d'``) for one argument of one command."""
+
+    command: tuple[str, ...]
+    option: str | None  # the flag (None: a positional argument)
+    dest: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"snaptable {' '.join(self.command)} {self.option or self.dest} {self.value}"
+
+
+#: What introduces an example in a help text, and the value after it: quoted, a JSON array or object, or one word.
+_EXAMPLE = re.compile(r"\b(?:e\.g\.|such as) ")
+
+
+def _example_value(text: str) -> str | None:
+    import json
+
+    if text.startswith("'"):
+        end = text.find("'", 1)
+        return text[1:end] if end > 0 else None
+    if text[:1] in "[{":
+        try:
+            _value, end = json.JSONDecoder().raw_decode(text)
+        except ValueError:
+            return None
+        return text[:end]
+    word = re.match(r"[^\s;)]+", text)
+    return word.group(0).rstrip(",.") if word else None
+
+
+def help_examples() -> list[HelpExample]:
+    """Every example value in the help of every argument of every ``snaptable`` command.
+
+    Table locations are every command's first argument and run in every example; their help's examples name
+    stores this test has no bucket of (``s3://bucket/table``), so they are the one kind left out."""
+    import argparse
+
+    from airflow_snaptable.cli import build_parser
+
+    found: list[HelpExample] = []
+
+    def walk(parser: argparse.ArgumentParser, command: tuple[str, ...]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, (*command, name))
+            elif action.help and action.dest != "uri":
+                for match in _EXAMPLE.finditer(action.help):
+                    value = _example_value(action.help[match.end():])
+                    if value is not None:
+                        option = max(action.option_strings, key=len) if action.option_strings else None
+                        found.append(HelpExample(command, option, action.dest, value))
+
+    walk(build_parser(), ())
+    return found
+
+
+HELP_EXAMPLES = help_examples()
+#: The rest of a command line an example needs (the arguments a command requires besides its table).
+_REQUIRED = {("tag", "create"): ["nightly"], ("expire-data",): ["--column", "ts"], ("new-snapshots",): ["--after-snapshot-id", "0"]}
+#: The placeholder table of an example whose value names one (run-action's JSON): it runs on the real table.
+_PLACEHOLDER_TABLE = "/data/orders"
+
+
+def _help_example_table(path: Path, snapshots: int = 6):
+    """A table with this package's defaults (no options set), partitioned by day, one APPEND per day from 2026-01-01."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from airflow_snaptable.core import Table
+
+    schema = pa.schema([("day", pa.date32()), ("order_id", pa.int64()), ("ts", pa.timestamp("ms", tz="UTC"))])
+    table = Table.create(str(path), schema, partition_by=["day"])
+    for i in range(snapshots):
+        day = dt.date(2026, 1, 1) + dt.timedelta(days=i)
+        when = dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc)
+        table.append(pa.table({"day": [day], "order_id": [i], "ts": [when]}, schema=schema))
+    return table
+
+
+def test_the_help_texts_have_examples():
+    """The extraction finds what the help texts show (the run-action JSON, durations, sizes, ids, partitions, kinds)."""
+    shown = {(" ".join(e.command), e.dest) for e in HELP_EXAMPLES}
+    assert {("run-action", "action_json"), ("expire", "time_retained"), ("expire", "snapshot_ids"),
+            ("compact", "partitions"), ("new-snapshots", "kinds"), ("clean-orphans", "older_than")} <= shown, shown
+
+
+@pytest.mark.parametrize("example", HELP_EXAMPLES, ids=str)
+def test_every_help_example_runs(example, tmp_path):
+    """Each example a help text shows runs as written on a real table with the defaults (an Iceberg table for an
+    Iceberg-only command), its command exiting 0: ``snaptable run-action '{"action": "expire-snapshots", ...,
+    "retain_max": 5}'`` on a default table included (a minimum nobody set follows a lower maximum)."""
+    from airflow_snaptable.cli import build_parser, main
+
+    command = list(example.command)
+    if command == ["rewrite-manifests"]:
+        uri, catalog = _iceberg_table(tmp_path)
+        extra = ["--catalog", catalog]
+    else:
+        table = _help_example_table(tmp_path / "orders")
+        uri, extra = table.uri, []
+        if example.dest == "snapshot_ids":
+            table.expire_snapshots(snapshot_ids=[1, 2])  # "the oldest retained ones": 3 and 4 are, now
+    value = example.value.replace(_PLACEHOLDER_TABLE, uri)
+    if example.option is None:
+        args = [*command, value, *extra]
+    else:
+        args = [*command, uri, *_REQUIRED.get(tuple(command), []), example.option, value, *extra]
+    build_parser().parse_args(args)  # the example is a value of its argument
+    assert main(args) == 0, f"{example}: snaptable {' '.join(args)} failed"
+
+
+def _iceberg_table(tmp_path: Path) -> tuple[str, str]:
+    import json
+
+    import pyarrow as pa
+    from pyiceberg.catalog import load_catalog
+
+    from tests.iceberg.conftest import SCHEMA as ICEBERG_SCHEMA
+
+    warehouse = tmp_path / "warehouse"
+    warehouse.mkdir()
+    properties = {"type": "sql", "uri": f"sqlite:///{tmp_path}/catalog.db", "warehouse": f"file://{warehouse}"}
+    catalog = load_catalog("default", **properties)
+    catalog.create_namespace("db")
+    iceberg = catalog.create_table("db.orders", schema=ICEBERG_SCHEMA)
+    for i in range(3):
+        iceberg.append(pa.table({"p": ["a"], "id": [i]}, schema=ICEBERG_SCHEMA))
+    return "iceberg://db.orders", json.dumps(properties)

@@ -1,10 +1,21 @@
 """Airflow operators for snapshot table maintenance (each one runs one core action).
 
-Every name carries the integration prefix (``SnapTableExpireSnapshotsOperator``), as Airflow's
-providers name theirs. The 0.1 names without it were dropped before 1.0: one name per class.
+Every class carries the integration prefix (``SnapTableExpireSnapshotsOperator``), as Airflow's
+providers name theirs; the short names the package was specified with (``SnapshotExpireOperator``,
+``RollbackOperator``, ...) are public names of the same classes, beside them (docs/airflow.md).
 """
 
 from airflow_snaptable.operators.snaptable import (
+    AdvanceConsumerOperator,
+    CompactOperator,
+    CreateTagOperator,
+    DeleteTagOperator,
+    ExpireConsumersOperator,
+    ExpireTagsOperator,
+    PeriodicTagOperator,
+    RemoveOrphanFilesOperator,
+    RollbackOperator,
+    SnapshotExpireOperator,
     SnapTableAdvanceConsumerOperator,
     SnapTableBaseOperator,
     SnapTableCleanOperator,
@@ -18,18 +29,16 @@ from airflow_snaptable.operators.snaptable import (
     SnapTableExpireSnapshotsOperator,
     SnapTableExpireTagsOperator,
     SnapTablePeriodicTagOperator,
+    SnapTablePurgeOperator,
     SnapTableRemoveOrphanFilesOperator,
     SnapTableRenameTagOperator,
-    SnapTableRewriteManifestsOperator,
     SnapTableRestoreSavepointOperator,
+    SnapTableRewriteManifestsOperator,
     SnapTableRollbackOperator,
-    SnapTablePurgeOperator,
     SnapTableUndoOperator,
 )
 
 __all__ = [
-    "SnapTablePurgeOperator",
-    "SnapTableUndoOperator",
     "SnapTableAdvanceConsumerOperator",
     "SnapTableBaseOperator",
     "SnapTableCleanOperator",
@@ -43,9 +52,22 @@ __all__ = [
     "SnapTableExpireSnapshotsOperator",
     "SnapTableExpireTagsOperator",
     "SnapTablePeriodicTagOperator",
+    "SnapTablePurgeOperator",
     "SnapTableRemoveOrphanFilesOperator",
     "SnapTableRenameTagOperator",
-    "SnapTableRewriteManifestsOperator",
     "SnapTableRestoreSavepointOperator",
+    "SnapTableRewriteManifestsOperator",
     "SnapTableRollbackOperator",
+    "SnapTableUndoOperator",
+    # The short names: the same classes.
+    "AdvanceConsumerOperator",
+    "CompactOperator",
+    "CreateTagOperator",
+    "DeleteTagOperator",
+    "ExpireConsumersOperator",
+    "ExpireTagsOperator",
+    "PeriodicTagOperator",
+    "RemoveOrphanFilesOperator",
+    "RollbackOperator",
+    "SnapshotExpireOperator",
 ]

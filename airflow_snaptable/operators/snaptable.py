@@ -335,3 +335,19 @@ class SnapTableExpireDataOperator(SnapTableBaseOperator):
     """Delete the rows older than a retention by a time column (``snaptable expire-data``)."""
 
     action = core_actions.ExpireData
+
+
+# The short names the package was specified with ("DAG authors adding SnapshotExpireOperator, ...,
+# backfills via rollback-to-tag tasks"): public, documented names of the same classes, beside the
+# prefixed ones, for good. A public name is never removed without a deprecation
+# (tests/test_public_names.py guards every one).
+SnapshotExpireOperator = SnapTableExpireSnapshotsOperator
+CreateTagOperator = SnapTableCreateTagOperator
+DeleteTagOperator = SnapTableDeleteTagOperator
+PeriodicTagOperator = SnapTablePeriodicTagOperator
+ExpireTagsOperator = SnapTableExpireTagsOperator
+ExpireConsumersOperator = SnapTableExpireConsumersOperator
+RollbackOperator = SnapTableRollbackOperator
+RemoveOrphanFilesOperator = SnapTableRemoveOrphanFilesOperator
+CompactOperator = SnapTableCompactOperator
+AdvanceConsumerOperator = SnapTableAdvanceConsumerOperator

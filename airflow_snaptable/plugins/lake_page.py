@@ -18,11 +18,17 @@ from airflow_snaptable.core.formats.foreign import ICEBERG_SCHEME
 
 JOB_LABELS = {"Successful": "ok", "Failed": "FAILED", "Not_Yet_Run": "not yet run", "Disabled": "disabled"}
 STATUS_CLASSES = {"Successful": "ok", "Failed": "failed", "Not_Yet_Run": "never"}
+#: Between the parts of a job's line: its last run, failure, skip and next due.
+DETAIL_SEPARATOR = " \u00b7 "
 #: Characters of a failure message a cell shows.
 MESSAGE_SHOWN = 120
 LAKE_STYLE = (
-    "tr.failed td{background:#ffebee}td.failed{color:#b71c1c;font-weight:bold}td.ok{color:#2e7d32}"
-    "td.never{color:#607d8b}td.job{max-width:200px;overflow-wrap:anywhere}.num{text-align:right}.small{font-size:12px;color:#607d8b}"
+    "tr.failed td{background:#ffebee}.failed{color:#b71c1c;font-weight:bold}.ok{color:#2e7d32}.never{color:#607d8b}"
+    # One jobs column, a line per job, and long words (times, paths, messages) broken anywhere: the page fits
+    # a 1280 px window whatever the number of jobs (one column per job made it wider).
+    "table.lake{max-width:100%}table.lake td{overflow-wrap:anywhere}td.name{max-width:320px}td.jobs{min-width:320px}"
+    "div.job{margin:1px 0}.job-name{display:inline-block;min-width:150px}.num{text-align:right}"
+    ".small{font-size:12px;color:#607d8b}"
 )
 
 
@@ -153,43 +159,38 @@ def render_lake(view: LakeView, esc, prefix: str) -> str:
     """The page's body (the caller wraps it): a row per table, failed first."""
     from airflow_snaptable.core.lake.policy import JOBS
 
-    shown = {job for health in view.tables for job in health.jobs}
-    jobs = [job for job in JOBS if job in shown]  # the order a run carries them out
-    head = "".join(f"<th>{esc(job)}</th>" for job in jobs)
     rows = []
     for health in view.tables:
         link = "timeline?" + urlencode({"conn_id": view.conn_id, "table": view.table_params[health.uri]})
-        cells = []
-        for job in jobs:
-            record = health.jobs.get(job)
-            if record is None:
-                cells.append('<td class="small">-</td>')
-                continue
+        lines = []
+        for job in [job for job in JOBS if job in health.jobs]:  # the order a run carries them out
+            record = health.jobs[job]
             status = str(record.get("status"))
             detail = [str(record.get("lastRunTimestamp") or "never")]
             message = str(record.get("failureMessage") or "")
-            if message:  # shortened in the cell; the whole text is the cell's tooltip
+            if message:  # shortened on the page; the whole text is the line's tooltip
                 detail.append(message if len(message) <= MESSAGE_SHOWN else message[: MESSAGE_SHOWN - 1] + "\u2026")
             if record.get("skipped"):
                 detail.append(str(record["skipped"]))
             if record.get("nextDue"):
                 detail.append("next due " + str(record["nextDue"]))
-            cells.append(
-                f'<td class="job {STATUS_CLASSES.get(status, "")}" data-job="{esc(job)}" data-status="{esc(status)}" '
-                f'title="{esc(message)}">'
-                f'{esc(JOB_LABELS.get(status, status))}<div class="small">{"<br>".join(esc(d) for d in detail)}</div></td>'
+            lines.append(
+                f'<div class="job {STATUS_CLASSES.get(status, "")}" data-job="{esc(job)}" data-status="{esc(status)}" '
+                f'title="{esc(message)}"><span class="job-name">{esc(job)}</span> {esc(JOB_LABELS.get(status, status))} '
+                f'<span class="small">{DETAIL_SEPARATOR.join(esc(d) for d in detail)}</span></div>'
             )
+        cells = [f'<td class="jobs">{"".join(lines) or "-"}</td>']
         error = f'<div class="error">{esc(health.error)}</div>' if health.error else ""
         rows.append(
             f'<tr class="lake-table{" failed" if health.failed else ""}" data-table="{esc(health.table)}" '
             f'data-failed="{str(health.failed).lower()}">'
-            f'<td><a class="timeline-link" href="{esc(link)}">{esc(health.table)}</a>{error}</td><td>{esc(health.format)}</td>'
+            f'<td class="name"><a class="timeline-link" href="{esc(link)}">{esc(health.table)}</a>{error}</td><td>{esc(health.format)}</td>'
             f'<td class="num">{esc(_dash(health.snapshots))}</td><td class="num">{esc(_dash(health.data_files))}</td>'
             f'<td class="num">{esc(human_bytes(health.bytes))}</td><td class="num">{esc(human_age(health.oldest_snapshot_age_seconds))}</td>'
             f'{"".join(cells)}</tr>'
         )
     if not rows:
-        rows.append(f'<tr><td colspan="{6 + len(jobs)}">no tables</td></tr>')
+        rows.append('<tr><td colspan="7">no tables</td></tr>')
     errors = "".join(f'<p class="error location-error">{esc(e)}</p>' for e in view.errors)
     self_link = f"{prefix}/lake?" + urlencode({"conn_id": view.conn_id})
     return (
@@ -199,7 +200,7 @@ def render_lake(view: LakeView, esc, prefix: str) -> str:
         f"<p>{_where(view, esc)}; tables with a failed job first. A name opens the table's timeline.</p>"
         f"<style>{LAKE_STYLE}</style>{errors}"
         '<table class="lake"><tr><th>table</th><th>format</th><th>snapshots</th><th>data files</th><th>bytes</th>'
-        f"<th>oldest snapshot</th>{head}</tr>{''.join(rows)}</table>"
+        f"<th>oldest snapshot</th><th>jobs</th></tr>{''.join(rows)}</table>"
     )
 
 

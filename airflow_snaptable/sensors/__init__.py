@@ -1,5 +1,5 @@
-"""Airflow sensors for snapshot tables."""
+"""Airflow sensors for snapshot tables (``NewSnapshotSensor`` is a public name of the same class)."""
 
-from airflow_snaptable.sensors.snaptable import SnapTableNewSnapshotSensor
+from airflow_snaptable.sensors.snaptable import NewSnapshotSensor, SnapTableNewSnapshotSensor
 
-__all__ = ["SnapTableNewSnapshotSensor"]
+__all__ = ["SnapTableNewSnapshotSensor", "NewSnapshotSensor"]

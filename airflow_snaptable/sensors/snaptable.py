@@ -190,3 +190,6 @@ def _as_snapshot_id(value: Any) -> int:
         value = value_from_text(value, ("int",), "after_snapshot_id")
     return check_int(value, "after_snapshot_id", minimum=0)
 
+
+#: The short name the package was specified with: a public name of the same class, beside the prefixed one.
+NewSnapshotSensor = SnapTableNewSnapshotSensor

@@ -372,3 +372,8 @@ class SnapTableSnapshotEventTrigger(BaseEventTrigger):
                 found["expired_after_snapshot_id"] = position
             return found, new.latest_snapshot_id
 
+
+# The short names the package was specified with: public names of the same classes, beside the prefixed
+# ones. Triggers serialized under them (their classpath is stored with the deferred task) deserialize.
+NewSnapshotTrigger = SnapTableNewSnapshotTrigger
+SnapshotEventTrigger = SnapTableSnapshotEventTrigger

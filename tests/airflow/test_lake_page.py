@@ -85,3 +85,29 @@ def test_the_tables_page_lists_a_connection_s_tables_by_name(client, monkeypatch
     monkeypatch.setattr(table_module.Table, "open", opening)
     timeline = client.get("/snaptable/" + link)
     assert 'href="tables?conn_id=snap_ok"' in timeline.text and 'class="connection-root"' in timeline.text
+
+
+def test_the_lake_page_has_one_jobs_column_whatever_the_number_of_jobs():
+    """A column per job made the page wider than a 1280 px window (eleven jobs, each cell up to 200 px wide):
+    the jobs of a table are lines of one cell, and long words (times, messages) break anywhere."""
+    import html
+    import re
+
+    from airflow_snaptable.core.lake.health import TableHealth
+    from airflow_snaptable.core.lake.policy import JOBS
+    from airflow_snaptable.plugins.lake_page import LAKE_STYLE, LakeView, render_lake
+
+    jobs = {job: {"status": "Successful", "lastRunTimestamp": "2026-12-08T00:42:32.759Z", "nextDue": "2026-12-09T00:42:32Z"}
+            for job in JOBS}
+    jobs["snapshot-expiry"] = {"status": "Failed", "lastRunTimestamp": "2026-12-08T00:42:32.759Z", "failureMessage": "x" * 300}
+    health = TableHealth(table="sales.orders", format="snaptable", uri="/lake/sales/orders", snapshots=3, data_files=4,
+                         bytes=4040, oldest_snapshot_age_seconds=60.0, jobs=jobs)
+    view = LakeView("snap_ok", "/lake", False, [health], {health.uri: "sales/orders"}, [])
+    page = render_lake(view, html.escape, "/snaptable")
+    header = re.search(r'<table class="lake"><tr>(.*?)</tr>', page).group(1)
+    assert header.count("<th>") == 7 and "<th>jobs</th>" in header
+    (row,) = re.findall(r'<tr class="lake-table.*?</tr>', page)
+    assert row.count("<td") == 7
+    assert re.findall(r'data-job="([^"]+)"', row) == list(JOBS)
+    assert 'data-job="snapshot-expiry" data-status="Failed"' in row
+    assert "table.lake td{overflow-wrap:anywhere}" in LAKE_STYLE

@@ -80,20 +80,10 @@ def test_docstrings_name_every_parameter_and_templated_field(cls):
     assert issubclass(cls, ops.SnapTableBaseOperator)
 
 
-def test_class_names_carry_the_integration_prefix_and_the_old_names_stay_importable():
-    from airflow_snaptable import sensors, triggers
-    from airflow_snaptable.triggers.snaptable import SnapTableNewSnapshotTrigger
-
+def test_class_names_carry_the_integration_prefix():
+    """The short names beside them: tests/airflow/test_short_names.py."""
     for cls in ALL_OPERATORS:
         assert cls.__name__.startswith("SnapTable") and cls.__name__.endswith("Operator")
-    assert ops.SnapTableExpireSnapshotsOperator is ops.SnapTableExpireSnapshotsOperator
-    assert sensors.SnapTableNewSnapshotSensor is sensors.SnapTableNewSnapshotSensor
-    assert triggers.SnapTableNewSnapshotTrigger is SnapTableNewSnapshotTrigger
-    assert triggers.SnapTableSnapshotEventTrigger is triggers.SnapTableSnapshotEventTrigger
-    # A trigger serialized before the rename (old classpath) still deserializes.
-    from airflow.sdk.module_loading import import_string
-
-    assert import_string("airflow_snaptable.triggers.snaptable.SnapTableNewSnapshotTrigger") is SnapTableNewSnapshotTrigger
 
 
 def test_sensor_docstring_names_every_templated_field():

@@ -152,3 +152,27 @@ def test_the_timeline_of_an_iceberg_table_and_of_a_paimon_table(format_client):
     paimon_page = client.get("/snaptable/timeline", params={"conn_id": "snap_paimon", "table": "app"})
     assert paimon_page.status_code == 200 and paimon_page.text.count('<g class="snapshot"') == 6
     assert 'data-tag="t2"' in paimon_page.text and 'data-tag="t4"' in paimon_page.text
+
+
+def test_the_docs_say_how_to_open_the_pages_with_settings_that_exist():
+    """docs/airflow.md says how to see the pages: the API server command, where, and the auth settings; each
+    setting it names is one of this Airflow's, and the command is one of its CLI's."""
+    import re
+
+    from airflow.configuration import conf
+
+    from tests.airflow.conftest import REPO
+
+    text = " ".join((REPO / "docs" / "airflow.md").read_text(encoding="utf-8").split())
+    assert "**To see the pages**" in text and f"{timeline_app.URL_PREFIX}/" in text
+    settings = re.findall(r"\[core\] (\w+)|AIRFLOW__CORE__(\w+)=", text)
+    named = {(a or b).lower() for a, b in settings}
+    assert {"simple_auth_manager_users", "simple_auth_manager_all_admins"} <= named, named
+    for option in named:
+        assert conf.has_option("core", option), option
+    from airflow.cli.cli_config import core_commands
+
+    command, *flags = re.search(r"`airflow (api-server[^`]*)`", text).group(1).split()
+    (found,) = [c for c in core_commands if c.name == command]
+    options = {flag for arg in found.args for flag in arg.flags}
+    assert {f for f in flags if f.startswith("-")} <= options, (flags, options)

@@ -211,7 +211,7 @@ def test_the_timeline_page_in_headless_chromium(api_server, warehouse, chromium,
     links = [a["href"] for tag, a in lake.elements if tag == "a" and a.get("class") == "timeline-link"]
     assert links[0] == "timeline?" + urlencode({"conn_id": CONN_ID, "table": "lake/broken"})
     assert "timeline?" + urlencode({"conn_id": CONN_ID, "table": "lake/good"}) in links
-    statuses = {(a["data-job"], a["data-status"]) for tag, a in lake.elements if tag == "td" and "job" in a.get("class", "").split()}
+    statuses = {(a["data-job"], a["data-status"]) for tag, a in lake.elements if tag == "div" and "job" in a.get("class", "").split()}
     assert ("snapshot-expiry", "Failed") in statuses and ("snapshot-expiry", "Successful") in statuses
     assert "next due after 3 more snapshot(s)" in lake_text and "CorruptMetadataError" in lake_text
     assert _get(api_server + "/snaptable/" + links[-1])[0] == 200  # a link target opens

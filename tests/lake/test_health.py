@@ -65,5 +65,5 @@ def test_the_cli_prints_the_same_health_failed_first(mixed_lake, capsys):
     assert main(["health", lake]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:3] == ["table", "format", "snapshots"]
-    assert lines[2].startswith("a.broken") and "snapshot-expiry: Failed" in lines[2]
-    assert any(line.startswith("sales.orders") and "snapshot-expiry: Successful" in line for line in lines[3:])
+    assert lines[2].startswith("a.broken") and "FAILED snapshot-expiry" in lines[2]
+    assert any(line.startswith("sales.orders") and "1 ok" in line for line in lines[3:])

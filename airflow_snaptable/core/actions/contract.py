@@ -158,8 +158,9 @@ class Action(abc.ABC):
 
     @classmethod
     def summary(cls) -> str:
-        """The docstring's first line as plain text (the CLI command's help)."""
-        return plain_text(inspect.getdoc(cls).split("\n", 1)[0])
+        """The docstring's first paragraph as plain text on one line (the CLI command's help and description): a
+        whole sentence, also where it wraps in the docstring."""
+        return plain_text(" ".join(inspect.getdoc(cls).split("\n\n", 1)[0].split()))
 
     @classmethod
     def check_choices(cls, values: Mapping[str, Any]) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
@@ -11,12 +13,44 @@ import pyarrow.parquet as pq
 
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
 from airflow_snaptable.core.native.manifest import DataFile
-from airflow_snaptable.core.native.data_skipping import referenced_columns
+from airflow_snaptable.core.native.data_skipping import binds, referenced_columns
 from airflow_snaptable.core.native.schema import TableSchema
 from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.io.storage import Storage
 
 Filter = Any  # a pyarrow.compute.Expression, or DNF tuples as pyarrow.parquet takes them
+
+
+#: DNF operators, as pyarrow.parquet's ``filters`` take them.
+_COMPARISONS = {
+    "=": operator.eq, "==": operator.eq, "!=": operator.ne,
+    "<": operator.lt, ">": operator.gt, "<=": operator.le, ">=": operator.ge,
+}
+
+
+def _predicate(term: Any) -> pc.Expression:
+    if not isinstance(term, (list, tuple)) or len(term) != 3 or not isinstance(term[0], str):
+        raise ValueError(f"a predicate is (column, operator, value), got {term!r}")
+    column, op, value = term
+    field = pc.field(column)
+    if op in _COMPARISONS:
+        return _COMPARISONS[op](field, value)
+    if op in ("in", "not in"):
+        selected = field.isin(value)
+        return selected if op == "in" else ~selected
+    raise ValueError(f"{op!r} is not a valid operator in predicates")
+
+
+def dnf_expression(filter: Sequence[Any]) -> pc.Expression:
+    """DNF tuples as an Expression, built with pyarrow.compute: what ``pyarrow.parquet.filters_to_expression``
+    makes of them, without it (it imports pyarrow.dataset, and that imports pandas: a third of a second of the
+    first filtered plan of a process, a sensor poke or a CLI call; tests/core/test_no_pandas_imports.py)."""
+    if not filter or any(not isinstance(c, (list, tuple)) or len(c) == 0 for c in filter):
+        raise ValueError("malformed filters: give [(column, op, value), ...] or [[...], [...]]")
+    disjunction = [filter] if isinstance(filter[0][0], str) else filter
+    return functools.reduce(
+        operator.or_, [functools.reduce(operator.and_, [_predicate(term) for term in conjunction]) for conjunction in disjunction]
+    )
 
 
 def to_expression(filter: Filter) -> pc.Expression | None:
@@ -27,7 +61,7 @@ def to_expression(filter: Filter) -> pc.Expression | None:
         return filter
     if isinstance(filter, (list, tuple)) and filter:
         try:
-            return pq.filters_to_expression(list(filter))
+            return dnf_expression(list(filter))
         except Exception as exc:  # noqa: BLE001 - turn pyarrow's message into ours
             raise InvalidArgumentError(f"invalid filter {filter!r}: {exc}") from exc
     raise InvalidArgumentError(
@@ -54,11 +88,10 @@ def check_filter(schema: TableSchema, expression: pc.Expression | None) -> pc.Ex
     Checked against no rows, before any file is read, so an error while reading a file
     is the file's fault, never the filter's.
     """
-    import pyarrow.dataset as ds  # here, not at import: it imports pandas (a quarter second)
     if expression is None:
         return None
     try:
-        ds.dataset(schema.arrow_schema.empty_table()).to_table(filter=expression)
+        binds(schema.arrow_schema, expression)
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise InvalidArgumentError(f"filter {expression} does not fit the table schema: {exc}") from exc
     return expression
