@@ -384,7 +384,8 @@ def help_examples() -> list[HelpExample]:
 
 HELP_EXAMPLES = help_examples()
 #: The rest of a command line an example needs (the arguments a command requires besides its table).
-_REQUIRED = {("tag", "create"): ["nightly"], ("expire-data",): ["--column", "ts"], ("new-snapshots",): ["--after-snapshot-id", "0"]}
+_REQUIRED = {("tag", "create"): ["nightly"], ("expire-data",): ["--column", "ts"], ("new-snapshots",): ["--after-snapshot-id", "0"],
+             ("clean",): ["--policy", "KEEP_LATEST_COMMITS", "--commits-retained", "2"]}
 #: The placeholder table of an example whose value names one (run-action's JSON): it runs on the real table.
 _PLACEHOLDER_TABLE = "/data/orders"
 
