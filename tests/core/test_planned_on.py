@@ -1,0 +1,70 @@
+"""A deleting run proves, once its plan is published, that the table is still the one it planned on
+(core/lifecycle/plan_executor.py ``PlannedOn``; issue 34, item 4).
+
+The interleaving is injected deterministically: a whole undo runs between a deleting run's planning
+and the publication of its plan (the Storage ``on_operation`` hook runs it right before the plan's
+pending file is written). Then no undo is marked any more, so the old check let the stale plan run:
+an expiry planned on the earliest snapshot before the undo brought older ones back unpublished its
+range and moved EARLIEST above the restored snapshots, deleting files they read; a tag deletion freed
+files the restored snapshots read. Now the run sees the undo generation (or the earliest snapshot)
+changed and plans again on the table as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+
+from airflow_snaptable.core import Table
+from tests.core.test_lifecycle import FAR_FUTURE, check_clean
+from tests.core.test_noncurrent import EXPIRE, _noncurrent, rich  # noqa: F401 - fixture
+
+
+def undo_before_publishing(table: Table, undo: Callable[[], object]) -> list[object]:
+    """Runs ``undo`` once, right before ``table`` writes its first pending plan (it has planned, nothing is
+    published); returns what the undo returned (empty until then)."""
+    done: list[object] = []
+
+    def hook(kind: str, rel: str) -> None:
+        if kind == "write" and rel.startswith("plan/pending-") and not done:
+            done.append(undo())
+
+    table.storage.on_operation = hook
+    return done
+
+
+@pytest.mark.parametrize("days", [None, 10])
+def test_an_expiry_planned_before_an_undo_plans_again_on_what_the_undo_restored(rich, days):
+    table = rich.table
+    run_id = _noncurrent(table, 10, lambda: table.expire_snapshots(**{**EXPIRE, "retain_min": 5}))  # expires 1..7
+    assert Table.open(table.uri).earliest_snapshot().id == 8
+    expiry = Table.open(table.uri)
+    undone = undo_before_publishing(expiry, lambda: Table.open(table.uri).undo(run_id))
+
+    def expire():
+        return expiry.expire_snapshots(retain_min=2, time_retained="0 s", now=FAR_FUTURE)
+
+    if days is None:
+        result = expire()
+    else:
+        with expiry.retaining_noncurrent(days, "expire-snapshots"):
+            result = expire()
+    assert undone and undone[0].restored_snapshot_ids == list(range(7, 0, -1)), "the undo did not run inside the expiry"
+    # Planned again on the restored history: the restored snapshots expire through a plan that read them.
+    assert result.expired_snapshot_ids == list(range(1, 11))
+    assert Table.open(table.uri).snapshot_manager.list_ids() == [11, 12]
+    check_clean(table.uri, rich.model)
+
+
+def test_a_tag_deletion_planned_before_an_undo_plans_again_on_what_the_undo_restored(rich):
+    table = rich.table
+    table.expire_snapshots(**{**EXPIRE, "retain_min": 7})  # plainly: 1..5 go, the tag t5 holds snapshot 5
+    run_id = _noncurrent(table, 10, lambda: table.expire_snapshots(**{**EXPIRE, "retain_min": 5}))  # 6..7
+    deleting = Table.open(table.uri)
+    undone = undo_before_publishing(deleting, lambda: Table.open(table.uri).undo(run_id))
+    deleting.delete_tag("t5")
+    assert undone and undone[0].restored_snapshot_ids == [7, 6]
+    assert [t.name for t in Table.open(table.uri).tags()] == ["t2", "t10"]
+    assert Table.open(table.uri).snapshot_manager.list_ids() == list(range(6, 13))
+    check_clean(table.uri, rich.model)
