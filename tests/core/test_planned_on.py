@@ -27,7 +27,7 @@ def undo_before_publishing(table: Table, undo: Callable[[], object]) -> list[obj
     done: list[object] = []
 
     def hook(kind: str, rel: str) -> None:
-        if kind == "write" and rel.startswith("plan/pending-") and not done:
+        if kind == "write" and "/plan/pending-" in f"/{rel}" and not done:  # Paimon: under snaptable/
             done.append(undo())
 
     table.storage.on_operation = hook
@@ -68,3 +68,39 @@ def test_a_tag_deletion_planned_before_an_undo_plans_again_on_what_the_undo_rest
     assert [t.name for t in Table.open(table.uri).tags()] == ["t2", "t10"]
     assert Table.open(table.uri).snapshot_manager.list_ids() == list(range(6, 13))
     check_clean(table.uri, rich.model)
+
+
+# -- Apache Paimon tables, judged by pypaimon ----------------------------------------------------------
+
+
+def test_on_paimon_an_expiry_planned_before_an_undo_plans_again(paimon, tmp_path):
+    from tests.paimon.test_paimon_lifecycle import check
+    from tests.paimon.test_paimon_noncurrent import EXPIRE as PAIMON_EXPIRE, _open
+
+    warehouse = paimon.copy(tmp_path / "w")
+    table = _open(warehouse, "app")
+    with table.retaining_noncurrent(10, "expire-snapshots") as run:
+        table.expire_snapshots(**{**PAIMON_EXPIRE, "retain_min": 3})  # 1..3
+    expiry = _open(warehouse, "app")
+    undone = undo_before_publishing(expiry, lambda: _open(warehouse, "app").undo(run.run_id))
+    result = expiry.expire_snapshots(**{**PAIMON_EXPIRE, "retain_min": 2})
+    assert undone and undone[0].restored_snapshot_ids == [3, 2, 1]
+    assert result.expired_snapshot_ids == [1, 2, 3, 4]
+    check(paimon, warehouse, "app", [5, 6], ["t2", "t4"])
+
+
+def test_on_paimon_a_tag_deletion_planned_before_an_undo_plans_again(paimon, tmp_path):
+    from tests.paimon.test_paimon_lifecycle import check
+    from tests.paimon.test_paimon_noncurrent import EXPIRE as PAIMON_EXPIRE, _open
+
+    warehouse = paimon.copy(tmp_path / "w")
+    _open(warehouse, "app").expire_snapshots(**{**PAIMON_EXPIRE, "retain_min": 4})  # plainly: 1, 2 (t2 holds 2)
+    _open(warehouse, "app").delete_tag("t4")  # no other tag holds what 3 and 4 read of 2
+    table = _open(warehouse, "app")
+    with table.retaining_noncurrent(10, "expire-snapshots") as run:
+        table.expire_snapshots(**{**PAIMON_EXPIRE, "retain_min": 2})  # 3, 4
+    deleting = _open(warehouse, "app")
+    undone = undo_before_publishing(deleting, lambda: _open(warehouse, "app").undo(run.run_id))
+    deleting.delete_tag("t2")
+    assert undone and undone[0].restored_snapshot_ids == [4, 3]
+    check(paimon, warehouse, "app", [3, 4, 5, 6], [])
