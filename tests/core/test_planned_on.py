@@ -117,3 +117,49 @@ def test_on_paimon_a_tag_deletion_planned_before_an_undo_plans_again(paimon, tmp
     deleting.delete_tag("t2")
     assert undone and undone[0].restored_snapshot_ids == [4, 3]
     check(paimon, warehouse, "app", [3, 4, 5, 6], [])
+
+
+# -- the runs no plan fences: their deleting mark proves the undo generation -----------------------------
+
+
+def test_orphan_removal_begun_during_an_undo_that_finishes_before_it_deletes_backs_out(rich, monkeypatch):
+    """The undo is past its check of the deleting marks (it runs on a thread, held in its checks) when the
+    orphan removal puts its mark up; it finishes after the orphan removal's first listing, before its
+    delete. No undo is marked any more then: the orphan removal's reads predate what the undo brought
+    back, and the changed undo generation makes it back out."""
+    import threading
+
+    from airflow_snaptable.core.errors import UndoInProgressError
+    from airflow_snaptable.core.lifecycle.noncurrent import undo as undo_module
+
+    table = rich.table
+    run_id = _noncurrent(table, 10, lambda: table.expire_snapshots(**{**EXPIRE, "retain_min": 4}))
+    in_checks, go, done = threading.Event(), threading.Event(), threading.Event()
+    checked = undo_module.NoncurrentUndo._checked
+
+    def held_in_checks(self, *args, **kwargs):
+        in_checks.set()
+        assert go.wait(60)
+        return checked(self, *args, **kwargs)
+
+    monkeypatch.setattr(undo_module.NoncurrentUndo, "_checked", held_in_checks)
+    undone: list[object] = []
+    thread = threading.Thread(target=lambda: (undone.append(Table.open(table.uri).undo(run_id)), done.set()))
+    thread.start()
+    try:
+        assert in_checks.wait(60)
+        cleaner = Table.open(table.uri)
+
+        def finish_the_undo_at_the_first_listing(kind: str, rel: str) -> None:
+            if kind == "list" and rel.startswith("data") and not go.is_set():
+                go.set()
+                assert done.wait(60)
+
+        cleaner.storage.on_operation = finish_the_undo_at_the_first_listing
+        with pytest.raises(UndoInProgressError, match="an undo ran"):
+            cleaner.remove_orphan_files(older_than="0 s", dry_run=False, now=FAR_FUTURE)
+    finally:
+        go.set()
+        thread.join(60)
+    assert undone and undone[0].restored_snapshot_ids
+    check_clean(table.uri, rich.model)
