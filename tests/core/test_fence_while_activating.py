@@ -142,3 +142,28 @@ def test_a_fence_check_across_the_plans_activation_sees_the_plan(tmp_path, what)
 @pytest.mark.parametrize("what", sorted(CHECKS))
 def test_a_fence_check_across_the_plans_activation_sees_the_plan_on_object_stores(object_store, object_store_uri, what):
     CHECKS[what](f"{object_store_uri}/t", object_store.storage_options())
+
+
+# -- the same rule for the re-add registry (core/lifecycle/readds.py) --------------------------------------
+
+
+def test_a_readd_entry_finalised_between_the_listing_and_its_read_is_read(tmp_path):
+    """A keep-history rollback finalises its entry (``readd-<snapshot>.json`` written, the pending one deleted)
+    while a plan's protection reads the registry: the reader that listed the pending entry finds it gone and
+    must still see the files it re-adds, under the final name its listing did not show."""
+    from airflow_snaptable.core.io.storage import Storage
+    from airflow_snaptable.core.lifecycle.readds import ReaddRegistry
+
+    storage = Storage.from_uri(str(tmp_path / "t"))
+    writer, reader = ReaddRegistry(storage), ReaddRegistry(Storage.from_uri(str(tmp_path / "t")))
+    pending = writer.add_pending(["data/p=0/re-added.parquet"])
+
+    def finalise_before_the_read(kind: str, rel: str) -> None:
+        if kind == "read" and rel == f"readd/{pending}":
+            reader.storage.on_operation = None
+            writer.finalize(pending, 7, ["data/p=0/re-added.parquet"])
+
+    reader.storage.on_operation = finalise_before_the_read
+    entries = reader.entries()
+    assert [(e.snapshot_id, sorted(e.paths)) for e in entries] == [(7, ["data/p=0/re-added.parquet"])]
+    assert any(e.protects("data/p=0/re-added.parquet", 5) for e in entries)
