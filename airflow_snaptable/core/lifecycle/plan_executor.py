@@ -28,9 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError
 from airflow_snaptable.core.lifecycle.expiry.parts import candidate_parts
 from airflow_snaptable.core.lifecycle.intents import IntentManager
-from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError
 from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal, NoncurrentRun, refuse_while_undoing, undo_markers
 from airflow_snaptable.core.lifecycle.noncurrent.record import record_leftovers, record_part, record_plan
 from airflow_snaptable.core.lifecycle.deletion_plans import EXPIRE, ROLLBACK, DataCandidate, DeletionPlan, PlanEffect, PlanManager, PlanOutcome
