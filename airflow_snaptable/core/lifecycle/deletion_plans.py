@@ -296,10 +296,6 @@ class PlanManager:
     def doomed_tags(self) -> set[str]:
         return {name for p in self.fences() for name in p.tag_names}
 
-    def publish(self, plan: DeletionPlan) -> None:
-        """Publish a plan as active at once (its owner has nothing to re-check)."""
-        self.storage.write_bytes(plan.path, plan.to_json())
-
     def publish_pending(self, plan: DeletionPlan) -> None:
         # Only the owner executes a pending plan, and it holds the lists in memory.
         self.storage.write_bytes(self._pending_path(plan), plan.to_json(fence_only=True))
