@@ -58,6 +58,26 @@ def test_an_expiry_planned_before_an_undo_plans_again_on_what_the_undo_restored(
     check_clean(table.uri, rich.model)
 
 
+def test_an_undo_in_another_process_between_an_expirys_planning_and_its_plan(rich):
+    """The two real processes of the report (``snaptable undo``, then an expiry that had read the earliest
+    snapshot before it), the undo process run at the exact point: the fence lives on storage only."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    table = rich.table
+    run_id = _noncurrent(table, 10, lambda: table.expire_snapshots(**{**EXPIRE, "retain_min": 5}))
+    snaptable = str(Path(sys.executable).with_name("snaptable"))
+    expiry = Table.open(table.uri)
+    undone = undo_before_publishing(
+        expiry, lambda: subprocess.run([snaptable, "undo", table.uri, run_id, "--json"], capture_output=True, text=True, timeout=300)
+    )
+    result = expiry.expire_snapshots(retain_min=2, retain_max=2, time_retained="0 s", now=FAR_FUTURE)
+    assert undone and undone[0].returncode == 0, undone
+    assert result.expired_snapshot_ids == list(range(1, 11))
+    check_clean(table.uri, rich.model)
+
+
 def test_a_tag_deletion_planned_before_an_undo_plans_again_on_what_the_undo_restored(rich):
     table = rich.table
     table.expire_snapshots(**{**EXPIRE, "retain_min": 7})  # plainly: 1..5 go, the tag t5 holds snapshot 5
