@@ -167,3 +167,35 @@ def test_a_readd_entry_finalised_between_the_listing_and_its_read_is_read(tmp_pa
     entries = reader.entries()
     assert [(e.snapshot_id, sorted(e.paths)) for e in entries] == [(7, ["data/p=0/re-added.parquet"])]
     assert any(e.protects("data/p=0/re-added.parquet", 5) for e in entries)
+
+
+def test_a_keep_history_rollback_while_a_plan_is_pending_backs_out(tmp_path):
+    """A keep-history rollback registers the files it re-adds, then looks for plans that delete them. A plan
+    still pending has read its protection (the registry without the entry) and lists no candidate yet: the
+    rollback must back out (it used to look at active plans only, committed, and the plan deleted the files
+    its snapshot re-added)."""
+    from airflow_snaptable.core import CommitConflictError
+
+    uri = str(tmp_path / "t")
+    model = _history(uri, None)  # snapshot 5 overwrote p=0: the p=0 files of 1..4 are deleted at 5
+    Table.open(uri).append(make_rows([40]))  # 6
+    model[6] = sorted(model[5] + [40])
+    expiry = Table.open(uri)
+    raised: list[BaseException] = []
+
+    def rollback_at_activation(kind: str, rel: str) -> None:
+        if kind == "write" and rel.startswith("plan/plan-") and not raised:
+            try:
+                result = Table.open(uri).rollback_to(snapshot_id=4, keep_history=True)
+                model[result.latest_snapshot_id] = model[4]
+                raised.append(AssertionError("the rollback went through"))
+            except CommitConflictError as exc:
+                raised.append(exc)
+
+    expiry.storage.on_operation = rollback_at_activation
+    expiry.expire_snapshots(retain_min=1, time_retained="0 s")  # 1..5: the p=0 files of 4 are candidates
+    fresh = Table.open(uri)
+    for snapshot in fresh.snapshots():
+        assert sorted_ids(fresh.scan(snapshot_id=snapshot.id).to_arrow()) == model[snapshot.id]
+    assert fresh.verify().ok
+    assert raised and isinstance(raised[0], CommitConflictError), raised

@@ -35,7 +35,7 @@ from airflow_snaptable.core.errors import CommitConflictError, InvalidArgumentEr
 from airflow_snaptable.core.lifecycle.expiry.parts import candidates_among
 from airflow_snaptable.core.native.manifest import FileKind
 from airflow_snaptable.core.lifecycle.plan_executor import MAX_PLANNING_ATTEMPTS, PlanExecutor
-from airflow_snaptable.core.lifecycle.deletion_plans import ROLLBACK, DataCandidate, DeletionPlan
+from airflow_snaptable.core.lifecycle.deletion_plans import ROLLBACK, DataCandidate, DeletionPlan, is_dead_rollback
 from airflow_snaptable.core.lifecycle.readds import ReaddRegistry
 from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.lifecycle.store import TableStore
@@ -234,7 +234,14 @@ class Rollback:
         pending = registry.add_pending([f.path for f in readded])
         try:
             wanted = {f.path for f in readded}
-            doomed = {path for plan in self.executor.plans.plans() for path in candidates_among(self.store, plan, wanted)}
+            plans = self.executor.plans.fences()
+            if readded and any(p.pending and not is_dead_rollback(self.store.snapshots, p) for p in plans):
+                # A pending plan may have read its protection before this entry existed, and lists no candidate
+                # yet: whether it deletes these files cannot be told (an active plan's candidates can).
+                raise CommitConflictError(
+                    f"{self.store.uri}: a deletion plan is being made ready; nothing was rolled back: rerun the rollback"
+                )
+            doomed = {path for plan in plans if not plan.pending for path in candidates_among(self.store, plan, wanted)}
         except BaseException:
             registry.discard(pending)
             raise
