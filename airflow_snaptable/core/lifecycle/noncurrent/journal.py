@@ -385,7 +385,7 @@ def undo_markers(journal: NoncurrentJournal) -> frozenset[str]:
     that finishes changes it (``undone-`` goes up, ``undo-`` comes down), one refused leaves it as it found
     it. A deleting run reads it before it reads what it plans on and again once its plan (or its deleting
     mark) is visible to undo: the same generation, with no undo marked, proves no undo brought anything
-    back in between (docs/lifecycle.md, "Deleting runs and undo")."""
+    back in between (docs/lifecycle.md, "Crash safety and races: deletion plans")."""
     return frozenset(
         n for n in journal.storage.list_names(journal.directory)
         if n.endswith(".json") and (n.startswith(UNDO_PREFIX) or n.startswith(UNDONE_PREFIX))
