@@ -216,7 +216,10 @@ def read_plans(storage: Storage, prefix: str = "") -> list[DeletionPlan]:
     """Unfinished plans whose file name starts with ``prefix`` ("plan-": active; "": active and pending).
 
     A pending plan older than STALE_PENDING_SECONDS lost its owner (a live owner takes
-    milliseconds from pending to active): it fences nothing and is left out.
+    milliseconds from pending to active): it fences nothing and is left out. A pending plan the
+    listing showed and that is gone when read was activated, finished or dropped meanwhile: its
+    active file is read in its place, so a fence never disappears between a listing and its reads
+    (on an object store each is a round trip of milliseconds).
     """
     found = []
     now = time.time()  # compared with storage modification times, not the table's clock
@@ -227,14 +230,26 @@ def read_plans(storage: Storage, prefix: str = "") -> list[DeletionPlan]:
         if name.startswith("pending-") and mtime is not None and now - mtime > STALE_PENDING_SECONDS:
             continue
         path = f"{PLAN_DIR}/{name}"
+        pending = name.startswith("pending-")
         try:
             data = storage.read_bytes(path)
         except FileNotFoundError:
-            continue  # finished while we listed
+            if not pending or prefix != "":
+                continue  # finished (or dropped) while we listed
+            # Activated while we listed: the owner wrote plan-<id> before it deleted pending-<id>, so the plan
+            # is there, or it finished and unpublished first (what a reader checks after this sees it), or
+            # its owner dropped it. Skipping it would take its fence down while it deletes (a tag or a
+            # consumer that checks now would go through, an undo would not see the plan).
+            path, pending = f"{PLAN_DIR}/plan-{name[len('pending-'):]}", False
+            try:
+                data = storage.read_bytes(path)
+            except FileNotFoundError:
+                continue
         plan = DeletionPlan.from_json(data, where=storage.full_uri(path))
-        plan.pending = name.startswith("pending-")
+        plan.pending = pending
         found.append(plan)
-    return found
+    unique = {plan.id: plan for plan in found}  # a plan listed both pending and active, read twice
+    return list(unique.values()) if len(unique) < len(found) else found
 
 
 def is_dead_rollback(snapshots: SnapshotStore, plan: DeletionPlan) -> bool:
@@ -280,10 +295,6 @@ class PlanManager:
 
     def doomed_tags(self) -> set[str]:
         return {name for p in self.fences() for name in p.tag_names}
-
-    def publish(self, plan: DeletionPlan) -> None:
-        """Publish a plan as active at once (its owner has nothing to re-check)."""
-        self.storage.write_bytes(plan.path, plan.to_json())
 
     def publish_pending(self, plan: DeletionPlan) -> None:
         # Only the owner executes a pending plan, and it holds the lists in memory.

@@ -2,8 +2,15 @@
 
 :meth:`PlanExecutor.run` is the sequence, written once:
 
+0. before its first planning read, the owner reads :meth:`PlanExecutor.view`: the table it plans
+   on (the undo generation, then the earliest snapshot, :class:`PlannedOn`);
 1. publish the plan *pending*: its fence is up, so from now on new tags and consumers
-   below it back out (core/lifecycle/tags.py, core/lifecycle/consumers.py);
+   below it back out (core/lifecycle/tags.py, core/lifecycle/consumers.py), and an undo that
+   marks refuses (core/lifecycle/noncurrent/undo.py);
+1b. prove the table is still the one it planned on: no undo marked (``UndoInProgressError``),
+   the same undo generation and the same earliest snapshot; otherwise the plan is dropped and
+   its owner plans again (an undo that ran whole while it planned brought back what the plan
+   would delete, or hide below its fence);
 2. the owner's re-check of what came in before the fence (expiry: consumers; rollback:
    the latest snapshot is still the one it planned on); a failed check drops the plan;
 3. read what protects (core/lifecycle/protection.py), failing closed: any error drops the plan;
@@ -18,11 +25,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
+from airflow_snaptable.core.errors import CorruptMetadataError, SnapshotNotFoundError
 from airflow_snaptable.core.lifecycle.expiry.parts import candidate_parts
 from airflow_snaptable.core.lifecycle.intents import IntentManager
-from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal, NoncurrentRun, refuse_while_undoing
+from airflow_snaptable.core.lifecycle.noncurrent.journal import NoncurrentJournal, NoncurrentRun, refuse_while_undoing, undo_markers
 from airflow_snaptable.core.lifecycle.noncurrent.record import record_leftovers, record_part, record_plan
 from airflow_snaptable.core.lifecycle.deletion_plans import EXPIRE, ROLLBACK, DataCandidate, DeletionPlan, PlanEffect, PlanManager, PlanOutcome
 from airflow_snaptable.core.lifecycle.progress import delete_with_progress
@@ -30,6 +39,21 @@ from airflow_snaptable.core.lifecycle.protection import Protection, ProtectionRe
 from airflow_snaptable.core.lifecycle.readds import READD_DIR, ReaddRegistry
 from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.lifecycle.store import TableStore
+
+
+#: Planning again after the table changed under a plan: each retry follows a change someone else finished.
+MAX_PLANNING_ATTEMPTS = 10
+
+
+@dataclass(frozen=True)
+class PlannedOn:
+    """The table a deleting run planned on, read before its first planning read (:meth:`PlanExecutor.view`)
+    and proven unchanged once its plan is published (:meth:`PlanExecutor.run`)."""
+
+    #: The undo markers (core/lifecycle/noncurrent/journal.py ``undo_markers``): the undo generation.
+    undo_generation: frozenset[str]
+    #: ``(id, identity)`` of the earliest snapshot (None: no snapshot): what an undo of an expiry lowers.
+    earliest: tuple[int, str] | None
 
 
 class PlanExecutor:
@@ -41,23 +65,56 @@ class PlanExecutor:
         self.protection = ProtectionReader(store)
         self.noncurrent = noncurrent
 
+    def view(self) -> PlannedOn:
+        """Step 0: the table a deleting run is about to plan on; read before its first planning read.
+
+        The undo generation first, then the earliest snapshot: an undo that brings snapshots back
+        below it after this read changes the generation before :meth:`run` reads it again."""
+        generation = undo_markers(NoncurrentJournal(self.store.lifecycle))
+        return PlannedOn(generation, self._earliest())
+
+    def _earliest(self) -> tuple[int, str] | None:
+        snapshots = self.store.snapshots
+        for attempt in range(3):
+            try:
+                earliest = snapshots.earliest_snapshot()
+                return None if earliest is None else (earliest.id, snapshots.identity(earliest))
+            except (SnapshotNotFoundError, CorruptMetadataError):
+                if attempt == 2:
+                    raise  # not a moving EARLIEST (an expiry unpublishing it): real damage
+        raise AssertionError("unreachable")
+
+    def still_planned_on(self, planned_on: PlannedOn) -> bool:
+        """Step 1b, once the plan is published (pending or active): no undo is marked (else
+        ``UndoInProgressError``), and the table is still the one ``planned_on`` read.
+
+        Fenced against undo like a tag against a plan: the plan is visible before this reads the undo
+        marks, an undo marks before it reads the plans; one of the two backs out. An undo that ran whole
+        before this read changed the undo generation (or the earliest snapshot): the plan may delete what
+        it brought back, so it is made again on the table as it is now."""
+        generation = undo_markers(NoncurrentJournal(self.store.lifecycle))
+        refuse_while_undoing(NoncurrentJournal(self.store.lifecycle), self.store.uri, "this run deleted nothing", generation)
+        return generation == planned_on.undo_generation and self._earliest() == planned_on.earliest
+
     def run(
         self,
         plan: DeletionPlan,
         *,
+        planned_on: PlannedOn,
         check: Callable[[], bool] | None = None,
         before_activate: Callable[[], None] | None = None,
     ) -> PlanOutcome | None:
-        """The plan sequence (see the module doc). ``check`` returns False to drop the plan (then
-        this returns None and the owner may plan again) or raises; ``before_activate`` runs once
-        protection is read, before anything is deleted."""
+        """The plan sequence (see the module doc). ``planned_on``: :meth:`view` as read before the plan's
+        first planning read. Returns None, having deleted nothing, when the table is no longer the one
+        planned on or ``check`` returns False: the owner plans again. ``check`` may also raise;
+        ``before_activate`` runs once protection is read, before anything is deleted."""
         if self.noncurrent is not None and plan.noncurrent is None:
             plan.noncurrent = self.noncurrent.to_dict()
         self.plans.publish_pending(plan)
         try:
-            # Fenced against undo like a tag against a plan: the plan is visible (pending) before it
-            # reads the undo marks, an undo marks before it reads the plans; one of the two backs out.
-            refuse_while_undoing(NoncurrentJournal(self.store.lifecycle), self.store.uri, "this run deleted nothing")
+            if not self.still_planned_on(planned_on):
+                self.plans.discard_pending(plan)
+                return None
             if check is not None and not check():
                 self.plans.discard_pending(plan)
                 return None
@@ -73,6 +130,22 @@ class PlanExecutor:
             before_activate()
         self.plans.activate(plan)
         return self.execute(plan, protection)
+
+    def publish_proven(self, plan: DeletionPlan, planned_on: PlannedOn) -> bool:
+        """Steps 1, 1b and 5 for a plan whose owner reads protection only when executing it (a tag replaced
+        in place: the new version of the tag must be written first): pending, proven, active. False, having
+        published nothing, when the table is no longer the one planned on."""
+        self.plans.publish_pending(plan)
+        try:
+            proven = self.still_planned_on(planned_on)
+        except BaseException:
+            self.plans.discard_pending(plan)
+            raise
+        if not proven:
+            self.plans.discard_pending(plan)
+            return False
+        self.plans.activate(plan)
+        return True
 
     def finish_all(self) -> PlanOutcome:
         """Complete every active plan (left by a crash); drop pending plans whose owner died, stale intents and

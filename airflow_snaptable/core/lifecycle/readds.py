@@ -27,10 +27,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Collection
 
-from airflow_snaptable.core.errors import CorruptMetadataError
+from airflow_snaptable.core.errors import CommitConflictError, CorruptMetadataError
 from airflow_snaptable.core.io.storage import Storage
 
 READD_DIR = "readd"
+#: Listings of the registry one read of it takes at most: each one after the first follows an entry replaced meanwhile.
+_MAX_LISTINGS = 10
 _FINAL = re.compile(r"^readd-(\d+)\.json$")
 _PENDING = re.compile(r"^readd-pending-[0-9a-f]+\.json$")
 _HISTORY = re.compile(r"^readd-history-[0-9a-f]+\.json$")
@@ -75,18 +77,29 @@ class ReaddRegistry:
         self.storage = storage
 
     def entries(self) -> list[ReaddEntry]:
-        """Fail closed: an unreadable entry is an error, never "nothing re-added"."""
-        found = []
-        for name in self.storage.list_names(READD_DIR):
-            if not is_entry_name(name):
-                continue  # temp files of atomic writes
-            final = _FINAL.match(name)
-            paths = self._read(name)
-            if paths is None:
-                continue
-            live = not _HISTORY.match(name)
-            found.append(ReaddEntry(name, int(final.group(1)) if final else None, paths, live))
-        return found
+        """Fail closed: an unreadable entry is an error, never "nothing re-added".
+
+        An entry is replaced by writing its successor, then deleting it (a pending entry finalised, a
+        final one retired to history): one listed and gone when read had its successor written before,
+        under a name the listing did not show. The directory is listed again until no listed entry
+        vanished, so no entry is lost between a listing and its reads (an expiry's protection read
+        while a rollback finalised its entry would otherwise miss the files it re-added)."""
+        found: dict[str, ReaddEntry] = {}
+        for _listing in range(_MAX_LISTINGS):
+            vanished = False
+            for name in self.storage.list_names(READD_DIR):
+                if not is_entry_name(name) or name in found:
+                    continue  # temp files of atomic writes; an entry read in an earlier listing
+                final = _FINAL.match(name)
+                paths = self._read(name)
+                if paths is None:
+                    vanished = True  # replaced (its successor is listed next time), or dropped
+                    continue
+                live = not _HISTORY.match(name)
+                found[name] = ReaddEntry(name, int(final.group(1)) if final else None, paths, live)
+            if not vanished:
+                return list(found.values())
+        raise CommitConflictError(f"{self.storage.full_uri(READD_DIR)}: re-add entries kept changing while they were read")
 
     def _read(self, name: str) -> frozenset[str] | None:
         path = f"{READD_DIR}/{name}"

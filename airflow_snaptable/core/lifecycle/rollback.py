@@ -34,8 +34,8 @@ from airflow_snaptable.core.native.consumers import Consumer
 from airflow_snaptable.core.errors import CommitConflictError, InvalidArgumentError, MissingMetadataError, SnapshotNotFoundError
 from airflow_snaptable.core.lifecycle.expiry.parts import candidates_among
 from airflow_snaptable.core.native.manifest import FileKind
-from airflow_snaptable.core.lifecycle.plan_executor import PlanExecutor
-from airflow_snaptable.core.lifecycle.deletion_plans import ROLLBACK, DataCandidate, DeletionPlan
+from airflow_snaptable.core.lifecycle.plan_executor import MAX_PLANNING_ATTEMPTS, PlanExecutor
+from airflow_snaptable.core.lifecycle.deletion_plans import ROLLBACK, DataCandidate, DeletionPlan, is_dead_rollback
 from airflow_snaptable.core.lifecycle.readds import ReaddRegistry
 from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot
 from airflow_snaptable.core.lifecycle.store import TableStore
@@ -106,6 +106,26 @@ class Rollback:
         if r > latest:
             raise SnapshotNotFoundError(f"snapshot {r} is newer than the latest snapshot {latest}")
 
+        for _attempt in range(MAX_PLANNING_ATTEMPTS):
+            outcome, plan = self._run(target, latest, late_consumers, result)
+            if outcome is not None:
+                break
+            # An undo brought snapshots back (or an expiry moved the earliest) while this planned: plan again, from
+            # the same latest snapshot (a commit that landed meanwhile fails the plan's check: a quiet table).
+        else:
+            raise CommitConflictError(f"{store.uri}: the history kept changing while the rollback was planned; nothing was rolled back")
+        result.discarded_snapshot_ids = sorted(i for i in plan.snapshot_ids if i > r)
+        result.discarded_tags = plan.tag_names
+        result.deleted_data_files = len(outcome.deleted_data_files)
+        result.deleted_manifest_files = len(outcome.deleted_manifest_files)
+        result.bytes_freed = outcome.bytes_freed
+        return result
+
+    def _run(self, target: Snapshot, latest: int, late_consumers: list[Consumer], result: RollbackResult):
+        """Plan the rollback to ``target`` from ``latest`` and run the plan: (its outcome, or None when the table
+        is no longer the one it planned on, and the plan)."""
+        store, r = self.store, target.id
+        planned_on = self.executor.view()
         try:
             plan = self._plan(target, latest)
         except (MissingMetadataError, SnapshotNotFoundError):
@@ -129,13 +149,7 @@ class Rollback:
                 store.consumers.write(Consumer(consumer.id, r + 1, self.clock()))
                 result.moved_consumers.append(consumer.id)
 
-        outcome = self.executor.run(plan, check=still_the_planned_latest, before_activate=move_consumers_back)
-        result.discarded_snapshot_ids = sorted(i for i in plan.snapshot_ids if i > r)
-        result.discarded_tags = plan.tag_names
-        result.deleted_data_files = len(outcome.deleted_data_files)
-        result.deleted_manifest_files = len(outcome.deleted_manifest_files)
-        result.bytes_freed = outcome.bytes_freed
-        return result
+        return self.executor.run(plan, planned_on=planned_on, check=still_the_planned_latest, before_activate=move_consumers_back), plan
 
     def _target_still_there(self, target: Snapshot) -> None:
         """Raise SnapshotNotFoundError unless the retained ``target`` is still retained and no expiry is removing it."""
@@ -220,7 +234,14 @@ class Rollback:
         pending = registry.add_pending([f.path for f in readded])
         try:
             wanted = {f.path for f in readded}
-            doomed = {path for plan in self.executor.plans.plans() for path in candidates_among(self.store, plan, wanted)}
+            plans = self.executor.plans.fences()
+            if readded and any(p.pending and not is_dead_rollback(self.store.snapshots, p) for p in plans):
+                # A pending plan may have read its protection before this entry existed, and lists no candidate
+                # yet: whether it deletes these files cannot be told (an active plan's candidates can).
+                raise CommitConflictError(
+                    f"{self.store.uri}: a deletion plan is being made ready; nothing was rolled back: rerun the rollback"
+                )
+            doomed = {path for plan in plans if not plan.pending for path in candidates_among(self.store, plan, wanted)}
         except BaseException:
             registry.discard(pending)
             raise

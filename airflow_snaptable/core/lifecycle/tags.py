@@ -20,6 +20,7 @@ from typing import Callable
 
 from airflow_snaptable.core.arguments.checks import check_exclusive, check_int
 from airflow_snaptable.core.errors import (
+    CommitConflictError,
     CorruptMetadataError,
     InvalidArgumentError,
     SnapshotNotFoundError,
@@ -30,7 +31,7 @@ from airflow_snaptable.core.lifecycle.intents import TAG as TAG_INTENT, Intent, 
 from airflow_snaptable.core.arguments.names import validate_name
 from airflow_snaptable.core.lifecycle.noncurrent.journal import DeletingMark, NoncurrentJournal, entry_key
 from airflow_snaptable.core.lifecycle.noncurrent.record import record_removed
-from airflow_snaptable.core.lifecycle.plan_executor import PlanExecutor
+from airflow_snaptable.core.lifecycle.plan_executor import MAX_PLANNING_ATTEMPTS, PlanExecutor
 from airflow_snaptable.core.lifecycle.deletion_plans import DELETE_TAG, DataCandidate, DeletionPlan
 from airflow_snaptable.core.native.snapshot import Snapshot
 from airflow_snaptable.core.lifecycle.store import TableStore
@@ -161,32 +162,45 @@ class TagLifecycle:
         finished = self.executor.finish_all()
         if interrupted and not self.store.tags.exists(name):
             return finished.deleted_data_files  # a crashed run of this same call, now complete
-        tag = self.store.tags.tag(name)
-        plan = self._release_plan(tag, delete_tag_file=True)
-        if plan is None:
-            # No plan fences this one against an undo (plan_executor.py): a deleting mark does (noncurrent/journal.py).
-            with DeletingMark(NoncurrentJournal(self.store.lifecycle), DELETE_TAG) as mark:
-                mark.check(self.store.uri, "the tag was not deleted")
-                record_removed(self.store, self.executor.noncurrent, entry_key("tag", name, str(tag.create_time_millis)), tags=[tag])
-                self.store.tags.delete(name)  # the snapshot still holds everything; expiry frees it later
-            return []
-        return self.executor.run(plan).deleted_data_files
+        for _attempt in range(MAX_PLANNING_ATTEMPTS):
+            planned_on = self.executor.view()
+            tag = self.store.tags.tag(name)
+            plan = self._release_plan(tag, delete_tag_file=True)
+            if plan is None:
+                # No plan fences this one against an undo (plan_executor.py): a deleting mark does (noncurrent/journal.py).
+                with DeletingMark(NoncurrentJournal(self.store.lifecycle), DELETE_TAG) as mark:
+                    mark.check(self.store.uri, "the tag was not deleted")
+                    record_removed(self.store, self.executor.noncurrent, entry_key("tag", name, str(tag.create_time_millis)), tags=[tag])
+                    self.store.tags.delete(name)  # the snapshot still holds everything; expiry frees it later
+                return []
+            outcome = self.executor.run(plan, planned_on=planned_on)
+            if outcome is not None:
+                return outcome.deleted_data_files
+            # An undo brought snapshots back (or an expiry moved the earliest) while this planned: what only
+            # the tag held is planned again against the history as it is now.
+        raise CommitConflictError(f"{self.store.uri}: the history kept changing while the deletion of tag {name!r} was planned; nothing was deleted")
 
     def replace(self, name: str, snapshot_id: int, time_retained=None) -> Tag:
         """Point an existing tag at another snapshot in one write, then free what only the old target held."""
         validate_name(name, "tag")
         self.executor.finish_all()
-        old = self.store.tags.tag(name)
-        target = self.store.snapshots.snapshot(check_int(snapshot_id, "snapshot id", minimum=1))  # live, checked first
-        retained = retained_millis(time_retained) if time_retained is not None else old.time_retained_millis
-        new = Tag(name, target, self.clock(), retained, old.source)
-        plan = self._release_plan(old, delete_tag_file=False)
-        if plan is not None:
+        for _attempt in range(MAX_PLANNING_ATTEMPTS):
+            planned_on = self.executor.view()
+            old = self.store.tags.tag(name)
+            target = self.store.snapshots.snapshot(check_int(snapshot_id, "snapshot id", minimum=1))  # live, checked first
+            retained = retained_millis(time_retained) if time_retained is not None else old.time_retained_millis
+            new = Tag(name, target, self.clock(), retained, old.source)
+            plan = self._release_plan(old, delete_tag_file=False)
+            if plan is None:
+                break
             if self.executor.noncurrent is not None:
                 plan.noncurrent = self.executor.noncurrent.to_dict()  # a run with a retention deletes nothing here either
-            # Active at once: whoever finishes it (this call, or the next maintenance run after a
-            # crash) frees only what no tag holds then, the old or the new version of this one.
-            self.plans.publish(plan)
+            # Active once proven (plan_executor.py): whoever finishes it (this call, or the next maintenance run
+            # after a crash) frees only what no tag holds then, the old or the new version of this one.
+            if self.executor.publish_proven(plan, planned_on):
+                break
+        else:
+            raise CommitConflictError(f"{self.store.uri}: the history kept changing while tag {name!r} was being replaced; nothing changed")
         intents = IntentManager(self.store.lifecycle)
         intent = intents.announce(Intent(TAG_INTENT, tag=new))
         try:

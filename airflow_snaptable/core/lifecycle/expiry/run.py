@@ -131,6 +131,7 @@ class SnapshotExpiry:
         read = SnapshotCache(snapshots)
         attempts = 0
         while attempts < MAX_PLANNING_ATTEMPTS:
+            planned_on = self.executor.view()  # before the first read the plan is made of (plan_executor.py)
             start = snapshots.earliest_id()
             try:
                 if rule is None:
@@ -160,10 +161,10 @@ class SnapshotExpiry:
                 ceiling = self.executor.plans.ceiling()
                 return (ceiling is None or ceiling >= plan.fence) and self._still_retained(kept)
 
-            outcome = self.executor.run(plan, check=nothing_moved_in)
+            outcome = self.executor.run(plan, planned_on=planned_on, check=nothing_moved_in)
             if outcome is None:
-                attempts, rule = attempts + 1, None
-                continue  # a consumer moved into the range, or a rollback ran: plan again
+                attempts, rule, read = attempts + 1, None, SnapshotCache(snapshots)
+                continue  # an undo or another expiry changed the history, a consumer moved into the range, or a rollback ran: plan again
             result.expired_snapshot_ids += plan.snapshot_ids
             result.deleted_snapshot_files += outcome.deleted_snapshot_files
             result.deleted_data_files += outcome.data_file_count

@@ -23,10 +23,14 @@ Rules:
 - A deleting run does not delete while an undo is marked (:func:`refuse_while_undoing`), and an
   undo does not start while a deleting run is under way:
   - expiry, rollback and tag deletions that free files publish their deletion plan before they read
-    the undo marks; an undo reads the plans after it marks: one of the two backs out;
+    the undo marks; an undo reads the plans after it marks: one of the two backs out. An undo that
+    ran whole between the run's first read and its plan's publication is seen by the *undo
+    generation* (:func:`undo_markers`), read before planning and again after publishing: a change
+    makes the run plan again (core/lifecycle/plan_executor.py);
   - the deleting steps no plan fences (consumer expiry, orphan removal, a tag deletion that frees
     nothing) hold a *deleting mark* (:class:`DeletingMark`, ``deleting-<token>.json``) from before
-    their first read to after their last delete, and read the undo marks right before each delete;
+    their first read to after their last delete, and read the undo marks right before each delete
+    (none may be up, and the undo generation must be the one read once the mark was up);
     an undo refuses while a fresh one is up (:func:`fresh_deleting_marks`). A deleting run's reads
     of the journal and of the live metadata cannot otherwise see a whole run-then-undo between
     them: orphan removal could take a file an expiry with a retention recorded after its first
@@ -303,6 +307,8 @@ class DeletingMark:
         self.renew_millis = renew_millis
         #: Set once renewals failed for half the stale time: an undo may have taken the mark for a crashed run's.
         self.lapsed = False
+        #: The undo markers once the mark was up (:func:`undo_markers`): each check proves them unchanged.
+        self._undo_generation: frozenset[str] = frozenset()
         self._renewed_at = 0.0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -310,6 +316,9 @@ class DeletingMark:
     def __enter__(self) -> "DeletingMark":
         self._renewed_at = time.monotonic()
         self._write()
+        # Read once the mark is up: an undo that marks from now on sees the mark and refuses, so a change
+        # of this generation by the time of a delete is an undo that was under way when the run began.
+        self._undo_generation = undo_markers(self.journal)
         self._thread = threading.Thread(target=self._renew, name="snaptable-deleting-mark", daemon=True)
         self._thread.start()
         return self
@@ -344,7 +353,11 @@ class DeletingMark:
                 f"the {self.operation} mark on {where} was not renewed for {STALE_MARK_MILLIS // 120_000} minutes or more: "
                 f"an undo may have run meanwhile; {outcome}"
             )
-        refuse_while_undoing(self.journal, where, outcome)
+        markers = undo_markers(self.journal)
+        refuse_while_undoing(self.journal, where, outcome, markers)
+        if markers != self._undo_generation:
+            # An undo under way when the mark went up finished since: what the run read may predate what it brought back.
+            raise UndoInProgressError(f"an undo ran on {where} while this {self.operation} run read the table; {outcome}; rerun it")
 
 
 def _deleting_marks(journal: NoncurrentJournal) -> Iterator[tuple[str, str, int | None]]:
@@ -376,9 +389,24 @@ def drop_crashed_deleting_marks(journal: NoncurrentJournal) -> None:
             journal.unmark(DELETING_PREFIX, token)
 
 
-def refuse_while_undoing(journal: NoncurrentJournal, where: str, outcome: str) -> None:
+def refuse_while_undoing(journal: NoncurrentJournal, where: str, outcome: str, markers: frozenset[str] | None = None) -> None:
     """A deleting run backs out (``UndoInProgressError``) while an undo of the table is marked: what it
-    would delete may be what the undo is bringing back. ``outcome``: what the run left, for the message."""
-    undoing = sorted(journal.marked_runs(UNDO_PREFIX))
+    would delete may be what the undo is bringing back. ``outcome``: what the run left, for the message;
+    ``markers``: the undo markers (:func:`undo_markers`) when just read."""
+    undoing = sorted(n[len(UNDO_PREFIX):-len(".json")] for n in (undo_markers(journal) if markers is None else markers)
+                     if n.startswith(UNDO_PREFIX))
     if undoing:
         raise UndoInProgressError(f"undo of run {undoing[0]} is under way on {where} (or was interrupted: rerun it); {outcome}")
+
+
+def undo_markers(journal: NoncurrentJournal) -> frozenset[str]:
+    """The undo markers of the table (``undo-<run>.json``: under way; ``undone-<run>.json``: finished), in one
+    listing: the table's *undo generation*. An undo that starts changes it (its ``undo-`` mark goes up), one
+    that finishes changes it (``undone-`` goes up, ``undo-`` comes down), one refused leaves it as it found
+    it. A deleting run reads it before it reads what it plans on and again once its plan (or its deleting
+    mark) is visible to undo: the same generation, with no undo marked, proves no undo brought anything
+    back in between (docs/lifecycle.md, "Crash safety and races: deletion plans")."""
+    return frozenset(
+        n for n in journal.storage.list_names(journal.directory)
+        if n.endswith(".json") and (n.startswith(UNDO_PREFIX) or n.startswith(UNDONE_PREFIX))
+    )
