@@ -53,8 +53,8 @@ def _rows(table) -> list:
 
 
 def _read(table, options: dict, snapshot) -> dict:
-    """Its rows, and the files pypaimon reads for it: data files (with their extra files) and
-    the manifest lists and manifests (paths relative to the table)."""
+    """Its rows, and the files pypaimon reads for it: data files (with their extra files), the
+    manifest lists and manifests, the index manifest and index files (paths relative to the table)."""
     from pypaimon.manifest.manifest_list_manager import ManifestListManager
 
     copied = table.copy(options) if options else table
@@ -73,6 +73,13 @@ def _read(table, options: dict, snapshot) -> dict:
     lists = ManifestListManager(table)
     files.update(f"{root}manifest/{name}" for name in (snapshot.base_manifest_list, snapshot.delta_manifest_list))
     files.update(f"{root}manifest/{m.file_name}" for m in lists.read_all(snapshot))
+    if snapshot.index_manifest:
+        # The index manifest and the index files it lists (a dynamic-bucket table's hash indexes): a
+        # write reads them; pypaimon's IndexManifestFile reads a missing manifest as empty.
+        from pypaimon.manifest.index_manifest_file import IndexManifestFile
+
+        files.add(f"{root}manifest/{snapshot.index_manifest}")
+        files.update(f"{root}index/{e.index_file.file_name}" for e in IndexManifestFile(table).read(snapshot.index_manifest))
     return {"rows": rows, "files": sorted(f[len(root):] if f.startswith(root) else f for f in files)}
 
 

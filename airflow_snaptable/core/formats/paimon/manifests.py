@@ -81,6 +81,8 @@ class ManifestReader:
         self._lists: dict[str, list[ManifestMeta]] = {}
         self._list_sizes: dict[str, int] = {}
         self._manifests: dict[str, list[PaimonEntry]] = {}
+        self._index_manifests: dict[str, list] = {}
+        self._index_manifest_sizes: dict[str, int] = {}
 
     # -- bulk reads ------------------------------------------------------------------------------
 
@@ -104,9 +106,16 @@ class ManifestReader:
     def manifests(self, names: Iterable[str], skip_missing: list[str] | None = None) -> dict[str, list[PaimonEntry]]:
         return self._read(names, self._manifests, self._parse_manifest, skip_missing)
 
+    def index_manifests(self, names: Iterable[str], skip_missing: list[str] | None = None) -> dict[str, list]:
+        """Index manifests (index_manifests.py) by name: each a list of ``IndexFile``."""
+        return self._read(names, self._index_manifests, self._parse_index_manifest, skip_missing)
+
     def cached(self) -> int:
         """How many parsed files this reader holds."""
-        return len(self._lists) + len(self._manifests)
+        return len(self._lists) + len(self._manifests) + len(self._index_manifests)
+
+    def index_manifest_size(self, name: str) -> int | None:
+        return self._index_manifest_sizes.get(name)
 
     def list_size(self, name: str) -> int | None:
         return self._list_sizes.get(name)
@@ -123,12 +132,19 @@ class ManifestReader:
                 raise UnsupportedMetadataError(f"{where}: manifest side files (_EXTRA_FILES) are not supported")
             try:
                 found.append(ManifestMeta(
-                    checked_file_name(record["_FILE_NAME"], "manifest file name", where), int(record["_FILE_SIZE"]),
+                    _manifest_name(record["_FILE_NAME"], where), int(record["_FILE_SIZE"]),
                     int(record.get("_NUM_ADDED_FILES") or 0), int(record.get("_NUM_DELETED_FILES") or 0),
                 ))
             except (KeyError, TypeError, ValueError) as exc:
                 raise CorruptMetadataError(f"{where}: bad manifest list entry: {exc}") from exc
         return found
+
+    def _parse_index_manifest(self, name: str, data: bytes) -> list:
+        # Imported here: index_manifests.py reads its Avro with this module's read_avro.
+        from airflow_snaptable.core.formats.paimon.index_manifests import parse_index_manifest
+
+        self._index_manifest_sizes[name] = len(data)
+        return parse_index_manifest(data, self.layout, self.storage.full_uri(manifest_path(name)))
 
     def _parse_manifest(self, name: str, data: bytes) -> list[PaimonEntry]:
         where = self.storage.full_uri(manifest_path(name))
@@ -158,6 +174,14 @@ class ManifestReader:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptMetadataError(f"{where}: bad manifest entry: {exc}") from exc
+
+
+def _manifest_name(name, where: str) -> str:
+    """A manifest's name: plain, and not an index file's (``index-``: a plan tells their directories by it)."""
+    name = checked_file_name(name, "manifest file name", where)
+    if name.startswith("index-"):
+        raise UnsupportedMetadataError(f"{where}: manifest {name!r} is named like an index file (index-)")
+    return name
 
 
 def _file_name(name, where: str) -> str:
