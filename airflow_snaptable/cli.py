@@ -96,7 +96,8 @@ def cmd_show(args) -> Any:
     lines += [
         f"snapshots   {_id(info.earliest_snapshot_id)} .. {_id(info.latest_snapshot_id)} ({info.snapshot_count})",
         f"records     {info.total_record_count}",
-        f"data files  {info.data_files}" + ("" if info.delete_files is None else f", delete files {info.delete_files}"),
+        f"data files  {info.data_files}" + ("" if info.delete_files is None else f", delete files {info.delete_files}")
+        + ("" if info.index_files is None else f", index files {info.index_files}"),
         "tags        " + _listed([f"{t['name']} ({t['snapshot_id']})" for t in info.tags]),
         "consumers   " + _listed([f"{c['id']} (next {c['next_snapshot']})" for c in info.consumers]),
         "options     " + (", ".join(f"{k}={v}" for k, v in sorted(info.options.items())) or "(defaults)"),

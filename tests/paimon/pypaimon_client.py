@@ -25,7 +25,8 @@ stdin; the JSON answer goes to stdout. One request runs a whole list of steps in
   file at two levels, Paimon's upgrade);
 - ``{"read": "db.t"}``: every snapshot from EARLIEST to LATEST that exists and every tag, each
   as its rows sorted (a list of lists), answered as ``{"snapshots": {id: rows}, "tags": {name: rows}}``;
-  a snapshot or tag that pypaimon cannot read is answered as ``{"error": "..."}``.
+  a snapshot or tag that pypaimon cannot read is answered as ``{"error": "..."}``; with ``"as": key``
+  the answer is under ``key`` (to read a table twice in one request).
 
 Nothing here imports airflow_snaptable: this is the other side of the comparison.
 """
@@ -139,7 +140,7 @@ def run(request: dict) -> dict:
                 "min": consumers.min_next_snapshot(),
             }
         elif "read" in step:
-            answer[step["read"]] = _read_all(catalog.get_table(step["read"]))
+            answer[step.get("as", step["read"])] = _read_all(catalog.get_table(step["read"]))
         else:
             raise ValueError(f"unknown step {step}")
     return answer

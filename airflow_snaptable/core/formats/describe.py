@@ -49,6 +49,8 @@ class TableDescription:
     primary_keys: list[str] = field(default_factory=list)
     #: Iceberg's live delete files (None: the format keeps none this package reads).
     delete_files: int | None = None
+    #: Paimon's index files (dynamic-bucket hash indexes) the latest snapshot lists (None: the format keeps none).
+    index_files: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -108,6 +110,7 @@ def _paimon(table, latest) -> TableDescription:
         options={str(k): str(v) for k, v in sorted((doc.get("options") or {}).items())},
         earliest_snapshot_id=None, latest_snapshot_id=None, snapshot_count=0, total_record_count=0,
         data_files=table.store.files.live_file_count(latest) if latest else 0,
+        index_files=len(table.store.files.index_files(latest)) if latest else 0,
     )
 
 
