@@ -31,10 +31,12 @@ import shutil
 import fastavro
 import pytest
 
+from airflow_snaptable.cli import main
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import UnsupportedMetadataError
 from airflow_snaptable.core.formats.describe import describe
 from airflow_snaptable.core.formats.paimon.index_manifests import metadata_path
+from airflow_snaptable.core.timeline.model import build_timeline
 from tests.conftest import FailAt, InjectedCrash
 from tests.paimon.conftest import COLUMNS, FAR_FUTURE, Paimon, pypaimon_python, run_client, table_files
 
@@ -120,7 +122,7 @@ def judged(dynamic: Paimon, warehouse: str, name: str, snapshots: list[int], tag
     assert all(os.path.exists(os.path.join(root, f)) for f in written[new_id]["files"])
 
 
-def test_snapshots_show_and_verify_know_the_index_files(dynamic, tmp_path):
+def test_snapshots_show_and_verify_know_the_index_files(dynamic, tmp_path, capsys):
     """What this package reads of each snapshot (data files, manifests, index manifest, index files)
     is exactly what pypaimon reads; verify finds the index files in use; show counts them."""
     warehouse = dynamic.copy(tmp_path / "w")
@@ -134,6 +136,11 @@ def test_snapshots_show_and_verify_know_the_index_files(dynamic, tmp_path):
         assert result.ok and not result.unreferenced_files, result.to_dict()
         latest = dynamic.before[name]["snapshots"][str(table.latest_snapshot().id)]["files"]
         assert describe(table).index_files == sum(f.startswith("index/") for f in latest) > 0
+        # snapshots and the timeline: the index files each snapshot lists.
+        listed = {int(k): sum(f.startswith("index/") for f in read["files"]) for k, read in dynamic.before[name]["snapshots"].items()}
+        assert main(["snapshots", _root(warehouse, name), "--json"]) == 0
+        assert {s["id"]: s["index_files"] for s in json.loads(capsys.readouterr().out)} == listed
+        assert {p.id: p.index_files for p in build_timeline(table, now=FAR_FUTURE).snapshots} == listed
     # A missing index file is a missing file of the snapshots that list it.
     root = _root(warehouse, "dynp")
     lost = sorted(f for f in dynamic.before["dynp"]["snapshots"]["6"]["files"] if f.startswith("index/"))[0]

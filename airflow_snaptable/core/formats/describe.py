@@ -81,13 +81,16 @@ def describe(table) -> TableDescription:
     return described
 
 
-def file_counts(table, snapshots) -> dict[int, FileCounts]:
+def file_counts(table, snapshots, index_files: bool = False) -> dict[int, FileCounts]:
     """The data files each snapshot's commit added and deleted, by snapshot id: this package's from the
-    snapshot's summary, Paimon's from its delta manifest list, Iceberg's (data and delete files) from its summary."""
+    snapshot's summary, Paimon's from its delta manifest list, Iceberg's (data and delete files) from its summary.
+    ``index_files``: Paimon's also count the index files each snapshot lists (its index manifest is read)."""
     if table.format == ICEBERG_FORMAT:
         from airflow_snaptable.core.formats.iceberg.snapshots import file_counts_of
 
         return {snapshot.id: file_counts_of(snapshot) for snapshot in snapshots}
+    if table.format == PAIMON_FORMAT:
+        return table.store.files.delta_file_counts(list(snapshots), index_files=index_files)
     return table.store.files.delta_file_counts(list(snapshots))
 
 

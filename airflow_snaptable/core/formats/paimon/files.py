@@ -76,14 +76,20 @@ class PaimonFiles:
         manifests = self.reader.manifests(names)
         return [e for name in names for e in manifests[name]]
 
-    def delta_file_counts(self, snapshots: Sequence[Snapshot]) -> dict[int, FileCounts]:
+    def delta_file_counts(self, snapshots: Sequence[Snapshot], index_files: bool = False) -> dict[int, FileCounts]:
         """Each snapshot's added and deleted data files, as its delta list's manifests count them (one
-        read per snapshot, no manifest read)."""
+        read per snapshot, no manifest read); with ``index_files`` also the index files it lists (its
+        index manifest read)."""
         lists = self.reader.lists(s.delta_manifest_list for s in snapshots)
+        if index_files:
+            self._read_indexes(snapshots)
         counts = {}
         for snapshot in snapshots:
             metas = lists[snapshot.delta_manifest_list]
-            counts[snapshot.id] = FileCounts(sum(m.added_files for m in metas), sum(m.deleted_files for m in metas))
+            counts[snapshot.id] = FileCounts(
+                sum(m.added_files for m in metas), sum(m.deleted_files for m in metas),
+                len(self.index_files(snapshot)) if index_files else None,
+            )
         return counts
 
     def live_file_count(self, snapshot: Snapshot) -> int:
