@@ -87,12 +87,20 @@ def _index_files(root: str) -> set[str]:
     return {f for f in table_files(root) if f.startswith("index/") or f.startswith("manifest/index-manifest-")}
 
 
+#: Tags this package creates in the tests, by the snapshot they tag (pypaimon read it before as a snapshot).
+OUR_TAGS = {"ours4": 4}
+
+
+def _tag_read(before: dict, tag: str) -> dict:
+    return before["tags"][tag] if tag in before["tags"] else before["snapshots"][str(OUR_TAGS[tag])]
+
+
 def expected_files(dynamic: Paimon, name: str, snapshots, tags) -> set[str]:
     """Paimon's rule from what pypaimon read before: the files of the retained snapshots and tags."""
     before = dynamic.before[name]
     found = {f for s in snapshots for f in before["snapshots"][str(s)]["files"]}
     for tag in tags:
-        found |= set(before["tags"][tag]["files"])
+        found |= set(_tag_read(before, tag)["files"])
     return found
 
 
@@ -112,7 +120,7 @@ def judged(dynamic: Paimon, warehouse: str, name: str, snapshots: list[int], tag
         assert read["rows"] == before["snapshots"][key]["rows"] and read["files"] == before["snapshots"][key]["files"], key
     for tag, read in after["tags"].items():
         assert "error" not in read, read
-        assert read["rows"] == before["tags"][tag]["rows"] and read["files"] == before["tags"][tag]["files"], tag
+        assert read["rows"] == _tag_read(before, tag)["rows"] and read["files"] == _tag_read(before, tag)["files"], tag
     written = answer["written"]["snapshots"]
     new_id = str(max(snapshots) + 1)
     assert sorted(map(int, written)) == snapshots + [max(snapshots) + 1]
@@ -221,6 +229,30 @@ def test_undo_brings_back_the_index_files(dynamic, tmp_path, operation):
     judged(dynamic, warehouse, "dynp", [1, 2, 3, 4, 5, 6], ["t3", "t5"])
 
 
+@pytest.mark.parametrize("operation", ["expire", "delete-tag", "rollback"])
+def test_with_zero_days_purge_deletes_exactly_the_index_files_the_plain_operation_deletes(dynamic, tmp_path, operation):
+    call = {
+        "expire": lambda t: t.expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE),
+        "delete-tag": lambda t: t.delete_tag("t3"),  # of an expired snapshot (both copies expired plainly first)
+        "rollback": lambda t: t.rollback_to(2),
+    }[operation]
+    plain, retained = dynamic.copy(tmp_path / "plain"), dynamic.copy(tmp_path / "retained")
+    if operation == "delete-tag":
+        for warehouse in (plain, retained):
+            _open(warehouse, "dynp").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+    before = table_files(_root(plain, "dynp"))
+    call(_open(plain, "dynp"))
+    deleted_plainly = before - table_files(_root(plain, "dynp"))
+    assert any(f.startswith("index/") for f in deleted_plainly)
+    table = _open(retained, "dynp")
+    with table.retaining_noncurrent(0, operation):
+        call(table)
+    assert table_files(_root(retained, "dynp")) == before
+    _open(retained, "dynp").purge()
+    assert before - table_files(_root(retained, "dynp")) == deleted_plainly
+    assert _open(retained, "dynp").verify().ok
+
+
 def test_orphan_cleaning_knows_the_index_directory(dynamic, tmp_path):
     """Index files and index manifests in use are not orphans; an old unused index file and index
     manifest (a failed writer's, or left by an expiry that crashed outside this package) are."""
@@ -241,11 +273,12 @@ def test_the_lake_snapshot_expiry_job_frees_index_files(dynamic, tmp_path):
     from airflow_snaptable.core.lake import SUCCESSFUL, Policy, maintain
 
     warehouse = dynamic.copy(tmp_path / "w")
+    _open(warehouse, "dynp").create_tag("ours4", 4)  # a tag this package writes holds the snapshot's index too
     policy = Policy.from_mapping({"defaults": {"snapshot-expiry": {"min-snapshots-to-keep": 2, "max-snapshot-age-hours": 0}}})
     report = maintain(warehouse, policy)
     for table in report.to_dict()["tables"]:
         assert table["jobs"]["snapshot-expiry"]["status"] == SUCCESSFUL, table
-    judged(dynamic, warehouse, "dynp", [5, 6], ["t3", "t5"])
+    judged(dynamic, warehouse, "dynp", [5, 6], ["ours4", "t3", "t5"])
     judged(dynamic, warehouse, "dyn", [4, 5], ["t2"])
 
 
