@@ -35,7 +35,7 @@ from airflow_snaptable.cli import main
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import UnsupportedMetadataError
 from airflow_snaptable.core.formats.describe import describe
-from airflow_snaptable.core.formats.paimon.index_manifests import metadata_path
+from airflow_snaptable.core.formats.paimon.files import metadata_path
 from airflow_snaptable.core.timeline.model import build_timeline
 from tests.conftest import FailAt, InjectedCrash
 from tests.paimon.conftest import COLUMNS, FAR_FUTURE, Paimon, pypaimon_python, run_client, table_files

@@ -4,8 +4,8 @@ What Paimon's ``SnapshotDeletion``/``FileDeletionBase`` read, read the same way:
 state is its base list's manifests then its delta list's, folded by file identity; its delta
 is its delta list's entries; the metadata files it uses are its two lists and their manifests
 (with the sizes the lists record), its index manifest and the index files that lists
-(index_manifests.py: Paimon's ``cleanUnusedIndexManifests`` frees them as the manifests). Expiring ``first .. end-1`` frees their lists and manifests
-that ``end`` does not use. Data files the format keeps are under the partition and bucket
+(index_manifests.py). Expiring ``first .. end-1`` frees their metadata that ``end`` does not
+use (Paimon's ``cleanUnusedManifests`` and ``cleanUnusedIndexManifests``). Data files the format keeps are under the partition and bucket
 directories; temporary files of interrupted atomic writes are in ``snapshot/``, ``tag/``,
 ``consumer/`` and the engine's own directory.
 """
@@ -26,10 +26,12 @@ from airflow_snaptable.core.formats.paimon.manifests import (
     PaimonEntry,
     as_manifest_entries,
     fold,
+    manifest_path,
 )
-from airflow_snaptable.core.formats.paimon.index_manifests import INDEX_DIR, IndexFile, metadata_path
+from airflow_snaptable.core.formats.paimon.index_manifests import INDEX_DIR, IndexFile, is_index_file_name
 from airflow_snaptable.core.formats.paimon.snapshots import RAW_KEY, index_manifest_name
 from airflow_snaptable.core.io.path_set import PathHashSet
+from airflow_snaptable.core.io.table_paths import checked_file_name
 from airflow_snaptable.core.lifecycle.deletion_plans import DataCandidate
 from airflow_snaptable.core.native.snapshot import FileCounts, Snapshot
 from airflow_snaptable.core.io.storage import Storage
@@ -42,6 +44,14 @@ _METADATA_DIRS = ("snapshot", "tag", "consumer")
 _LIFECYCLE_DIRS = ("plan", "intent", "readd")
 #: Drop the parsed-file cache past this many files (they are immutable; the cache only saves reads).
 _CACHE_LIMIT = 20_000
+
+
+def metadata_path(name: str) -> str:
+    """Where a metadata file of a Paimon table is, told by its name (checked to follow Paimon's prefixes
+    when it was read): an index file in ``index/``; a list, manifest or index manifest in ``manifest/``."""
+    if is_index_file_name(name):
+        return f"{INDEX_DIR}/{checked_file_name(name, 'index file name')}"
+    return manifest_path(name)
 
 
 class PaimonFiles:

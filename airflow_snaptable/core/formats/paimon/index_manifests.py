@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from airflow_snaptable.core.errors import CorruptMetadataError, UnsupportedMetadataError
+from airflow_snaptable.core.formats.paimon.avro import read_avro
 from airflow_snaptable.core.formats.paimon.binary_row import PartitionLayout
-from airflow_snaptable.core.formats.paimon.manifests import MANIFEST_DIR, read_avro
 from airflow_snaptable.core.io.table_paths import checked_file_name
 
 INDEX_DIR = "index"
@@ -55,12 +55,6 @@ class IndexFile:
 def is_index_file_name(name: str) -> bool:
     """Is the metadata name an index file (in ``index/``) rather than a manifest, list or index manifest (in ``manifest/``)?"""
     return name.startswith(INDEX_FILE_PREFIX) and not name.startswith(INDEX_MANIFEST_PREFIX)
-
-
-def metadata_path(name: str) -> str:
-    """Where a metadata file of a Paimon table is, told by its name (checked when it was read)."""
-    directory = INDEX_DIR if is_index_file_name(name) else MANIFEST_DIR
-    return f"{directory}/{checked_file_name(name, 'metadata file name')}"
 
 
 def checked_index_manifest_name(name, where: str) -> str:

@@ -13,15 +13,14 @@ UnsupportedMetadataError; anything fastavro cannot read raises CorruptMetadataEr
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from typing import Iterable
 
-import fastavro
-
 from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, UnsupportedMetadataError
 from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry
+from airflow_snaptable.core.formats.paimon.avro import read_avro
 from airflow_snaptable.core.formats.paimon.binary_row import PartitionLayout, bucket_directory
+from airflow_snaptable.core.formats.paimon.index_manifests import IndexFile, parse_index_manifest
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.io.table_paths import checked_file_name
 
@@ -55,17 +54,6 @@ class PaimonEntry:
     files: tuple[DataFile, ...]
 
 
-def read_avro(data: bytes, where: str) -> list[dict]:
-    try:
-        return list(fastavro.reader(io.BytesIO(data)))
-    except ValueError as exc:
-        if "codec" in str(exc):
-            raise UnsupportedMetadataError(f"{where}: {exc}") from exc
-        raise CorruptMetadataError(f"{where}: cannot read Avro: {exc}") from exc
-    except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
-        raise CorruptMetadataError(f"{where}: cannot read Avro: {exc}") from exc
-
-
 def _check_version(record: dict, where: str) -> None:
     version = record.get("_VERSION")
     if version != RECORD_VERSION:
@@ -81,7 +69,7 @@ class ManifestReader:
         self._lists: dict[str, list[ManifestMeta]] = {}
         self._list_sizes: dict[str, int] = {}
         self._manifests: dict[str, list[PaimonEntry]] = {}
-        self._index_manifests: dict[str, list] = {}
+        self._index_manifests: dict[str, list[IndexFile]] = {}
         self._index_manifest_sizes: dict[str, int] = {}
 
     # -- bulk reads ------------------------------------------------------------------------------
@@ -106,8 +94,8 @@ class ManifestReader:
     def manifests(self, names: Iterable[str], skip_missing: list[str] | None = None) -> dict[str, list[PaimonEntry]]:
         return self._read(names, self._manifests, self._parse_manifest, skip_missing)
 
-    def index_manifests(self, names: Iterable[str], skip_missing: list[str] | None = None) -> dict[str, list]:
-        """Index manifests (index_manifests.py) by name: each a list of ``IndexFile``."""
+    def index_manifests(self, names: Iterable[str], skip_missing: list[str] | None = None) -> dict[str, list[IndexFile]]:
+        """Index manifests (index_manifests.py, in this directory too) by name."""
         return self._read(names, self._index_manifests, self._parse_index_manifest, skip_missing)
 
     def cached(self) -> int:
@@ -139,10 +127,7 @@ class ManifestReader:
                 raise CorruptMetadataError(f"{where}: bad manifest list entry: {exc}") from exc
         return found
 
-    def _parse_index_manifest(self, name: str, data: bytes) -> list:
-        # Imported here: index_manifests.py reads its Avro with this module's read_avro.
-        from airflow_snaptable.core.formats.paimon.index_manifests import parse_index_manifest
-
+    def _parse_index_manifest(self, name: str, data: bytes) -> list[IndexFile]:
         self._index_manifest_sizes[name] = len(data)
         return parse_index_manifest(data, self.layout, self.storage.full_uri(manifest_path(name)))
 
