@@ -356,12 +356,25 @@ def _everything(root: str) -> dict[str, bytes]:
     return found
 
 
-@pytest.mark.parametrize("change", ["deletion-vectors", "external-path", "index-in-data-dir"])
+@pytest.mark.parametrize("change", ["deletion-vectors", "external-path", "index-in-data-dir", "list-named-like-an-index-file"])
 def test_index_files_not_understood_fail_closed_and_change_nothing(dynamic, tmp_path, change):
     """Deletion-vector index files (which this package does not yet tie to their data files), index files
     at external paths or in the data directories: UnsupportedMetadataError, nothing changed."""
     warehouse = dynamic.copy(tmp_path / "w")
     root = _root(warehouse, "dyn")
+    if change == "list-named-like-an-index-file":
+        # A deletion plan tells an index file (index/) from a manifest (manifest/) by Paimon's name prefixes.
+        path = os.path.join(root, "snapshot", "snapshot-2")
+        doc = json.loads(open(path).read())
+        os.rename(os.path.join(root, "manifest", doc["deltaManifestList"]), os.path.join(root, "manifest", "index-list-0"))
+        doc["deltaManifestList"] = "index-list-0"
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        before = _everything(root)
+        with pytest.raises(UnsupportedMetadataError, match="named like an index file"):
+            _open(warehouse, "dyn").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+        assert _everything(root) == before
+        return
     if change == "index-in-data-dir":
         schema_path = os.path.join(root, "schema", "schema-0")
         doc = json.loads(open(schema_path).read())
