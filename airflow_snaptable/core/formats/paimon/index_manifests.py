@@ -81,7 +81,7 @@ def parse_index_manifest(data: bytes, layout: PartitionLayout, where: str) -> li
             if index_type != HASH_INDEX:
                 raise UnsupportedMetadataError(
                     f"{where}: index file {name} is of type {index_type!r}; only dynamic bucket indexes ({HASH_INDEX}) are"
-                    " supported (deletion vectors and global indexes are not)"
+                    f" supported (deletion vectors, {DELETION_VECTORS_INDEX}, and global indexes are not)"
                 )
             if record.get("_EXTERNAL_PATH") or record.get("_GLOBAL_INDEX") is not None:
                 raise UnsupportedMetadataError(f"{where}: index file {name} at an external path or a global index is not supported")

@@ -20,7 +20,7 @@ from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataE
 from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry
 from airflow_snaptable.core.formats.paimon.avro import read_avro
 from airflow_snaptable.core.formats.paimon.binary_row import PartitionLayout, bucket_directory
-from airflow_snaptable.core.formats.paimon.index_manifests import IndexFile, parse_index_manifest
+from airflow_snaptable.core.formats.paimon.index_manifests import INDEX_FILE_PREFIX, IndexFile, parse_index_manifest
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.io.table_paths import checked_file_name
 
@@ -164,8 +164,8 @@ class ManifestReader:
 def _manifest_name(name, where: str) -> str:
     """A manifest's name: plain, and not an index file's (``index-``: a plan tells their directories by it)."""
     name = checked_file_name(name, "manifest file name", where)
-    if name.startswith("index-"):
-        raise UnsupportedMetadataError(f"{where}: manifest {name!r} is named like an index file (index-)")
+    if name.startswith(INDEX_FILE_PREFIX):
+        raise UnsupportedMetadataError(f"{where}: manifest {name!r} is named like an index file ({INDEX_FILE_PREFIX})")
     return name
 
 
