@@ -12,6 +12,9 @@ stdin; the JSON answer goes to stdout. One request runs a whole list of steps in
   (pypaimon 2.1 writes no file indexes);
   With ``"at": <epoch millis>`` the snapshot is stamped with that commit time instead of the
   clock's (Paimon's tests commit at chosen times the same way, through a test clock);
+- ``{"delete_rows": "db.t", "row_ids": [...]}``: one commit deleting rows of a data-evolution table
+  (``row-tracking.enabled``, ``data-evolution.enabled``, ``deletion-vectors.enabled``) by row id:
+  pypaimon writes deletion vectors (a DELETION_VECTORS index file per bucket, in the index manifest);
 - ``{"tag": "db.t", "name": "t1", "snapshot": null | id, "time_retained": null | "1d"}``;
 - ``{"consumer": "db.t", "id": "c", "next_snapshot": n}``: pypaimon's ConsumerManager writes the
   consumer, as a Flink or Spark streaming reader of the table does; ``next_snapshot: null`` deletes it;
@@ -119,6 +122,14 @@ def run(request: dict) -> dict:
             else:
                 commit.commit(messages)
             write.close()
+            commit.close()
+        elif "delete_rows" in step:
+            # A data-evolution table's delete by row id: pypaimon writes it as deletion vectors (a new
+            # DELETION_VECTORS index file of the bucket, and an index manifest), as Java Paimon does.
+            builder = catalog.get_table(step["delete_rows"]).new_batch_write_builder()
+            messages = builder.new_update().delete_by_row_id(step["row_ids"])
+            commit = builder.new_commit()
+            commit.commit(messages)
             commit.close()
         elif "tag" in step:
             table = catalog.get_table(step["tag"])

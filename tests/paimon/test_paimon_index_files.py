@@ -60,12 +60,25 @@ SCENARIO = [
     {"write": "db.dyn", "rows": [["a", 1, "x3"]]},  # 4: shares 3's index manifest
     {"write": "db.dyn", "rows": [["a", 6, "r"]]},  # 5
     {"tag": "db.dyn", "name": "t2", "snapshot": 2},
+    # Deletion vectors: an append table with row tracking and data evolution, whose deletes by row id
+    # pypaimon writes as deletion vectors (row ids count the rows in commit order from 0).
+    {"create": "db.dv", "columns": COLUMNS,
+     "options": {"row-tracking.enabled": "true", "data-evolution.enabled": "true", "deletion-vectors.enabled": "true"}},
+    {"write": "db.dv", "rows": [["a", 1, "x"], ["a", 2, "y"], ["a", 3, "z"]]},  # 1: file f1, rows 0-2
+    {"write": "db.dv", "rows": [["b", 4, "x"], ["b", 5, "y"]]},  # 2: f2, rows 3-4
+    {"delete_rows": "db.dv", "row_ids": [1]},  # 3: DV file D1 {f1}
+    {"delete_rows": "db.dv", "row_ids": [3]},  # 4: D2 {f1, f2} replaces D1
+    {"write": "db.dv", "rows": [["c", 6, "x"]]},  # 5: f3, row 5; shares 4's index manifest
+    {"delete_rows": "db.dv", "row_ids": [5]},  # 6: D3 {f1, f2, f3} replaces D2
+    {"tag": "db.dv", "name": "t3", "snapshot": 3},
     {"read": "db.dynp"},
     {"read": "db.dyn"},
+    {"read": "db.dv"},
 ]
-KEYS = {"dynp": lambda row: (row[0], row[1]), "dyn": lambda row: row[1]}
-#: The write after each action: one key updated (its bucket's hash index is read), one added.
-NEXT_WRITE = {"dynp": [["a", 1, "after"], ["b", 9, "new"]], "dyn": [["x", 1, "after"], ["x", 9, "new"]]}
+KEYS = {"dynp": lambda row: (row[0], row[1]), "dyn": lambda row: row[1], "dv": lambda row: row[1]}
+#: The write after each action: on the dynamic-bucket tables one key updated (its bucket's hash index
+#: is read) and one added; on the deletion-vector table a row appended.
+NEXT_WRITE = {"dynp": [["a", 1, "after"], ["b", 9, "new"]], "dyn": [["x", 1, "after"], ["x", 9, "new"]], "dv": [["x", 9, "new"]]}
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +147,7 @@ def test_snapshots_show_and_verify_know_the_index_files(dynamic, tmp_path, capsy
     """What this package reads of each snapshot (data files, manifests, index manifest, index files)
     is exactly what pypaimon reads; verify finds the index files in use; show counts them."""
     warehouse = dynamic.copy(tmp_path / "w")
-    for name in ("dynp", "dyn"):
+    for name in ("dynp", "dyn", "dv"):
         table = _open(warehouse, name)
         for snapshot in table.snapshots():
             files = table.store.files
@@ -174,7 +187,7 @@ def test_index_file_expiration_step_by_step(dynamic, tmp_path):
     judged(dynamic, warehouse, "dynp", [6], [])
 
 
-@pytest.mark.parametrize("name, tags", [("dynp", ["t3", "t5"]), ("dyn", ["t2"])])
+@pytest.mark.parametrize("name, tags", [("dynp", ["t3", "t5"]), ("dyn", ["t2"]), ("dv", ["t3"])])
 def test_index_file_expiration_with_tags_then_deleting_a_tag(dynamic, tmp_path, name, tags):
     """Paimon's testIndexFileExpirationWithTag and testIndexFileExpirationWhenDeletingTag: a tag keeps
     its snapshot's index manifest and index files through expiry; deleting the tag of an expired
@@ -196,7 +209,7 @@ def test_index_file_expiration_with_tags_then_deleting_a_tag(dynamic, tmp_path, 
         assert any(f.startswith("index/") for f in before - left)
 
 
-@pytest.mark.parametrize("name, target, tags", [("dynp", 3, ["t3"]), ("dyn", 2, ["t2"]), ("dynp", "t3", ["t3"])])
+@pytest.mark.parametrize("name, target, tags", [("dynp", 3, ["t3"]), ("dyn", 2, ["t2"]), ("dynp", "t3", ["t3"]), ("dv", 4, ["t3"])])
 def test_index_file_rollback(dynamic, tmp_path, name, target, tags):
     """Paimon's testIndexFileRollbackSnapshot and testIndexFileRollbackTag: a rollback keeps the target's
     index manifest and index files and frees those only the discarded snapshots and tags list; the
@@ -280,6 +293,7 @@ def test_the_lake_snapshot_expiry_job_frees_index_files(dynamic, tmp_path):
         assert table["jobs"]["snapshot-expiry"]["status"] == SUCCESSFUL, table
     judged(dynamic, warehouse, "dynp", [5, 6], ["ours4", "t3", "t5"])
     judged(dynamic, warehouse, "dyn", [4, 5], ["t2"])
+    judged(dynamic, warehouse, "dv", [5, 6], ["t3"])
 
 
 class Recording(FailAt):
@@ -294,43 +308,44 @@ class Recording(FailAt):
         super().__call__(kind, path)
 
 
-def test_crash_at_every_storage_operation_of_an_expiry_that_frees_index_files(dynamic, tmp_path):
-    """A crash at any storage operation of an expiry freeing index files and index manifests (tag t5
-    holds some), then a rerun: exactly the clean run's files, no plan left, verify clean; after
+@pytest.mark.parametrize("name, tags", [("dynp", ["t3", "t5"]), ("dv", ["t3"])])
+def test_crash_at_every_storage_operation_of_an_expiry_that_frees_index_files(dynamic, tmp_path, name, tags):
+    """A crash at any storage operation of an expiry freeing index files (hash indexes, deletion vectors)
+    and index manifests (the tags hold some), then a rerun: exactly the clean run's files, no plan left, verify clean; after
     the crash every snapshot and tag still present has all its files."""
     template = dynamic.copy(tmp_path / "template")
     expire = lambda t: t.expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
     clean = str(tmp_path / "clean")
     shutil.copytree(template, clean)
-    table = _open(clean, "dynp")
+    table = _open(clean, name)
     counter = Recording(10**9)
     table.storage.on_operation = counter
     expire(table)
-    expected = table_files(_root(clean, "dynp"))
+    expected = table_files(_root(clean, name))
     deleted = [p for kind, p in counter.paths if "delete" in kind]
     assert any(p.startswith("index/") for p in deleted) and any(p.startswith("manifest/index-manifest-") for p in deleted), counter.paths
-    before = dynamic.before["dynp"]
+    before = dynamic.before[name]
     for n in range(1, counter.seen + 1):
         copy = str(tmp_path / f"crash-{n}")
         shutil.copytree(template, copy)
-        table = _open(copy, "dynp")
+        table = _open(copy, name)
         table.storage.on_operation = FailAt(n)
         with pytest.raises(InjectedCrash):
             expire(table)
-        root = _root(copy, "dynp")
+        root = _root(copy, name)
         present = [n[len("snapshot-"):] for n in os.listdir(os.path.join(root, "snapshot")) if n.startswith("snapshot-")]
         for key in present:
             assert all(os.path.exists(os.path.join(root, f)) for f in before["snapshots"][key]["files"]), (n, key)
-        for tag in ("t3", "t5"):
+        for tag in tags:
             assert all(os.path.exists(os.path.join(root, f)) for f in before["tags"][tag]["files"]), (n, tag)
-        rerun = _open(copy, "dynp")
+        rerun = _open(copy, name)
         expire(rerun)
         assert table_files(root) == expected, f"crash at operation {n}"
         plans = os.path.join(root, "snaptable", "plan")
         assert not [p for p in os.listdir(plans) if not p.startswith((".", "pending-"))], n  # a stale pending plan deleted nothing
         assert rerun.verify().ok, (n, rerun.verify().to_dict())
         shutil.rmtree(copy)
-    judged(dynamic, clean, "dynp", [6], ["t3", "t5"])
+    judged(dynamic, clean, name, [6], tags)
 
 
 # -- what still fails closed ----------------------------------------------------------------------
@@ -356,10 +371,10 @@ def _everything(root: str) -> dict[str, bytes]:
     return found
 
 
-@pytest.mark.parametrize("change", ["deletion-vectors", "external-path", "index-in-data-dir", "list-named-like-an-index-file"])
+@pytest.mark.parametrize("change", ["global-index", "external-path", "index-in-data-dir", "list-named-like-an-index-file"])
 def test_index_files_not_understood_fail_closed_and_change_nothing(dynamic, tmp_path, change):
-    """Deletion-vector index files (which this package does not yet tie to their data files), index files
-    at external paths or in the data directories: UnsupportedMetadataError, nothing changed."""
+    """Global indexes, index files at external paths or in the data directories: UnsupportedMetadataError,
+    nothing changed."""
     warehouse = dynamic.copy(tmp_path / "w")
     root = _root(warehouse, "dyn")
     if change == "list-named-like-an-index-file":
@@ -388,9 +403,8 @@ def test_index_files_not_understood_fail_closed_and_change_nothing(dynamic, tmp_
         return
     record = {"_VERSION": 1, "_KIND": 0, "_PARTITION": b"\x00\x00\x00\x00" + b"\x00" * 8, "_BUCKET": 0,
               "_INDEX_TYPE": "HASH", "_FILE_NAME": "index-dv-0", "_FILE_SIZE": 10, "_ROW_COUNT": 1}
-    if change == "deletion-vectors":
-        data_file = next(f for f in dynamic.before["dyn"]["snapshots"]["2"]["files"] if f.startswith("bucket-"))
-        record.update(_INDEX_TYPE="DELETION_VECTORS", _DELETIONS_VECTORS_RANGES=[{"f0": data_file.rsplit("/", 1)[1], "f1": 1, "f2": 8}])
+    if change == "global-index":
+        record.update(_INDEX_TYPE="BTREE")
     else:
         record.update(_EXTERNAL_PATH="s3://elsewhere/index-dv-0")
     buffer = io.BytesIO()
@@ -404,7 +418,7 @@ def test_index_files_not_understood_fail_closed_and_change_nothing(dynamic, tmp_
         json.dump(doc, f)
     before = _everything(root)
     table = _open(warehouse, "dyn")
-    with pytest.raises(UnsupportedMetadataError, match="DELETION_VECTORS" if change == "deletion-vectors" else "external"):
+    with pytest.raises(UnsupportedMetadataError, match="global indexes" if change == "global-index" else "external"):
         table.expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
     with pytest.raises(UnsupportedMetadataError):
         table.remove_orphan_files(older_than="0 s", dry_run=False)

@@ -9,7 +9,7 @@ vectors, schema evolution): the table is not readable here.
 Before anything is deleted, what this store does not understand fails closed with
 UnsupportedMetadataError naming it: branches (``branch/``), decoupled changelogs (``changelog/``),
 changelog and statistics files in a snapshot, index files other than dynamic-bucket hash indexes
-in ``index/`` (index_manifests.py), external data paths, unknown format versions.
+and deletion vectors in ``index/`` (index_manifests.py), external data paths, unknown format versions.
 """
 
 from __future__ import annotations

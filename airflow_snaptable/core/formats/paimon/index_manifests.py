@@ -6,16 +6,22 @@ of ``IndexManifestEntry`` records: ``_KIND``, ``_PARTITION``, ``_BUCKET`` and th
 ``_DELETIONS_VECTORS_RANGES``, ``_EXTERNAL_PATH``, ``_GLOBAL_INDEX``. Unlike a manifest list it
 is the whole index state of the snapshot (Paimon's ``IndexManifestFileHandler`` writes the
 previous entries combined with the commit's), and an index file is written once and never
-changed (``index/index-<uuid>-<n>``): a new hash index of a bucket is a new file.
+changed (``index/index-<uuid>-<n>``): a new hash index or new deletion vectors of a bucket are a
+new file.
 
 So an index file and an index manifest are metadata of every snapshot that lists them, freed
 as Paimon frees them (``FileDeletionBase.cleanUnusedIndexManifests``: an expired snapshot's index
-manifest and index files, less those a retained snapshot or a tag lists).
+manifest and index files, less those a retained snapshot or a tag lists). Two index types:
+HASH (a dynamic bucket's key hashes) and DELETION_VECTORS (the deleted rows of data files of the
+bucket, named in ``_DELETIONS_VECTORS_RANGES``). A snapshot that lists a deletion-vector file
+reads the data files it applies to, and the data files a retained snapshot reads stay, as do the
+index files it lists: so a deletion vector never outlives the retained snapshots that read its
+data file, nor goes while one of them reads it.
 
-Fail closed (UnsupportedMetadataError): index types other than HASH (deletion vectors, global
-indexes), index files at external paths or beside the data files (``_EXTERNAL_PATH``,
-``index-file-in-data-file-dir``), record versions other than 1, names that do not follow
-Paimon's prefixes (the directory of a name in a deletion plan is told by its prefix).
+Fail closed (UnsupportedMetadataError): other index types (global indexes), index files at
+external paths or beside the data files (``_EXTERNAL_PATH``, ``index-file-in-data-file-dir``),
+record versions other than 1, names that do not follow Paimon's prefixes (the directory of a
+name in a deletion plan is told by its prefix).
 """
 
 from __future__ import annotations
@@ -50,6 +56,8 @@ class IndexFile:
     name: str
     size: int
     row_count: int
+    #: A deletion-vector index file's data files (the names in its ``_DELETIONS_VECTORS_RANGES``, in its bucket).
+    applies_to: tuple[str, ...] = ()
 
 
 def is_index_file_name(name: str) -> bool:
@@ -78,10 +86,10 @@ def parse_index_manifest(data: bytes, layout: PartitionLayout, where: str) -> li
         try:
             index_type = record["_INDEX_TYPE"]
             name = checked_file_name(record["_FILE_NAME"], "index file name", where)
-            if index_type != HASH_INDEX:
+            if index_type not in (HASH_INDEX, DELETION_VECTORS_INDEX):
                 raise UnsupportedMetadataError(
-                    f"{where}: index file {name} is of type {index_type!r}; only dynamic bucket indexes ({HASH_INDEX}) are"
-                    f" supported (deletion vectors, {DELETION_VECTORS_INDEX}, and global indexes are not)"
+                    f"{where}: index file {name} is of type {index_type!r}; only dynamic bucket indexes ({HASH_INDEX}) and"
+                    f" deletion vectors ({DELETION_VECTORS_INDEX}) are supported (global indexes are not)"
                 )
             if record.get("_EXTERNAL_PATH") or record.get("_GLOBAL_INDEX") is not None:
                 raise UnsupportedMetadataError(f"{where}: index file {name} at an external path or a global index is not supported")
@@ -90,9 +98,11 @@ def parse_index_manifest(data: bytes, layout: PartitionLayout, where: str) -> li
             kind = record["_KIND"]
             if kind not in (0, 1):
                 raise UnsupportedMetadataError(f"{where}: index manifest entry kind {kind!r} is not supported")
+            ranges = record.get("_DELETIONS_VECTORS_RANGES") or ()
             found.append(IndexFile(
                 kind=kind, partition=layout.decode(record["_PARTITION"]), bucket=int(record["_BUCKET"]),
                 index_type=index_type, name=name, size=int(record["_FILE_SIZE"]), row_count=int(record["_ROW_COUNT"]),
+                applies_to=tuple(checked_file_name(r["f0"], "data file of a deletion vector", where) for r in ranges),
             ))
         except (UnsupportedMetadataError, CorruptMetadataError):
             raise
