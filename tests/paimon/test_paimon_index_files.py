@@ -225,21 +225,24 @@ def test_index_file_rollback(dynamic, tmp_path, name, target, tags):
         judged(dynamic, warehouse, name, list(range(1, target + 1)), tags)
 
 
-@pytest.mark.parametrize("operation", ["expire", "rollback"])
-def test_undo_brings_back_the_index_files(dynamic, tmp_path, operation):
+TAGS = {"dynp": ["t3", "t5"], "dyn": ["t2"], "dv": ["t3"]}
+
+
+@pytest.mark.parametrize("name, operation", [("dynp", "expire"), ("dynp", "rollback"), ("dv", "expire")])
+def test_undo_brings_back_the_index_files(dynamic, tmp_path, name, operation):
     """With a retention the expiry or rollback deletes no index file; undo brings back every snapshot
-    with its index; with zero days, purge deletes the index files the plain operation deletes."""
+    with its index (hash indexes, deletion vectors)."""
     warehouse = dynamic.copy(tmp_path / "w")
-    root = _root(warehouse, "dynp")
+    root = _root(warehouse, name)
     everything = table_files(root)
     call = {"expire": lambda t: t.expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE), "rollback": lambda t: t.rollback_to(2)}
-    table = _open(warehouse, "dynp")
+    table = _open(warehouse, name)
     with table.retaining_noncurrent(10, operation) as run:
         call[operation](table)
     assert table_files(root) == everything
-    assert _open(warehouse, "dynp").verify().ok
-    _open(warehouse, "dynp").undo(run.run_id)
-    judged(dynamic, warehouse, "dynp", [1, 2, 3, 4, 5, 6], ["t3", "t5"])
+    assert _open(warehouse, name).verify().ok
+    _open(warehouse, name).undo(run.run_id)
+    judged(dynamic, warehouse, name, [1, 2, 3, 4, 5, 6], TAGS[name])
 
 
 @pytest.mark.parametrize("operation", ["expire", "delete-tag", "rollback"])
