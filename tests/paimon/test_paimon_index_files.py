@@ -1,17 +1,20 @@
 """Paimon's index files (issue 35 item 1): primary-key tables in dynamic bucket mode, as pypaimon 2.1
-writes them by default (no ``bucket`` option), judged by pypaimon.
+writes them by default (no ``bucket`` option), and deletion vectors, as pypaimon writes a
+data-evolution table's deletes by row id; judged by pypaimon.
 
 Each snapshot of such a table carries an ``indexManifest`` (``manifest/index-manifest-<uuid>``)
 listing the HASH index file of every bucket (``index/index-<uuid>-0``); a commit that adds keys to
 a bucket writes a new index file for it and a new index manifest, one that only updates keys
-keeps both. Paimon's rule (``FileDeletionBase.cleanUnusedIndexManifests``, ``SnapshotDeletion``,
+keeps both. A delete on the deletion-vector table writes the bucket's new DELETION_VECTORS index
+file (the deleted rows of each data file) in a new index manifest. Paimon's rule (``FileDeletionBase.cleanUnusedIndexManifests``, ``SnapshotDeletion``,
 ``TagDeletion``, ``RollbackHelper``): an index manifest or index file goes when no retained
 snapshot or tag lists it, and only then.
 
 After each action pypaimon reads every retained snapshot and tag with the rows and files it read
 before (its files now include the index manifest and index files), the files left under the
-table are exactly theirs, and a pypaimon write that updates a key and adds one still commits
-(it reads the latest snapshot's hash index) and reads back as expected.
+table are exactly theirs (so no deletion vector outlives or predeceases the data file it applies
+to), and a pypaimon write that updates a key and adds one still commits (it reads the latest
+snapshot's hash index) and reads back as expected.
 
 Ported from Paimon's ``IndexFileExpireTableTest`` (paimon-core/src/test/java/org/apache/paimon/
 table/IndexFileExpireTableTest.java): testIndexFileExpiration, testIndexFileExpirationWithTag,
