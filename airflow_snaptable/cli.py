@@ -69,15 +69,22 @@ def cmd_snapshots(args) -> Any:
 
     table = _open(args)
     snapshots = table.snapshots()
-    counts = file_counts(table, snapshots)
+    counts = file_counts(table, snapshots, index_files=True)
+    # Index files (Paimon's hash indexes) only where the format keeps them.
+    indexed = any(c.index_files is not None for c in counts.values())
     if args.json:
-        return [{**s.to_dict(), "added_files": counts[s.id].added, "deleted_files": counts[s.id].deleted} for s in snapshots]
+        return [
+            {**s.to_dict(), "added_files": counts[s.id].added, "deleted_files": counts[s.id].deleted,
+             **({"index_files": counts[s.id].index_files} if indexed else {})}
+            for s in snapshots
+        ]
     rows = [
         (s.id, s.commit_kind.value, format_time(s.time_millis), s.total_record_count, s.delta_record_count,
-         counts[s.id].added, counts[s.id].deleted, s.commit_user, s.watermark)
+         counts[s.id].added, counts[s.id].deleted, *((counts[s.id].index_files,) if indexed else ()), s.commit_user, s.watermark)
         for s in snapshots
     ]
-    return render_table(["id", "kind", "committed (UTC)", "records", "delta", "+files", "-files", "user", "watermark"], rows)
+    header = ["id", "kind", "committed (UTC)", "records", "delta", "+files", "-files", *(["index files"] if indexed else []), "user", "watermark"]
+    return render_table(header, rows)
 
 
 def cmd_show(args) -> Any:
@@ -97,7 +104,8 @@ def cmd_show(args) -> Any:
     lines += [
         f"snapshots   {_id(info.earliest_snapshot_id)} .. {_id(info.latest_snapshot_id)} ({info.snapshot_count})",
         f"records     {info.total_record_count}",
-        f"data files  {info.data_files}" + ("" if info.delete_files is None else f", delete files {info.delete_files}"),
+        f"data files  {info.data_files}" + ("" if info.delete_files is None else f", delete files {info.delete_files}")
+        + ("" if info.index_files is None else f", index files {info.index_files}"),
         "tags        " + _listed([f"{t['name']} ({t['snapshot_id']})" for t in info.tags]),
         "consumers   " + _listed([f"{c['id']} (next {c['next_snapshot']})" for c in info.consumers]),
         "options     " + (", ".join(f"{k}={v}" for k, v in sorted(info.options.items())) or "(defaults)"),

@@ -12,6 +12,9 @@ stdin; the JSON answer goes to stdout. One request runs a whole list of steps in
   (pypaimon 2.1 writes no file indexes);
   With ``"at": <epoch millis>`` the snapshot is stamped with that commit time instead of the
   clock's (Paimon's tests commit at chosen times the same way, through a test clock);
+- ``{"delete_rows": "db.t", "row_ids": [...]}``: one commit deleting rows of a data-evolution table
+  (``row-tracking.enabled``, ``data-evolution.enabled``, ``deletion-vectors.enabled``) by row id:
+  pypaimon writes deletion vectors (a DELETION_VECTORS index file per bucket, in the index manifest);
 - ``{"tag": "db.t", "name": "t1", "snapshot": null | id, "time_retained": null | "1d"}``;
 - ``{"consumer": "db.t", "id": "c", "next_snapshot": n}``: pypaimon's ConsumerManager writes the
   consumer, as a Flink or Spark streaming reader of the table does; ``next_snapshot: null`` deletes it;
@@ -25,7 +28,8 @@ stdin; the JSON answer goes to stdout. One request runs a whole list of steps in
   file at two levels, Paimon's upgrade);
 - ``{"read": "db.t"}``: every snapshot from EARLIEST to LATEST that exists and every tag, each
   as its rows sorted (a list of lists), answered as ``{"snapshots": {id: rows}, "tags": {name: rows}}``;
-  a snapshot or tag that pypaimon cannot read is answered as ``{"error": "..."}``.
+  a snapshot or tag that pypaimon cannot read is answered as ``{"error": "..."}``; with ``"as": key``
+  the answer is under ``key`` (to read a table twice in one request).
 
 Nothing here imports airflow_snaptable: this is the other side of the comparison.
 """
@@ -53,8 +57,8 @@ def _rows(table) -> list:
 
 
 def _read(table, options: dict, snapshot) -> dict:
-    """Its rows, and the files pypaimon reads for it: data files (with their extra files) and
-    the manifest lists and manifests (paths relative to the table)."""
+    """Its rows, and the files pypaimon reads for it: data files (with their extra files), the
+    manifest lists and manifests, the index manifest and index files (paths relative to the table)."""
     from pypaimon.manifest.manifest_list_manager import ManifestListManager
 
     copied = table.copy(options) if options else table
@@ -73,6 +77,13 @@ def _read(table, options: dict, snapshot) -> dict:
     lists = ManifestListManager(table)
     files.update(f"{root}manifest/{name}" for name in (snapshot.base_manifest_list, snapshot.delta_manifest_list))
     files.update(f"{root}manifest/{m.file_name}" for m in lists.read_all(snapshot))
+    if snapshot.index_manifest:
+        # The index manifest and the index files it lists (a dynamic-bucket table's hash indexes): a
+        # write reads them; pypaimon's IndexManifestFile reads a missing manifest as empty.
+        from pypaimon.manifest.index_manifest_file import IndexManifestFile
+
+        files.add(f"{root}manifest/{snapshot.index_manifest}")
+        files.update(f"{root}index/{e.index_file.file_name}" for e in IndexManifestFile(table).read(snapshot.index_manifest))
     return {"rows": rows, "files": sorted(f[len(root):] if f.startswith(root) else f for f in files)}
 
 
@@ -112,6 +123,14 @@ def run(request: dict) -> dict:
                 commit.commit(messages)
             write.close()
             commit.close()
+        elif "delete_rows" in step:
+            # A data-evolution table's delete by row id: pypaimon writes it as deletion vectors (a new
+            # DELETION_VECTORS index file of the bucket, and an index manifest), as Java Paimon does.
+            builder = catalog.get_table(step["delete_rows"]).new_batch_write_builder()
+            messages = builder.new_update().delete_by_row_id(step["row_ids"])
+            commit = builder.new_commit()
+            commit.commit(messages)
+            commit.close()
         elif "tag" in step:
             table = catalog.get_table(step["tag"])
             table.create_tag(step["name"], snapshot_id=step.get("snapshot"), time_retained=step.get("time_retained"))
@@ -132,7 +151,7 @@ def run(request: dict) -> dict:
                 "min": consumers.min_next_snapshot(),
             }
         elif "read" in step:
-            answer[step["read"]] = _read_all(catalog.get_table(step["read"]))
+            answer[step.get("as", step["read"])] = _read_all(catalog.get_table(step["read"]))
         else:
             raise ValueError(f"unknown step {step}")
     return answer

@@ -138,7 +138,6 @@ def test_corrupt_snapshot_fails_closed_and_changes_nothing(paimon, tmp_path):
 @pytest.mark.parametrize(
     "field, value, feature",
     [
-        ("indexManifest", "index-manifest-1", "indexManifest"),
         ("changelogManifestList", "manifest-list-x", "changelogManifestList"),
         ("statistics", "stat-1", "statistics"),
         ("version", 4, "version"),

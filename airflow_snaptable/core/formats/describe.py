@@ -49,6 +49,8 @@ class TableDescription:
     primary_keys: list[str] = field(default_factory=list)
     #: Iceberg's live delete files (None: the format keeps none this package reads).
     delete_files: int | None = None
+    #: Paimon's index files (dynamic-bucket hash indexes) the latest snapshot lists (None: the format keeps none).
+    index_files: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,13 +81,16 @@ def describe(table) -> TableDescription:
     return described
 
 
-def file_counts(table, snapshots) -> dict[int, FileCounts]:
+def file_counts(table, snapshots, index_files: bool = False) -> dict[int, FileCounts]:
     """The data files each snapshot's commit added and deleted, by snapshot id: this package's from the
-    snapshot's summary, Paimon's from its delta manifest list, Iceberg's (data and delete files) from its summary."""
+    snapshot's summary, Paimon's from its delta manifest list, Iceberg's (data and delete files) from its summary.
+    ``index_files``: Paimon's also count the index files each snapshot lists (its index manifest is read)."""
     if table.format == ICEBERG_FORMAT:
         from airflow_snaptable.core.formats.iceberg.snapshots import file_counts_of
 
         return {snapshot.id: file_counts_of(snapshot) for snapshot in snapshots}
+    if table.format == PAIMON_FORMAT:
+        return table.store.files.delta_file_counts(list(snapshots), index_files=index_files)
     return table.store.files.delta_file_counts(list(snapshots))
 
 
@@ -108,6 +113,7 @@ def _paimon(table, latest) -> TableDescription:
         options={str(k): str(v) for k, v in sorted((doc.get("options") or {}).items())},
         earliest_snapshot_id=None, latest_snapshot_id=None, snapshot_count=0, total_record_count=0,
         data_files=table.store.files.live_file_count(latest) if latest else 0,
+        index_files=len(table.store.files.index_files(latest)) if latest else 0,
     )
 
 

@@ -48,6 +48,8 @@ class FileCounts:
 
     added: int
     deleted: int
+    #: Index files the snapshot lists (Paimon's dynamic-bucket hash indexes; None: not counted, or the format keeps none).
+    index_files: int | None = None
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,8 @@ class SnapshotPoint:
     #: Data files the commit added and deleted (None: its metadata can no longer tell).
     added_files: int | None = 0
     deleted_files: int | None = 0
+    #: Index files the snapshot lists (Paimon's dynamic-bucket hash indexes; None: the format keeps none).
+    index_files: int | None = None
     #: A keep-history rollback: the snapshot whose state this one restored.
     rollback_to: int | None = None
     #: Removed by a run with a retention and restorable until purged: that run's id (``snaptable undo``).
@@ -212,12 +214,12 @@ def _consumer_mark(consumer, history: list, numbered: bool) -> ConsumerMark:
 def _file_counts(table: "Table", snapshots: list) -> dict[int, Any]:
     """Each snapshot's added and deleted files; a snapshot whose metadata cannot tell is left out."""
     try:
-        return file_counts(table, snapshots)
+        return file_counts(table, snapshots, index_files=True)
     except SnapTableError:
         found = {}
         for snapshot in snapshots:
             try:
-                found.update(file_counts(table, [snapshot]))
+                found.update(file_counts(table, [snapshot], index_files=True))
             except SnapTableError:
                 continue
         return found
@@ -252,6 +254,7 @@ def _point(snapshot, retained: bool, pending: bool, counts, restorable_run_id: s
         pending_expiry=pending,
         added_files=None if counts is None else counts.added,
         deleted_files=None if counts is None else counts.deleted,
+        index_files=None if counts is None else counts.index_files,
         rollback_to=target if isinstance(target, int) and not isinstance(target, bool) else None,
         restorable_run_id=None if retained else restorable_run_id,
     )

@@ -262,7 +262,8 @@ def _snapshots(timeline: Timeline, layout: _Layout) -> list[str]:
             state = f"removed, restorable until purged: snaptable undo <table> {point.restorable_run_id}"
         lines = [f"snapshot {point.id}: {point.kind}", f"committed {format_millis(point.time_millis)} by {point.commit_user}",
                  f"{point.total_records} records ({point.delta_records:+d}), " + (
-                     "files changed: unknown" if point.added_files is None else f"+{point.added_files} / -{point.deleted_files} files"), state]
+                     "files changed: unknown" if point.added_files is None else f"+{point.added_files} / -{point.deleted_files} files")
+                 + ("" if point.index_files is None else f", {point.index_files} index files"), state]
         if point.rollback_to is not None:
             lines.append(f"restores the state of snapshot {point.rollback_to}")
         attrs = _attrs(snapshot_id=point.id, kind=point.kind, records=point.total_records, time_millis=point.time_millis,

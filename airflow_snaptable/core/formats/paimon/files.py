@@ -3,8 +3,9 @@
 What Paimon's ``SnapshotDeletion``/``FileDeletionBase`` read, read the same way: a snapshot's
 state is its base list's manifests then its delta list's, folded by file identity; its delta
 is its delta list's entries; the metadata files it uses are its two lists and their manifests
-(with the sizes the lists record). Expiring ``first .. end-1`` frees their lists and manifests
-that ``end`` does not use. Data files the format keeps are under the partition and bucket
+(with the sizes the lists record), its index manifest and the index files that lists
+(index_manifests.py). Expiring ``first .. end-1`` frees their metadata that ``end`` does not
+use (Paimon's ``cleanUnusedManifests`` and ``cleanUnusedIndexManifests``). Data files the format keeps are under the partition and bucket
 directories; temporary files of interrupted atomic writes are in ``snapshot/``, ``tag/``,
 ``consumer/`` and the engine's own directory.
 """
@@ -27,8 +28,10 @@ from airflow_snaptable.core.formats.paimon.manifests import (
     fold,
     manifest_path,
 )
-from airflow_snaptable.core.formats.paimon.snapshots import RAW_KEY
+from airflow_snaptable.core.formats.paimon.index_manifests import INDEX_DIR, IndexFile, is_index_file_name
+from airflow_snaptable.core.formats.paimon.snapshots import RAW_KEY, index_manifest_name
 from airflow_snaptable.core.io.path_set import PathHashSet
+from airflow_snaptable.core.io.table_paths import checked_file_name
 from airflow_snaptable.core.lifecycle.deletion_plans import DataCandidate
 from airflow_snaptable.core.native.snapshot import FileCounts, Snapshot
 from airflow_snaptable.core.io.storage import Storage
@@ -41,6 +44,14 @@ _METADATA_DIRS = ("snapshot", "tag", "consumer")
 _LIFECYCLE_DIRS = ("plan", "intent", "readd")
 #: Drop the parsed-file cache past this many files (they are immutable; the cache only saves reads).
 _CACHE_LIMIT = 20_000
+
+
+def metadata_path(name: str) -> str:
+    """Where a metadata file of a Paimon table is, told by its name (checked to follow Paimon's prefixes
+    when it was read): an index file in ``index/``; a list, manifest or index manifest in ``manifest/``."""
+    if is_index_file_name(name):
+        return f"{INDEX_DIR}/{checked_file_name(name, 'index file name')}"
+    return manifest_path(name)
 
 
 class PaimonFiles:
@@ -75,14 +86,20 @@ class PaimonFiles:
         manifests = self.reader.manifests(names)
         return [e for name in names for e in manifests[name]]
 
-    def delta_file_counts(self, snapshots: Sequence[Snapshot]) -> dict[int, FileCounts]:
+    def delta_file_counts(self, snapshots: Sequence[Snapshot], index_files: bool = False) -> dict[int, FileCounts]:
         """Each snapshot's added and deleted data files, as its delta list's manifests count them (one
-        read per snapshot, no manifest read)."""
+        read per snapshot, no manifest read); with ``index_files`` also the index files it lists (its
+        index manifest read)."""
         lists = self.reader.lists(s.delta_manifest_list for s in snapshots)
+        if index_files:
+            self._read_indexes(snapshots)
         counts = {}
         for snapshot in snapshots:
             metas = lists[snapshot.delta_manifest_list]
-            counts[snapshot.id] = FileCounts(sum(m.added_files for m in metas), sum(m.deleted_files for m in metas))
+            counts[snapshot.id] = FileCounts(
+                sum(m.added_files for m in metas), sum(m.deleted_files for m in metas),
+                len(self.index_files(snapshot)) if index_files else None,
+            )
         return counts
 
     def live_file_count(self, snapshot: Snapshot) -> int:
@@ -100,9 +117,10 @@ class PaimonFiles:
     def metadata_files(self, snapshot: Snapshot) -> dict[str, int]:
         return self._metadata(snapshot, self._lists([snapshot]))
 
-    def _metadata(self, snapshot: Snapshot, lists: Mapping[str, list[ManifestMeta]]) -> dict[str, int]:
-        """Its lists (the sizes the snapshot records, else the bytes read) and their manifests; a list
-        that was skipped as missing contributes nothing."""
+    def _metadata(self, snapshot: Snapshot, lists: Mapping[str, list[ManifestMeta]], skip_missing: bool = False) -> dict[str, int]:
+        """Its lists (the sizes the snapshot records, else the bytes read) and their manifests, its index
+        manifest (the bytes read) and the index files it lists (the sizes it records); a list or index
+        manifest that was skipped as missing contributes nothing."""
         found: dict[str, int] = {}
         doc_sizes = _list_sizes(snapshot)
         for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
@@ -110,10 +128,27 @@ class PaimonFiles:
                 continue
             found.update((m.name, m.size) for m in lists[list_name])
             found[list_name] = doc_sizes.get(list_name) or self.reader.list_size(list_name) or 0
+        index_manifest = index_manifest_name(snapshot)
+        if index_manifest is not None:
+            # Missing ones were recorded by _read_indexes; a scratch list here records nothing twice.
+            indexes = self.reader.index_manifests([index_manifest], [] if skip_missing else None)
+            if index_manifest in indexes:
+                found.update((f.name, f.size) for f in indexes[index_manifest])
+                found[index_manifest] = self.reader.index_manifest_size(index_manifest) or 0
         return found
 
+    def _read_indexes(self, snapshots: Sequence[Snapshot], skip_missing: list[str] | None = None) -> None:
+        """Read the snapshots' index manifests at once (the reader keeps them)."""
+        names = [n for n in (index_manifest_name(s) for s in snapshots) if n is not None]
+        self.reader.index_manifests(names, skip_missing)
+
+    def index_files(self, snapshot: Snapshot) -> list[IndexFile]:
+        """The index files the snapshot lists (its index manifest's entries)."""
+        name = index_manifest_name(snapshot)
+        return [] if name is None else list(self.reader.index_manifests([name])[name])
+
     def metadata_path(self, name: str) -> str:
-        return manifest_path(name)
+        return metadata_path(name)
 
     def exists(self, path: str) -> bool:
         return self.storage.exists(path)
@@ -137,7 +172,9 @@ class PaimonFiles:
         first, end = min(snapshots), max(snapshots)
         kept_lists = self._lists([snapshots[end]])  # the kept snapshot's must read
         expired = [snapshots[i] for i in range(first, end)]
+        self._read_indexes([snapshots[end]])
         lists = {**self._lists(expired, missing), **kept_lists}
+        self._read_indexes(expired, missing)
         changes: dict[int, list[ManifestEntry]] = {}
         for snapshot_id in range(max(first + 1, changes_from or 0), end + 1):
             snapshot = snapshots[snapshot_id]
@@ -147,7 +184,7 @@ class PaimonFiles:
         kept = set(self._metadata(snapshots[end], lists))
         freed: dict[str, int] = {}
         for snapshot in expired:
-            freed.update(self._metadata(snapshot, lists))
+            freed.update(self._metadata(snapshot, lists, skip_missing=missing is not None))
         return ExpiringMetadata(changes, sorted((n, s) for n, s in freed.items() if n not in kept))
 
     # -- what is in use -------------------------------------------------------------------------------
@@ -158,6 +195,7 @@ class PaimonFiles:
         history = list(snapshots)
         used = InUse()
         lists = self._lists(history + [t.snapshot for t in tags])
+        self._read_indexes(history + [t.snapshot for t in tags])
         run_starts = {s.id for i, s in enumerate(history) if i == 0 or history[i - 1].id != s.id - 1}
         whole = [s for s in history if s.id in run_starts] + [t.snapshot for t in tags]
         manifests = self.reader.manifests(
@@ -167,8 +205,8 @@ class PaimonFiles:
 
         def reference(snapshot: Snapshot, owner: str, files) -> None:
             for name, size in self._metadata(snapshot, lists).items():
-                used.metadata_files.setdefault(manifest_path(name), owner)
-                used.recorded_sizes.setdefault(manifest_path(name), size)
+                used.metadata_files.setdefault(metadata_path(name), owner)
+                used.recorded_sizes.setdefault(metadata_path(name), size)
             for data_file in files:
                 used.data_files.setdefault(data_file.path, owner)
                 if data_file.file_size or data_file.record_count:  # extra files record no size
@@ -198,8 +236,8 @@ class PaimonFiles:
         return PathHashSet.of(self.referenced_by(snapshots, tags).all_paths())
 
     def listed_files(self) -> Iterator[StoredFile]:
-        """The data and manifest directories, a directory at a time (``Storage.iter_files``)."""
-        for directory in self._data_roots() + [MANIFEST_DIR]:
+        """The data, manifest and index directories, a directory at a time (``Storage.iter_files``)."""
+        for directory in self._data_roots() + [MANIFEST_DIR, INDEX_DIR]:
             for found in self.storage.iter_files(directory):
                 yield StoredFile(*found)
 

@@ -13,15 +13,14 @@ UnsupportedMetadataError; anything fastavro cannot read raises CorruptMetadataEr
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from typing import Iterable
 
-import fastavro
-
 from airflow_snaptable.core.errors import CorruptMetadataError, MissingMetadataError, UnsupportedMetadataError
 from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry
+from airflow_snaptable.core.formats.paimon.avro import read_avro
 from airflow_snaptable.core.formats.paimon.binary_row import PartitionLayout, bucket_directory
+from airflow_snaptable.core.formats.paimon.index_manifests import INDEX_FILE_PREFIX, IndexFile, parse_index_manifest
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.io.table_paths import checked_file_name
 
@@ -55,17 +54,6 @@ class PaimonEntry:
     files: tuple[DataFile, ...]
 
 
-def read_avro(data: bytes, where: str) -> list[dict]:
-    try:
-        return list(fastavro.reader(io.BytesIO(data)))
-    except ValueError as exc:
-        if "codec" in str(exc):
-            raise UnsupportedMetadataError(f"{where}: {exc}") from exc
-        raise CorruptMetadataError(f"{where}: cannot read Avro: {exc}") from exc
-    except Exception as exc:  # noqa: BLE001 - any parse failure is corruption
-        raise CorruptMetadataError(f"{where}: cannot read Avro: {exc}") from exc
-
-
 def _check_version(record: dict, where: str) -> None:
     version = record.get("_VERSION")
     if version != RECORD_VERSION:
@@ -81,6 +69,8 @@ class ManifestReader:
         self._lists: dict[str, list[ManifestMeta]] = {}
         self._list_sizes: dict[str, int] = {}
         self._manifests: dict[str, list[PaimonEntry]] = {}
+        self._index_manifests: dict[str, list[IndexFile]] = {}
+        self._index_manifest_sizes: dict[str, int] = {}
 
     # -- bulk reads ------------------------------------------------------------------------------
 
@@ -104,9 +94,16 @@ class ManifestReader:
     def manifests(self, names: Iterable[str], skip_missing: list[str] | None = None) -> dict[str, list[PaimonEntry]]:
         return self._read(names, self._manifests, self._parse_manifest, skip_missing)
 
+    def index_manifests(self, names: Iterable[str], skip_missing: list[str] | None = None) -> dict[str, list[IndexFile]]:
+        """Index manifests (index_manifests.py, in this directory too) by name."""
+        return self._read(names, self._index_manifests, self._parse_index_manifest, skip_missing)
+
     def cached(self) -> int:
         """How many parsed files this reader holds."""
-        return len(self._lists) + len(self._manifests)
+        return len(self._lists) + len(self._manifests) + len(self._index_manifests)
+
+    def index_manifest_size(self, name: str) -> int | None:
+        return self._index_manifest_sizes.get(name)
 
     def list_size(self, name: str) -> int | None:
         return self._list_sizes.get(name)
@@ -123,12 +120,16 @@ class ManifestReader:
                 raise UnsupportedMetadataError(f"{where}: manifest side files (_EXTRA_FILES) are not supported")
             try:
                 found.append(ManifestMeta(
-                    checked_file_name(record["_FILE_NAME"], "manifest file name", where), int(record["_FILE_SIZE"]),
+                    _manifest_name(record["_FILE_NAME"], where), int(record["_FILE_SIZE"]),
                     int(record.get("_NUM_ADDED_FILES") or 0), int(record.get("_NUM_DELETED_FILES") or 0),
                 ))
             except (KeyError, TypeError, ValueError) as exc:
                 raise CorruptMetadataError(f"{where}: bad manifest list entry: {exc}") from exc
         return found
+
+    def _parse_index_manifest(self, name: str, data: bytes) -> list[IndexFile]:
+        self._index_manifest_sizes[name] = len(data)
+        return parse_index_manifest(data, self.layout, self.storage.full_uri(manifest_path(name)))
 
     def _parse_manifest(self, name: str, data: bytes) -> list[PaimonEntry]:
         where = self.storage.full_uri(manifest_path(name))
@@ -158,6 +159,14 @@ class ManifestReader:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptMetadataError(f"{where}: bad manifest entry: {exc}") from exc
+
+
+def _manifest_name(name, where: str) -> str:
+    """A manifest's name: plain, and not an index file's (``index-``: a plan tells their directories by it)."""
+    name = checked_file_name(name, "manifest file name", where)
+    if name.startswith(INDEX_FILE_PREFIX):
+        raise UnsupportedMetadataError(f"{where}: manifest {name!r} is named like an index file ({INDEX_FILE_PREFIX})")
+    return name
 
 
 def _file_name(name, where: str) -> str:

@@ -5,10 +5,12 @@ the file's own text rides along in ``summary["paimon"]`` (a JSON scalar, so it s
 copy the engine makes: rollback plans, tag intents), and restoring a snapshot or writing a tag
 writes Paimon's document back, not ours.
 
+A snapshot's index manifest (``indexManifest``, index_manifests.py) is read by files.py from the
+kept document (:func:`index_manifest_name`).
+
 Fail closed (UnsupportedMetadataError, naming the feature): a snapshot version other than 3,
-changelog files (``changelogManifestList``), index files such as deletion vectors or dynamic-bucket
-indexes (``indexManifest``), statistics files (``statistics``), a commit kind other than APPEND,
-COMPACT and OVERWRITE.
+changelog files (``changelogManifestList``), statistics files (``statistics``), a commit kind
+other than APPEND, COMPACT and OVERWRITE.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import re
 from typing import Any, Iterable
 
 from airflow_snaptable.core.errors import CorruptMetadataError, UnsupportedMetadataError
+from airflow_snaptable.core.formats.paimon.index_manifests import INDEX_FILE_PREFIX, checked_index_manifest_name
 from airflow_snaptable.core.native.snapshot import CommitKind, Snapshot, read_snapshot_files
 from airflow_snaptable.core.io.storage import Storage
 from airflow_snaptable.core.io.table_paths import checked_file_name
@@ -34,7 +37,6 @@ _KINDS = {"APPEND": CommitKind.APPEND, "COMPACT": CommitKind.COMPACT, "OVERWRITE
 #: Snapshot fields naming files this store does not track: deleting around them could lose or leak them.
 _UNSUPPORTED_FIELDS = {
     "changelogManifestList": "changelog files (changelogManifestList)",
-    "indexManifest": "index files, e.g. deletion vectors or dynamic bucket indexes (indexManifest)",
     "statistics": "table statistics files (statistics)",
 }
 
@@ -62,6 +64,10 @@ def from_document(doc: Any, raw: str, where: str) -> Snapshot:
             raise ValueError(f"bad id {snapshot_id!r}")
         for key in ("baseManifestList", "deltaManifestList"):
             checked_file_name(doc[key], key, where)  # expiry deletes the lists by these names
+            if doc[key].startswith(INDEX_FILE_PREFIX):  # a plan tells an index file's directory by its prefix
+                raise UnsupportedMetadataError(f"{where}: manifest list {doc[key]!r} is named like an index file")
+        if doc.get("indexManifest") is not None:
+            checked_index_manifest_name(doc["indexManifest"], where)
         return Snapshot(
             id=snapshot_id,
             parent_id=snapshot_id - 1 if snapshot_id > 1 else None,
@@ -79,6 +85,12 @@ def from_document(doc: Any, raw: str, where: str) -> Snapshot:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptMetadataError(f"{where}: cannot parse Paimon snapshot: {exc!r}") from exc
+
+
+def index_manifest_name(snapshot: Snapshot) -> str | None:
+    """The snapshot's ``indexManifest`` (checked when the snapshot was read), None if it has none."""
+    raw = (snapshot.summary or {}).get(RAW_KEY)
+    return json.loads(raw).get("indexManifest") if isinstance(raw, str) else None
 
 
 def parse_json(data: bytes, where: str) -> tuple[dict, str]:
