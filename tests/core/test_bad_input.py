@@ -59,6 +59,7 @@ REQUIRED = {
     "rollback": {"snapshot_id": 1},
     "update-consumer": {"consumer_id": "c", "next_snapshot": 1},
     "expire-data": {"column": "ts", "retention": "1 d"},
+    "undo": {"run_id": "r1"},
 }
 
 
