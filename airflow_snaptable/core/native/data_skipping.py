@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.json as pj
 
+from airflow_snaptable.core.native import arrow_values
 from airflow_snaptable.core.native.column_stats import Bounds, bound_type, column_condition
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.native.filter_terms import or_terms
@@ -79,7 +80,9 @@ def binds(schema: pa.Schema, expression: pc.Expression) -> None:
 
         ds.dataset(schema.empty_table()).to_table(filter=expression)
         return
-    source = Declaration("table_source", TableSourceNodeOptions(schema.empty_table()))
+    # No rows, built from null arrays: ``Schema.empty_table`` imports pandas (pyarrow 26).
+    empty = pa.table([pa.nulls(0, f.type) for f in schema], schema=schema)
+    source = Declaration("table_source", TableSourceNodeOptions(empty))
     Declaration.from_sequence([source, Declaration("filter", FilterNodeOptions(expression))]).to_table(use_threads=False)
 
 
@@ -129,7 +132,7 @@ def _parse(texts: pa.Array, json_schema: pa.Schema) -> pa.Table:
         return json_schema.empty_table()
     parse = pj.ParseOptions(explicit_schema=json_schema, unexpected_field_behavior="ignore")
     try:
-        joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(texts)], pa.int32()), texts), "\n")
+        joined = pc.binary_join(pa.ListArray.from_arrays(arrow_values.array([0, len(texts)], pa.int32()), texts), "\n")
         parsed = pj.read_json(pa.BufferReader(joined[0].as_buffer()), read_options=_READ, parse_options=parse)
         if parsed.num_rows == len(texts):  # one object per text (a text of two objects or none shifts rows)
             return parsed
@@ -147,11 +150,11 @@ def _file_bounds(texts: pa.Array, columns: list[str], json_schema: pa.Schema) ->
     it has no NaN), ``c.all_null``, ``c.has_nulls``, ``c.lower`` / ``c.upper`` (null when all null or unknown)
     and ``c.lower_missing`` / ``c.upper_missing`` (not all null and the bound unknown)."""
     parsed = _parse(pc.fill_null(texts, "{}"), json_schema).combine_chunks()
-    rows = parsed["rows"].chunk(0) if parsed.num_rows else pa.array([], pa.int64())
+    rows = parsed["rows"].chunk(0) if parsed.num_rows else arrow_values.array([], pa.int64())
     has_stats = pc.is_valid(rows)
     out = {"index": pa.array(range(len(texts)), pa.int64())}
     stats = parsed["columns"].chunk(0) if parsed.num_rows else pa.array([], json_schema.field("columns").type)
-    false = pa.scalar(False)
+    false = arrow_values.scalar(False, pa.bool_())
     for name in columns:
         column = pc.struct_field(stats, name)
         nulls, lower, upper, nan = (pc.struct_field(column, f) for f in ("nulls", "lower", "upper", "nan"))
@@ -234,7 +237,7 @@ def _judge_blocks(schema: TableSchema, columns: list[str], files: pa.Table, size
     united = files.append_column("block", block).group_by("block", use_threads=False).aggregate(aggregates)
     rows = [{name: row[f"{name}_{how}"] for name, how in aggregates} for row in united.to_pylist()]  # "<column>_<aggregate>"
     chosen = [b for b, c in zip(united["block"].to_pylist(), _may_match(schema, columns, _keys(rows, columns), expression)) if c]
-    return files.filter(pc.is_in(block, value_set=pa.array(chosen, pa.int64())))
+    return files.filter(pc.is_in(block, value_set=arrow_values.array(chosen, pa.int64())))
 
 
 def _neighbour_order(files: pa.Table, columns: list[str]) -> pa.Array:
@@ -242,17 +245,17 @@ def _neighbour_order(files: pa.Table, columns: list[str]) -> pa.Array:
     columns' lower bounds (for one column: by its lower bound). A block of neighbours then spans a small part
     of every column's range, whatever order the files were written in, so a condition on any of the columns
     (an ``OR`` of conditions on several too) rules out whole blocks. Ties (unknown bounds, last) keep file order."""
-    one = pa.scalar(1, pa.uint64())
+    one = arrow_values.scalar(1, pa.uint64())
     needed = max(1, files.num_rows.bit_length())
     bits = min(needed, 63 // len(columns))  # per column: the key fits 63 bits (coarser ranks for many columns)
     ranks = [
-        pc.shift_right(pc.rank(files[f"{c}.lower"].combine_chunks(), sort_keys="ascending", tiebreaker="first"), pa.scalar(needed - bits, pa.uint64()))
+        pc.shift_right(pc.rank(files[f"{c}.lower"].combine_chunks(), sort_keys="ascending", tiebreaker="first"), arrow_values.scalar(needed - bits, pa.uint64()))
         for c in columns
     ]
-    key = pa.array([0] * files.num_rows, pa.uint64())
+    key = arrow_values.array([0] * files.num_rows, pa.uint64())
     for bit in reversed(range(bits)):  # interleave the ranks' bits, most significant first
         for rank in ranks:
-            key = pc.bit_wise_or(pc.shift_left(key, one), pc.bit_wise_and(pc.shift_right(rank, pa.scalar(bit, pa.uint64())), one))
+            key = pc.bit_wise_or(pc.shift_left(key, one), pc.bit_wise_and(pc.shift_right(rank, arrow_values.scalar(bit, pa.uint64())), one))
     return pc.sort_indices(key)
 
 
@@ -260,7 +263,7 @@ def _judge(schema: TableSchema, columns: list[str], files: pa.Table, expression:
     """The ``index`` of the files (rows of ``_file_bounds``' columns for ``columns``) ``expression`` may select:
     blocks of neighbours first, coarsest first, then the members of the blocks left one by one."""
     files = files.take(_neighbour_order(files, columns))
-    files = files.append_column("order", pa.array(range(files.num_rows), pa.int64()))
+    files = files.append_column("order", arrow_values.array(range(files.num_rows), pa.int64()))
     sizes = [_FANOUT]
     while 2 * sizes[0] * _FANOUT < files.num_rows:
         sizes.insert(0, sizes[0] * _FANOUT)
@@ -276,7 +279,7 @@ def _judge(schema: TableSchema, columns: list[str], files: pa.Table, expression:
 def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression: pc.Expression) -> pa.BooleanArray:
     """For each data file's statistics text (``DataFile.stats``; null: unknown), may ``expression`` select rows
     of the file? True unless its statistics prove that no row matches."""
-    everything = pa.array([True] * len(stats), pa.bool_())
+    everything = arrow_values.array([True] * len(stats), pa.bool_())
     if stats.null_count == len(stats):
         return everything
     candidates = [c for c in schema.arrow_schema.names if c not in schema.partition_keys and bound_type(schema.arrow_schema.field(c).type) is not None]
@@ -292,4 +295,4 @@ def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression
     for term, term_columns in terms:
         parts = [f"{c}.{part}" for c in term_columns for part in _PARTS]
         chosen.update(_judge(schema, term_columns, files.select(["index", *parts]), term))
-    return pc.or_(pc.invert(every_file["parsed"]), pc.is_in(every_file["index"], value_set=pa.array(sorted(chosen), pa.int64()))).combine_chunks()
+    return pc.or_(pc.invert(every_file["parsed"]), pc.is_in(every_file["index"], value_set=arrow_values.array(sorted(chosen), pa.int64()))).combine_chunks()

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
+from airflow_snaptable.core.native import arrow_values
 from airflow_snaptable.core.native.manifest import DataFile
 from airflow_snaptable.core.native.data_skipping import binds, referenced_columns
 from airflow_snaptable.core.native.schema import TableSchema
@@ -34,9 +35,10 @@ def _predicate(term: Any) -> pc.Expression:
     column, op, value = term
     field = pc.field(column)
     if op in _COMPARISONS:
-        return _COMPARISONS[op](field, value)
+        return _COMPARISONS[op](field, arrow_values.literal(value))
     if op in ("in", "not in"):
-        selected = field.isin(value)
+        # Literals built from buffers (core/native/arrow_values.py): pyarrow's own conversion imports pandas.
+        selected = field.isin(arrow_values.literal_array(value) if isinstance(value, (list, tuple)) else value)
         return selected if op == "in" else ~selected
     raise ValueError(f"{op!r} is not a valid operator in predicates")
 

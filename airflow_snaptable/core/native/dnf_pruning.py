@@ -1,0 +1,143 @@
+"""Partition pruning of a DNF filter (``[("p", "=", 1)]``, ``[[...], [...]]``) decided from its terms, in Python.
+
+``data_skipping.may_select`` asks Arrow (a dataset's ``get_fragments(filter)``) which partitions a filter may select;
+importing ``pyarrow.dataset`` imports pandas, most of a second of a fresh process (a sensor poke, a CLI call, a
+mapped task). A DNF filter, what users, the CLI and the sensor give, is judged here instead, with the same answers
+(tests/core/test_dnf_pruning.py draws partitions, bounds and filters and compares with ``may_select``):
+
+- What is known of a column is a :class:`~airflow_snaptable.core.native.column_stats.Bounds`: a partition's exact
+  value is ``Bounds(v, v, False, False)`` (null: all null), a manifest's bounds its lower/upper and whether a null
+  occurs. A column with nothing known (a column that is not a partition key) may hold any value.
+- Three-valued: a term may select rows unless what is known proves it selects none; a conjunction unless one of
+  its terms selects none; a disjunction if one of its conjunctions may.
+- Nulls as Arrow filters rows: a comparison with a null (a null row, or a None literal) selects nothing;
+  ``in`` selects a null row when its list holds None, ``not in`` when it does not (``~is_in``).
+
+Only terms whose literal compares with the column's values as Arrow compares them are judged (integers, strings,
+booleans, dates; see :func:`_fits`); a filter with another term on a known column is left to ``may_select``
+(:func:`dnf_conjunctions` returns None), and so is a filter given as a ``pyarrow.compute.Expression``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import pyarrow as pa
+
+from airflow_snaptable.core.native.column_stats import Bounds
+
+_OPS = {"=": "=", "==": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "in": "in", "not in": "not in"}
+
+
+@dataclass(frozen=True)
+class Term:
+    """One predicate ``column op value`` of a DNF filter (``op`` normalised: ``==`` is ``=``)."""
+
+    column: str
+    op: str
+    value: Any
+
+
+Conjunction = tuple[Term, ...]
+
+
+def parse_dnf(filter: Any) -> list[Conjunction] | None:
+    """The conjunctions of a DNF filter as ``scan.dnf_expression`` reads it, or None if it is not one it reads."""
+    if not isinstance(filter, (list, tuple)) or not filter:
+        return None
+    if any(not isinstance(c, (list, tuple)) or len(c) == 0 for c in filter):
+        return None
+    disjunction = [filter] if isinstance(filter[0][0], str) else filter
+    conjunctions = []
+    for conjunction in disjunction:
+        terms = []
+        for term in conjunction:
+            if not isinstance(term, (list, tuple)) or len(term) != 3 or not isinstance(term[0], str) or term[1] not in _OPS:
+                return None
+            column, op, value = term
+            op = _OPS[op]
+            if op in ("in", "not in"):
+                if not isinstance(value, (list, tuple, set, frozenset)):
+                    return None
+                value = tuple(value)
+            terms.append(Term(column, op, value))
+        conjunctions.append(tuple(terms))
+    return conjunctions
+
+
+def _fits(value: Any, t: pa.DataType) -> bool:
+    """Whether Python's comparison of ``value`` with the column's (decoded partition) values is Arrow's."""
+    if value is None:
+        return True
+    if pa.types.is_boolean(t):
+        return isinstance(value, bool)
+    if pa.types.is_integer(t):
+        return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return isinstance(value, str)
+    if pa.types.is_date32(t):
+        return isinstance(value, dt.date) and not isinstance(value, dt.datetime)
+    return False
+
+
+def dnf_conjunctions(filter: Any, types: Mapping[str, pa.DataType]) -> list[Conjunction] | None:
+    """``filter``'s conjunctions if every term on a column of ``types`` (the columns something is known of) can be
+    judged here; None: leave the filter to Arrow."""
+    conjunctions = parse_dnf(filter)
+    if conjunctions is None:
+        return None
+    for conjunction in conjunctions:
+        for term in conjunction:
+            if term.column not in types:
+                continue
+            values = term.value if term.op in ("in", "not in") else (term.value,)
+            if not all(_fits(v, types[term.column]) for v in values):
+                return None
+    return conjunctions
+
+
+def _term_may_select(term: Term, known: Bounds | None) -> bool:
+    if known is None:
+        return True
+    present = not known.all_null  # a non-null value may occur
+    low, high = (None, None) if known.all_null else (known.lower, known.upper)
+    if term.op in ("in", "not in"):
+        listed = [v for v in term.value if v is not None]
+        null_listed = len(listed) < len(term.value)
+        if term.op == "in":
+            if null_listed and known.has_nulls:
+                return True
+            return present and any(_equal_may(v, low, high) for v in listed)
+        if not null_listed and known.has_nulls:
+            return True
+        return present and not (low is not None and low == high and low in listed)
+    value = term.value
+    if value is None or not present:
+        return False  # a comparison with a null selects nothing
+    if term.op == "=":
+        return _equal_may(value, low, high)
+    if term.op == "!=":
+        return not (low is not None and low == high == value)
+    if term.op == "<":
+        return low is None or low < value
+    if term.op == "<=":
+        return low is None or low <= value
+    if term.op == ">":
+        return high is None or high > value
+    return high is None or high >= value  # ">="
+
+
+def _equal_may(value: Any, low: Any, high: Any) -> bool:
+    return (low is None or low <= value) and (high is None or value <= high)
+
+
+def may_select(conjunctions: Sequence[Conjunction], known: Mapping[str, Bounds | None]) -> bool:
+    """May the filter select rows of which ``known`` is known (per column; a column not in it: anything)?"""
+    return any(all(_term_may_select(t, known.get(t.column)) for t in conjunction if t.column in known) for conjunction in conjunctions)
+
+
+def exact(value: Any) -> Bounds:
+    """What a partition's value says of its column."""
+    return Bounds(None, None, True, True) if value is None else Bounds(value, value, False, False)
