@@ -67,11 +67,11 @@ def _fixed(values: Sequence[Any], t: pa.DataType) -> bytes:
         fmt = {16: "e", 32: "f", 64: "d"}[t.bit_width]
         return struct.pack(f"<{len(values)}{fmt}", *(0.0 if v is None else float(v) for v in values))
     if pa.types.is_date32(t):
-        return struct.pack(f"<{len(values)}i", *(0 if v is None else _days(v) for v in values))
+        return struct.pack(f"<{len(values)}i", *(0 if v is None else days(v) for v in values))
     if pa.types.is_date64(t):
-        return struct.pack(f"<{len(values)}q", *(0 if v is None else _days(v) * 86_400_000 for v in values))
+        return struct.pack(f"<{len(values)}q", *(0 if v is None else days(v) * 86_400_000 for v in values))
     if pa.types.is_timestamp(t):
-        return struct.pack(f"<{len(values)}q", *(0 if v is None else _ticks(v, t) for v in values))
+        return struct.pack(f"<{len(values)}q", *(0 if v is None else ticks(v, t) for v in values))
     if pa.types.is_time32(t) or pa.types.is_time64(t):
         fmt = "i" if pa.types.is_time32(t) else "q"
         return struct.pack(f"<{len(values)}{fmt}", *(0 if v is None else _time_ticks(v, t.unit) for v in values))
@@ -84,13 +84,13 @@ def _int(value: Any) -> int:
     return value
 
 
-def _days(value: Any) -> int:
+def days(value: Any) -> int:
     if isinstance(value, dt.datetime) or not isinstance(value, dt.date):
         raise TypeError(f"{value!r} is not a date")
     return (value - _EPOCH_DATE).days
 
 
-def _ticks(value: Any, t: pa.TimestampType) -> int:
+def ticks(value: Any, t: pa.TimestampType) -> int:
     if not isinstance(value, dt.datetime):
         raise TypeError(f"{value!r} is not a datetime")
     if value.tzinfo is not None:  # an aware value is an instant; stored as UTC

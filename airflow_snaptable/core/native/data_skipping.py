@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.json as pj
 
-from airflow_snaptable.core.native import arrow_values
+from airflow_snaptable.core.native import arrow_values, dnf_pruning
 from airflow_snaptable.core.native.column_stats import Bounds, bound_type, column_condition
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.native.filter_terms import or_terms
@@ -129,17 +129,17 @@ def _parse(texts: pa.Array, json_schema: pa.Schema) -> pa.Table:
     """One row per text (no nulls); a text that does not parse with ``json_schema`` (one object) gives a row
     of nulls: unknown. All texts in one read; on a failure, each half again (a bad text costs O(log n) reads)."""
     if len(texts) == 0:
-        return json_schema.empty_table()
+        return pa.table([pa.nulls(0, f.type) for f in json_schema], schema=json_schema)  # empty_table() imports pandas
     parse = pj.ParseOptions(explicit_schema=json_schema, unexpected_field_behavior="ignore")
     try:
-        joined = pc.binary_join(pa.ListArray.from_arrays(arrow_values.array([0, len(texts)], pa.int32()), texts), "\n")
+        joined = pc.binary_join(pa.ListArray.from_arrays(arrow_values.array([0, len(texts)], pa.int32()), texts), arrow_values.scalar("\n", texts.type))
         parsed = pj.read_json(pa.BufferReader(joined[0].as_buffer()), read_options=_READ, parse_options=parse)
         if parsed.num_rows == len(texts):  # one object per text (a text of two objects or none shifts rows)
             return parsed
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
     if len(texts) == 1:
-        return pa.Table.from_pylist([{}], schema=json_schema)
+        return pa.table([pa.nulls(1, f.type) for f in json_schema], schema=json_schema)  # a row of nulls: unknown
     half = len(texts) // 2
     return pa.concat_tables([_parse(texts[:half], json_schema), _parse(texts[half:], json_schema)])
 
@@ -149,22 +149,22 @@ def _file_bounds(texts: pa.Array, columns: list[str], json_schema: pa.Schema) ->
     the columns' types; if not, nothing is known of it), and per column ``c``: ``c.known`` (the statistics say
     it has no NaN), ``c.all_null``, ``c.has_nulls``, ``c.lower`` / ``c.upper`` (null when all null or unknown)
     and ``c.lower_missing`` / ``c.upper_missing`` (not all null and the bound unknown)."""
-    parsed = _parse(pc.fill_null(texts, "{}"), json_schema).combine_chunks()
+    parsed = _parse(pc.fill_null(texts, arrow_values.scalar("{}", texts.type)), json_schema).combine_chunks()
     rows = parsed["rows"].chunk(0) if parsed.num_rows else arrow_values.array([], pa.int64())
     has_stats = pc.is_valid(rows)
-    out = {"index": pa.array(range(len(texts)), pa.int64())}
-    stats = parsed["columns"].chunk(0) if parsed.num_rows else pa.array([], json_schema.field("columns").type)
+    out = {"index": arrow_values.array(range(len(texts)), pa.int64())}
+    stats = parsed["columns"].chunk(0) if parsed.num_rows else pa.nulls(0, json_schema.field("columns").type)
     false = arrow_values.scalar(False, pa.bool_())
     for name in columns:
         column = pc.struct_field(stats, name)
         nulls, lower, upper, nan = (pc.struct_field(column, f) for f in ("nulls", "lower", "upper", "nan"))
         # A null anywhere below (no such column, no null count, NaN flag unknown) leaves the column unknown.
-        known = pc.fill_null(pc.and_(pc.and_(has_stats, pc.is_valid(nulls)), pc.equal(nan, false)), False)
-        all_null = pc.fill_null(pc.and_(known, pc.greater_equal(nulls, rows)), False)
+        known = pc.fill_null(pc.and_(pc.and_(has_stats, pc.is_valid(nulls)), pc.equal(nan, false)), false)
+        all_null = pc.fill_null(pc.and_(known, pc.greater_equal(nulls, rows)), false)
         present = pc.and_(known, pc.invert(all_null))
         out[f"{name}.known"] = known
         out[f"{name}.all_null"] = all_null
-        out[f"{name}.has_nulls"] = pc.or_(all_null, pc.fill_null(pc.and_(known, pc.greater(nulls, 0)), False))
+        out[f"{name}.has_nulls"] = pc.or_(all_null, pc.fill_null(pc.and_(known, pc.greater(nulls, arrow_values.scalar(0, nulls.type))), false))
         for bound, values in (("lower", lower), ("upper", upper)):
             out[f"{name}.{bound}"] = pc.if_else(present, values, pa.nulls(len(values), values.type))
             out[f"{name}.{bound}_missing"] = pc.and_(present, pc.is_null(values))
@@ -194,8 +194,11 @@ def _conditions(schema: TableSchema, columns: list[str], key: Key) -> list[pc.Ex
     return [functools.reduce(operator.and_, combo) if combo else None for combo in combos]
 
 
-def _may_match(schema: TableSchema, columns: list[str], keys: list[Key], expression: pc.Expression) -> list[bool]:
-    """For each key, may ``expression`` select rows it describes?"""
+def _may_match(schema: TableSchema, columns: list[str], keys: list[Key], expression: pc.Expression | dnf_pruning.Conjunction) -> list[bool]:
+    """For each key, may ``expression`` select rows it describes? A conjunction of a DNF filter (its literals as
+    bounds are stored) is judged from its terms (core/native/dnf_pruning.py), an Expression by Arrow."""
+    if isinstance(expression, tuple):
+        return [dnf_pruning.may_select([expression], dict(zip(columns, key))) for key in keys]
     flat = [(i, c) for i, key in enumerate(keys) for c in _conditions(schema, columns, key)]
     selected = [False] * len(keys)
     for (i, _), chosen in zip(flat, may_select(schema, [c for _, c in flat], expression)):
@@ -276,15 +279,21 @@ def _judge(schema: TableSchema, columns: list[str], files: pa.Table, expression:
     return [i for i, k in zip(files["index"].to_pylist(), keys) if k in kept]
 
 
-def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression: pc.Expression) -> pa.BooleanArray:
+def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression: pc.Expression, filter=None) -> pa.BooleanArray:
     """For each data file's statistics text (``DataFile.stats``; null: unknown), may ``expression`` select rows
-    of the file? True unless its statistics prove that no row matches."""
+    of the file? True unless its statistics prove that no row matches. ``filter``: the DNF filter ``expression``
+    was made of, if it was: then judged from its terms, without pyarrow.dataset (and pandas), when every term on
+    a column with statistics can be (core/native/dnf_pruning.py)."""
     everything = arrow_values.array([True] * len(stats), pa.bool_())
     if stats.null_count == len(stats):
         return everything
     candidates = [c for c in schema.arrow_schema.names if c not in schema.partition_keys and bound_type(schema.arrow_schema.field(c).type) is not None]
     # Each term of a top-level OR on its own columns (core/native/filter_terms.py): a file may match if it may match a term.
-    terms = [(term, referenced_columns(schema.arrow_schema, term, candidates)) for term in or_terms(expression)]
+    conjunctions = None if filter is None else dnf_pruning.stats_conjunctions(filter, {c: schema.arrow_schema.field(c).type for c in candidates})
+    if conjunctions is not None:  # each conjunction a term, on the columns with statistics it names
+        terms = [(conjunction, [c for c in dict.fromkeys(t.column for t in conjunction) if c in candidates]) for conjunction in conjunctions]
+    else:
+        terms = [(term, referenced_columns(schema.arrow_schema, term, candidates)) for term in or_terms(expression)]
     if any(not columns for _term, columns in terms):
         return everything  # a term on no column with statistics may select rows of any file
     columns = list(dict.fromkeys(c for _term, term_columns in terms for c in term_columns))

@@ -26,6 +26,7 @@ from typing import Any, Mapping, Sequence
 
 import pyarrow as pa
 
+from airflow_snaptable.core.native import arrow_values
 from airflow_snaptable.core.native.column_stats import Bounds
 
 _OPS = {"=": "=", "==": "=", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">=", "in": "in", "not in": "not in"}
@@ -68,34 +69,80 @@ def parse_dnf(filter: Any) -> list[Conjunction] | None:
 
 
 def _fits(value: Any, t: pa.DataType) -> bool:
-    """Whether Python's comparison of ``value`` with the column's (decoded partition) values is Arrow's."""
+    """Whether Python's comparison of ``value`` with the column's values (decoded partition values, or statistics'
+    bounds of the bound type) is Arrow's comparison of the column with the literal."""
     if value is None:
         return True
     if pa.types.is_boolean(t):
         return isinstance(value, bool)
+    if pa.types.is_uint64(t):
+        return False  # Arrow compares uint64 with an int64 literal as int64
     if pa.types.is_integer(t):
         return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+    if pa.types.is_floating(t):
+        # Arrow compares a float column with an int literal in the column's float type: exact up to its mantissa.
+        exact_ints = 2**24 if pa.types.is_float32(t) else 2**53
+        if isinstance(value, int) and not isinstance(value, bool):
+            return -exact_ints <= value <= exact_ints
+        return isinstance(value, float) and not pa.types.is_float16(t)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return isinstance(value, str)
+        return isinstance(value, str)  # Python's order of code points is UTF-8's order of bytes
     if pa.types.is_date32(t):
         return isinstance(value, dt.date) and not isinstance(value, dt.datetime)
     return False
 
 
-def dnf_conjunctions(filter: Any, types: Mapping[str, pa.DataType]) -> list[Conjunction] | None:
-    """``filter``'s conjunctions if every term on a column of ``types`` (the columns something is known of) can be
-    judged here; None: leave the filter to Arrow."""
-    conjunctions = parse_dnf(filter)
-    if conjunctions is None:
-        return None
+def _judged(conjunctions: list[Conjunction], types: Mapping[str, pa.DataType], convert) -> list[Conjunction] | None:
+    judged = []
     for conjunction in conjunctions:
+        terms = []
         for term in conjunction:
-            if term.column not in types:
-                continue
-            values = term.value if term.op in ("in", "not in") else (term.value,)
-            if not all(_fits(v, types[term.column]) for v in values):
-                return None
-    return conjunctions
+            if term.column in types:
+                t = types[term.column]
+                try:
+                    if term.op in ("in", "not in"):
+                        term = Term(term.column, term.op, tuple(convert(v, t) for v in term.value))
+                    else:
+                        term = Term(term.column, term.op, convert(term.value, t))
+                except (TypeError, ValueError, OverflowError):
+                    return None
+            terms.append(term)
+        judged.append(tuple(terms))
+    return judged
+
+
+def _as_is(value: Any, t: pa.DataType) -> Any:
+    if not _fits(value, t):
+        raise TypeError(f"{value!r} is not judged here for a column of {t}")
+    return value
+
+
+def dnf_conjunctions(filter: Any, types: Mapping[str, pa.DataType]) -> list[Conjunction] | None:
+    """``filter``'s conjunctions if every term on a column of ``types`` (the partition keys: their values are
+    known) can be judged here; None: leave the filter to Arrow."""
+    conjunctions = parse_dnf(filter)
+    return None if conjunctions is None else _judged(conjunctions, types, _as_is)
+
+
+def _as_bound(value: Any, t: pa.DataType) -> Any:
+    """``value`` as the column's statistics hold their bounds (core/native/column_stats.py ``bound_type``): dates
+    as days, timestamps as ticks of the column's unit."""
+    if value is None:
+        return None
+    if pa.types.is_date32(t):
+        return arrow_values.days(_as_is(value, t))
+    if pa.types.is_timestamp(t):
+        if not isinstance(value, dt.datetime) or (value.tzinfo is None) != (t.tz is None):
+            raise TypeError(f"{value!r} is not judged here for a column of {t}")
+        return arrow_values.ticks(value, t)  # TypeError unless exact in the column's unit
+    return _as_is(value, t)
+
+
+def stats_conjunctions(filter: Any, types: Mapping[str, pa.DataType]) -> list[Conjunction] | None:
+    """``filter``'s conjunctions with the literals of terms on columns of ``types`` (those with statistics) as
+    their bounds are stored, if every such term can be judged here; None: leave the filter to Arrow."""
+    conjunctions = parse_dnf(filter)
+    return None if conjunctions is None else _judged(conjunctions, types, _as_bound)
 
 
 def _term_may_select(term: Term, known: Bounds | None) -> bool:

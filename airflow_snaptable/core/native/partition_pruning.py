@@ -116,11 +116,11 @@ def prune_files(schema: TableSchema, files: list[DataFile], expression: pc.Expre
         files = [f for f in files if f.partition in keep]
     if all(f.stats is None for f in files):
         return files
-    matching = may_match(schema, arrow_values.array([f.stats for f in files], pa.string()), expression).to_pylist()
+    matching = may_match(schema, arrow_values.array([f.stats for f in files], pa.string()), expression, filter).to_pylist()
     return [f for f, m in zip(files, matching) if m]
 
 
-def _by_column_bounds(schema: TableSchema, metas: list[ManifestFileMeta], expression: pc.Expression) -> list[ManifestFileMeta]:
+def _by_column_bounds(schema: TableSchema, metas: list[ManifestFileMeta], expression: pc.Expression, filter: Any = None) -> list[ManifestFileMeta]:
     """The manifests whose column bounds (``column_stats``, core/native/column_bounds.py) may hold a matching row,
     judged as files are (``may_match``: the bounds are statistics of the union of the manifest's files)."""
     texts = [m.column_stats for m in metas]
@@ -129,7 +129,7 @@ def _by_column_bounds(schema: TableSchema, metas: list[ManifestFileMeta], expres
     for text in texts:
         if text is not None:
             check_column_stats(text)
-    matching = may_match(schema, arrow_values.array(texts, pa.string()), expression).to_pylist()
+    matching = may_match(schema, arrow_values.array(texts, pa.string()), expression, filter).to_pylist()
     return [m for m, keep in zip(metas, matching) if keep]
 
 
@@ -145,7 +145,7 @@ def pruned_state(manifests: ManifestIO, schema: TableSchema, snapshot, expressio
         metas += manifests.read_list(list_name)
     if schema.partition_keys:
         metas = [m for m, s in zip(metas, manifests_may_select(schema, [m.partition_stats for m in metas], expression, filter)) if s]
-    metas = _by_column_bounds(schema, metas, expression)
+    metas = _by_column_bounds(schema, metas, expression, filter)
     wanted = list(dict.fromkeys(m.file_name for m in metas))
     tables = manifests.read_manifest_tables(wanted)
     types = schema.partition_types()
@@ -164,7 +164,7 @@ def pruned_state(manifests: ManifestIO, schema: TableSchema, snapshot, expressio
         keep = pc.is_in(entries["partition"], value_set=arrow_values.array([t for t, s in zip(texts, selected) if s], pa.string()))
     # Then by statistics: the ADD entries left (DELETE entries are all kept: they only take files out).
     adds = pc.and_(keep, pc.equal(entries["kind"], arrow_values.scalar(int(FileKind.ADD), pa.int8())))
-    keep = pc.and_(keep, may_match(schema, pc.if_else(adds, entries["stats"], arrow_values.scalar(None, pa.string())), expression))
+    keep = pc.and_(keep, may_match(schema, pc.if_else(adds, entries["stats"], arrow_values.scalar(None, pa.string())), expression, filter))
     state: dict[str, DataFile] = {}
     start = 0
     for name in wanted:
