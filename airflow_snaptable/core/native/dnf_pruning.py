@@ -146,8 +146,10 @@ def stats_conjunctions(filter: Any, types: Mapping[str, pa.DataType]) -> list[Co
 
 
 def _term_may_select(term: Term, known: Bounds | None) -> bool:
+    if term.op not in ("in", "not in") and term.value is None:
+        return False  # a comparison with a null selects nothing, whatever the column holds
     if known is None:
-        return True
+        return True  # (Arrow keeps even ``in []`` on such a column: judged as it judges)
     present = not known.all_null  # a non-null value may occur
     low, high = (None, None) if known.all_null else (known.lower, known.upper)
     if term.op in ("in", "not in"):
@@ -159,14 +161,15 @@ def _term_may_select(term: Term, known: Bounds | None) -> bool:
             return present and any(_equal_may(v, low, high) for v in listed)
         if not null_listed and known.has_nulls:
             return True
-        return present and not (low is not None and low == high and low in listed)
+        # On bounds Arrow does not decide ``not in``/``!=`` (bounds [v, v] are not the value v): nor is it here.
+        return present and not (isinstance(known, Exact) and low in listed)
     value = term.value
     if value is None or not present:
         return False  # a comparison with a null selects nothing
     if term.op == "=":
         return _equal_may(value, low, high)
     if term.op == "!=":
-        return not (low is not None and low == high == value)
+        return not (isinstance(known, Exact) and low == value)
     if term.op == "<":
         return low is None or low < value
     if term.op == "<=":
@@ -182,9 +185,14 @@ def _equal_may(value: Any, low: Any, high: Any) -> bool:
 
 def may_select(conjunctions: Sequence[Conjunction], known: Mapping[str, Bounds | None]) -> bool:
     """May the filter select rows of which ``known`` is known (per column; a column not in it: anything)?"""
-    return any(all(_term_may_select(t, known.get(t.column)) for t in conjunction if t.column in known) for conjunction in conjunctions)
+    return any(all(_term_may_select(t, known.get(t.column)) for t in conjunction) for conjunction in conjunctions)
 
 
-def exact(value: Any) -> Bounds:
+@dataclass(frozen=True)
+class Exact(Bounds):
+    """A column's one value (a partition's): Bounds [v, v] without nulls, or all null, known to be exact."""
+
+
+def exact(value: Any) -> Exact:
     """What a partition's value says of its column."""
-    return Bounds(None, None, True, True) if value is None else Bounds(value, value, False, False)
+    return Exact(None, None, True, True) if value is None else Exact(value, value, False, False)

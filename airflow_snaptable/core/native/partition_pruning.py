@@ -66,15 +66,17 @@ def _bounds_condition(schema: TableSchema, stats: str | None) -> pc.Expression |
 
 
 def _bounds_known(schema: TableSchema, stats: str | None) -> dict[str, Bounds | None]:
-    """What a manifest's ``partition_stats`` say of each partition key (None: nothing), as ``_bounds_condition``."""
+    """What a manifest's ``partition_stats`` say of each partition key (absent: nothing), as Arrow reads
+    ``_bounds_condition``: bounds of a key with nulls too are an OR, which Arrow does not use, so neither is it
+    used here (what Arrow judges, the same or more is kept: tests/core/test_dnf_pruning.py)."""
     if stats is None:
         return {}
     lower, upper, nulls = parsed_bounds(stats, tuple(schema.partition_types()))
     known: dict[str, Bounds | None] = {}
     for key, low, high, has_null in zip(schema.partition_keys, lower, upper, nulls):
-        if low is not None:
-            known[key] = Bounds(low, high, bool(has_null), False)
-        elif has_null:
+        if low is not None and not has_null:
+            known[key] = Bounds(low, high, False, False)
+        elif low is None and has_null:
             known[key] = Bounds(None, None, True, True)
     return known
 
