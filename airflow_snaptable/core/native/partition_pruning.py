@@ -1,6 +1,10 @@
 """Partition pruning and data skipping: a filtered scan reads only the manifests and keeps only the files
 whose partition values, and then whose column statistics (core/native/data_skipping.py), can match the filter.
 
+A DNF filter (what users, the CLI and the sensor give; passed as ``filter`` next to its ``expression``) is judged
+from its terms (core/native/dnf_pruning.py), without pyarrow.dataset, whose import imports pandas; an Expression,
+or a DNF term that cannot be judged there, as follows.
+
 Arrow decides "can match": each manifest (by the bounds of its partition values, its list entry's
 ``partition_stats``) and each distinct partition value becomes a fragment whose partition expression
 is what is known of it; ``get_fragments(filter)`` keeps those the filter may select. Skipping a manifest

@@ -46,7 +46,8 @@ def _predicate(term: Any) -> pc.Expression:
 def dnf_expression(filter: Sequence[Any]) -> pc.Expression:
     """DNF tuples as an Expression, built with pyarrow.compute: what ``pyarrow.parquet.filters_to_expression``
     makes of them, without it (it imports pyarrow.dataset, and that imports pandas: a third of a second of the
-    first filtered plan of a process, a sensor poke or a CLI call; tests/core/test_no_pandas_imports.py)."""
+    first filtered plan of a process, a sensor poke or a CLI call; tests/test_no_pandas_imports.py). Its literals
+    are built from buffers (core/native/arrow_values.py): pyarrow's own conversion of a Python value imports pandas."""
     if not filter or any(not isinstance(c, (list, tuple)) or len(c) == 0 for c in filter):
         raise ValueError("malformed filters: give [(column, op, value), ...] or [[...], [...]]")
     disjunction = [filter] if isinstance(filter[0][0], str) else filter
