@@ -88,10 +88,12 @@ def selects_a_row(expression: pc.Expression, table: pa.Table) -> bool:
 
 partition = st.fixed_dictionaries({k: nullable(v) for k, (_t, v) in PARTITION_VALUES.items()})
 any_filter = dnf(list(VALUES))
+#: Mostly partition keys, where an exact value meets a literal often enough to test each boundary.
+partition_filter = dnf([*PARTITION_VALUES, "x"])
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much], deadline=None)
-@given(partitions=st.lists(partition, min_size=1, max_size=4), filter=any_filter, others=st.fixed_dictionaries({k: nullable(v) for k, (_t, v) in COLUMN_VALUES.items()}))
+@given(partitions=st.lists(partition, min_size=1, max_size=4), filter=st.one_of(partition_filter, any_filter), others=st.fixed_dictionaries({k: nullable(v) for k, (_t, v) in COLUMN_VALUES.items()}))
 def test_exact_partitions_are_judged_as_arrow_judges_them(partitions, filter, others):
     expression = expression_of(filter)
     values = [tuple(p[k] for k in PARTITION_VALUES) for p in partitions]
@@ -119,7 +121,7 @@ def manifest_bounds(draw):
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much], deadline=None)
-@given(manifests=st.lists(st.one_of(st.none().map(lambda _: (None, [])), manifest_bounds()), min_size=1, max_size=4), filter=any_filter)
+@given(manifests=st.lists(st.one_of(st.none().map(lambda _: (None, [])), manifest_bounds()), min_size=1, max_size=4), filter=st.one_of(partition_filter, any_filter))
 def test_manifest_bounds_are_never_pruned_where_arrow_or_a_partition_inside_may_match(manifests, filter):
     expression = expression_of(filter)
     assume(dnf_pruning.dnf_conjunctions(filter, dict(zip(SCHEMA.partition_keys, SCHEMA.partition_types()))) is not None)
