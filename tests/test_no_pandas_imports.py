@@ -4,9 +4,13 @@ A fresh process pays for what it imports: pandas is most of a second on a busy m
 imports it. A sensor poke, a CLI call and a mapped task are fresh processes, so each path below runs in its own
 interpreter, which then reports whether either module was loaded.
 
-Known and left: pyarrow (26) imports pandas the first time it converts a Python value to Arrow (``pa.scalar``,
-``pa.array``, a compute call with a Python literal), so a filtered plan (its literals) and orphan cleaning (its
-compute calls with Python literals) still load it; the paths here convert none.
+pyarrow (26) imports pandas the first time it converts a Python value to Arrow (``pa.scalar``, ``pa.array``,
+``Schema.empty_table``, a compute call or an expression with a Python literal), and pyarrow.dataset imports it: these
+paths build their Arrow values from buffers (core/native/arrow_values.py) and judge a DNF filter's partitions and
+column statistics from its terms (core/native/dnf_pruning.py), so a filtered plan, data skipping by statistics and
+orphan cleaning load neither. A filter given as a ``pyarrow.compute.Expression`` is still judged by a dataset
+(pandas loads): only a DNF filter plans without it. Reading rows (``to_arrow``) loads pyarrow.dataset through
+pyarrow.parquet's reader: not a planning path.
 """
 
 from __future__ import annotations
@@ -62,6 +66,13 @@ def paths(lake: Path) -> dict[str, str]:
         "cli status and health": "; ".join(cli(c, str(lake)) for c in ("status", "health")),
         "cli maintain (expiry by policy)": cli("maintain", str(lake), "--policy", policy),
         "cli expire": cli("expire", uri, "--retain-max", "2", "--retain-min", "1"),
+        "plan one partition": f"{table}; assert len(table.scan(filter=[('p', '=', 1)]).files()) == 3",
+        "plan a range of partitions and an in list": (
+            f"{table}; assert len(table.scan(filter=[('p', '>=', 1), ('p', '<', 2)]).files()) == 3; "
+            "assert len(table.scan(filter=[[('p', 'in', [0, None])], [('p', '!=', 2), ('x', '=', 4)]]).files()) == 6"
+        ),
+        "plan by column statistics": f"{table}; assert len(table.scan(filter=[('x', '>', 4)]).files()) == 2",
+        "cli clean-orphans (dry run)": cli("clean-orphans", uri),
     }
 
 

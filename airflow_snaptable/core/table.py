@@ -304,7 +304,8 @@ class Table:
         snapshot = self.snapshot_to_read(snapshot_id, as_of, tag)
         # With a filter, only the manifests whose partition bounds may match are read, and only the entries whose
         # partition and column statistics may match are decoded (core/native/partition_pruning.py, core/native/data_skipping.py).
-        files = [] if snapshot is None else list(pruned_state(self.manifest_io, self.schema, snapshot, expression).values())
+        dnf = filter if isinstance(filter, (list, tuple)) else None  # a DNF filter plans without pandas
+        files = [] if snapshot is None else list(pruned_state(self.manifest_io, self.schema, snapshot, expression, dnf).values())
         return TableScan(self.storage, self.schema, snapshot, files, expression, columns)
 
     def snapshot_to_read(self, snapshot_id: int | None = None, as_of=None, tag: str | None = None) -> Snapshot | None:

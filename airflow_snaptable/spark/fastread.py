@@ -48,7 +48,7 @@ def hadoop_path(storage: Storage, rel: str) -> str:
 def plan_paths(table: Table, snapshot_id=None, tag=None, as_of=None, filter=None) -> tuple[list[str], bool]:
     """The Spark paths of the files a scan keeps, and whether the filter still has to be applied to rows."""
     expression = to_expression(filter)
-    scan = table.scan(snapshot_id=snapshot_id, as_of=as_of, tag=tag, filter=expression)
+    scan = table.scan(snapshot_id=snapshot_id, as_of=as_of, tag=tag, filter=filter)  # DNF as given: planned without pandas
     files = scan.files()
     exact = expression is None or _partition_only(table, expression)
     return [hadoop_path(table.storage, f.path) for f in files], not exact

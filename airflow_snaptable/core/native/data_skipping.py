@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.json as pj
 
+from airflow_snaptable.core.native import arrow_values, dnf_pruning
 from airflow_snaptable.core.native.column_stats import Bounds, bound_type, column_condition
 from airflow_snaptable.core.errors import InvalidArgumentError
 from airflow_snaptable.core.native.filter_terms import or_terms
@@ -79,7 +80,9 @@ def binds(schema: pa.Schema, expression: pc.Expression) -> None:
 
         ds.dataset(schema.empty_table()).to_table(filter=expression)
         return
-    source = Declaration("table_source", TableSourceNodeOptions(schema.empty_table()))
+    # No rows, built from null arrays: ``Schema.empty_table`` imports pandas (pyarrow 26).
+    empty = pa.table([pa.nulls(0, f.type) for f in schema], schema=schema)
+    source = Declaration("table_source", TableSourceNodeOptions(empty))
     Declaration.from_sequence([source, Declaration("filter", FilterNodeOptions(expression))]).to_table(use_threads=False)
 
 
@@ -126,17 +129,17 @@ def _parse(texts: pa.Array, json_schema: pa.Schema) -> pa.Table:
     """One row per text (no nulls); a text that does not parse with ``json_schema`` (one object) gives a row
     of nulls: unknown. All texts in one read; on a failure, each half again (a bad text costs O(log n) reads)."""
     if len(texts) == 0:
-        return json_schema.empty_table()
+        return pa.table([pa.nulls(0, f.type) for f in json_schema], schema=json_schema)  # empty_table() imports pandas
     parse = pj.ParseOptions(explicit_schema=json_schema, unexpected_field_behavior="ignore")
     try:
-        joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, len(texts)], pa.int32()), texts), "\n")
+        joined = pc.binary_join(pa.ListArray.from_arrays(arrow_values.array([0, len(texts)], pa.int32()), texts), arrow_values.scalar("\n", texts.type))
         parsed = pj.read_json(pa.BufferReader(joined[0].as_buffer()), read_options=_READ, parse_options=parse)
         if parsed.num_rows == len(texts):  # one object per text (a text of two objects or none shifts rows)
             return parsed
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
     if len(texts) == 1:
-        return pa.Table.from_pylist([{}], schema=json_schema)
+        return pa.table([pa.nulls(1, f.type) for f in json_schema], schema=json_schema)  # a row of nulls: unknown
     half = len(texts) // 2
     return pa.concat_tables([_parse(texts[:half], json_schema), _parse(texts[half:], json_schema)])
 
@@ -146,22 +149,22 @@ def _file_bounds(texts: pa.Array, columns: list[str], json_schema: pa.Schema) ->
     the columns' types; if not, nothing is known of it), and per column ``c``: ``c.known`` (the statistics say
     it has no NaN), ``c.all_null``, ``c.has_nulls``, ``c.lower`` / ``c.upper`` (null when all null or unknown)
     and ``c.lower_missing`` / ``c.upper_missing`` (not all null and the bound unknown)."""
-    parsed = _parse(pc.fill_null(texts, "{}"), json_schema).combine_chunks()
-    rows = parsed["rows"].chunk(0) if parsed.num_rows else pa.array([], pa.int64())
+    parsed = _parse(pc.fill_null(texts, arrow_values.scalar("{}", texts.type)), json_schema).combine_chunks()
+    rows = parsed["rows"].chunk(0) if parsed.num_rows else arrow_values.array([], pa.int64())
     has_stats = pc.is_valid(rows)
-    out = {"index": pa.array(range(len(texts)), pa.int64())}
-    stats = parsed["columns"].chunk(0) if parsed.num_rows else pa.array([], json_schema.field("columns").type)
-    false = pa.scalar(False)
+    out = {"index": arrow_values.array(range(len(texts)), pa.int64())}
+    stats = parsed["columns"].chunk(0) if parsed.num_rows else pa.nulls(0, json_schema.field("columns").type)
+    false = arrow_values.scalar(False, pa.bool_())
     for name in columns:
         column = pc.struct_field(stats, name)
         nulls, lower, upper, nan = (pc.struct_field(column, f) for f in ("nulls", "lower", "upper", "nan"))
         # A null anywhere below (no such column, no null count, NaN flag unknown) leaves the column unknown.
-        known = pc.fill_null(pc.and_(pc.and_(has_stats, pc.is_valid(nulls)), pc.equal(nan, false)), False)
-        all_null = pc.fill_null(pc.and_(known, pc.greater_equal(nulls, rows)), False)
+        known = pc.fill_null(pc.and_(pc.and_(has_stats, pc.is_valid(nulls)), pc.equal(nan, false)), false)
+        all_null = pc.fill_null(pc.and_(known, pc.greater_equal(nulls, rows)), false)
         present = pc.and_(known, pc.invert(all_null))
         out[f"{name}.known"] = known
         out[f"{name}.all_null"] = all_null
-        out[f"{name}.has_nulls"] = pc.or_(all_null, pc.fill_null(pc.and_(known, pc.greater(nulls, 0)), False))
+        out[f"{name}.has_nulls"] = pc.or_(all_null, pc.fill_null(pc.and_(known, pc.greater(nulls, arrow_values.scalar(0, nulls.type))), false))
         for bound, values in (("lower", lower), ("upper", upper)):
             out[f"{name}.{bound}"] = pc.if_else(present, values, pa.nulls(len(values), values.type))
             out[f"{name}.{bound}_missing"] = pc.and_(present, pc.is_null(values))
@@ -191,8 +194,11 @@ def _conditions(schema: TableSchema, columns: list[str], key: Key) -> list[pc.Ex
     return [functools.reduce(operator.and_, combo) if combo else None for combo in combos]
 
 
-def _may_match(schema: TableSchema, columns: list[str], keys: list[Key], expression: pc.Expression) -> list[bool]:
-    """For each key, may ``expression`` select rows it describes?"""
+def _may_match(schema: TableSchema, columns: list[str], keys: list[Key], expression: pc.Expression | dnf_pruning.Conjunction) -> list[bool]:
+    """For each key, may ``expression`` select rows it describes? A conjunction of a DNF filter (its literals as
+    bounds are stored) is judged from its terms (core/native/dnf_pruning.py), an Expression by Arrow."""
+    if isinstance(expression, tuple):
+        return [dnf_pruning.may_select([expression], dict(zip(columns, key))) for key in keys]
     flat = [(i, c) for i, key in enumerate(keys) for c in _conditions(schema, columns, key)]
     selected = [False] * len(keys)
     for (i, _), chosen in zip(flat, may_select(schema, [c for _, c in flat], expression)):
@@ -234,7 +240,7 @@ def _judge_blocks(schema: TableSchema, columns: list[str], files: pa.Table, size
     united = files.append_column("block", block).group_by("block", use_threads=False).aggregate(aggregates)
     rows = [{name: row[f"{name}_{how}"] for name, how in aggregates} for row in united.to_pylist()]  # "<column>_<aggregate>"
     chosen = [b for b, c in zip(united["block"].to_pylist(), _may_match(schema, columns, _keys(rows, columns), expression)) if c]
-    return files.filter(pc.is_in(block, value_set=pa.array(chosen, pa.int64())))
+    return files.filter(pc.is_in(block, value_set=arrow_values.array(chosen, pa.int64())))
 
 
 def _neighbour_order(files: pa.Table, columns: list[str]) -> pa.Array:
@@ -242,17 +248,17 @@ def _neighbour_order(files: pa.Table, columns: list[str]) -> pa.Array:
     columns' lower bounds (for one column: by its lower bound). A block of neighbours then spans a small part
     of every column's range, whatever order the files were written in, so a condition on any of the columns
     (an ``OR`` of conditions on several too) rules out whole blocks. Ties (unknown bounds, last) keep file order."""
-    one = pa.scalar(1, pa.uint64())
+    one = arrow_values.scalar(1, pa.uint64())
     needed = max(1, files.num_rows.bit_length())
     bits = min(needed, 63 // len(columns))  # per column: the key fits 63 bits (coarser ranks for many columns)
     ranks = [
-        pc.shift_right(pc.rank(files[f"{c}.lower"].combine_chunks(), sort_keys="ascending", tiebreaker="first"), pa.scalar(needed - bits, pa.uint64()))
+        pc.shift_right(pc.rank(files[f"{c}.lower"].combine_chunks(), sort_keys="ascending", tiebreaker="first"), arrow_values.scalar(needed - bits, pa.uint64()))
         for c in columns
     ]
-    key = pa.array([0] * files.num_rows, pa.uint64())
+    key = arrow_values.array([0] * files.num_rows, pa.uint64())
     for bit in reversed(range(bits)):  # interleave the ranks' bits, most significant first
         for rank in ranks:
-            key = pc.bit_wise_or(pc.shift_left(key, one), pc.bit_wise_and(pc.shift_right(rank, pa.scalar(bit, pa.uint64())), one))
+            key = pc.bit_wise_or(pc.shift_left(key, one), pc.bit_wise_and(pc.shift_right(rank, arrow_values.scalar(bit, pa.uint64())), one))
     return pc.sort_indices(key)
 
 
@@ -260,7 +266,7 @@ def _judge(schema: TableSchema, columns: list[str], files: pa.Table, expression:
     """The ``index`` of the files (rows of ``_file_bounds``' columns for ``columns``) ``expression`` may select:
     blocks of neighbours first, coarsest first, then the members of the blocks left one by one."""
     files = files.take(_neighbour_order(files, columns))
-    files = files.append_column("order", pa.array(range(files.num_rows), pa.int64()))
+    files = files.append_column("order", arrow_values.array(range(files.num_rows), pa.int64()))
     sizes = [_FANOUT]
     while 2 * sizes[0] * _FANOUT < files.num_rows:
         sizes.insert(0, sizes[0] * _FANOUT)
@@ -273,15 +279,21 @@ def _judge(schema: TableSchema, columns: list[str], files: pa.Table, expression:
     return [i for i, k in zip(files["index"].to_pylist(), keys) if k in kept]
 
 
-def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression: pc.Expression) -> pa.BooleanArray:
+def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression: pc.Expression, filter=None) -> pa.BooleanArray:
     """For each data file's statistics text (``DataFile.stats``; null: unknown), may ``expression`` select rows
-    of the file? True unless its statistics prove that no row matches."""
-    everything = pa.array([True] * len(stats), pa.bool_())
+    of the file? True unless its statistics prove that no row matches. ``filter``: the DNF filter ``expression``
+    was made of, if it was: then judged from its terms, without pyarrow.dataset (and pandas), when every term on
+    a column with statistics can be (core/native/dnf_pruning.py)."""
+    everything = arrow_values.array([True] * len(stats), pa.bool_())
     if stats.null_count == len(stats):
         return everything
     candidates = [c for c in schema.arrow_schema.names if c not in schema.partition_keys and bound_type(schema.arrow_schema.field(c).type) is not None]
     # Each term of a top-level OR on its own columns (core/native/filter_terms.py): a file may match if it may match a term.
-    terms = [(term, referenced_columns(schema.arrow_schema, term, candidates)) for term in or_terms(expression)]
+    conjunctions = None if filter is None else dnf_pruning.stats_conjunctions(filter, {c: schema.arrow_schema.field(c).type for c in candidates})
+    if conjunctions is not None:  # each conjunction a term, on the columns with statistics it names
+        terms = [(conjunction, [c for c in dict.fromkeys(t.column for t in conjunction) if c in candidates]) for conjunction in conjunctions]
+    else:
+        terms = [(term, referenced_columns(schema.arrow_schema, term, candidates)) for term in or_terms(expression)]
     if any(not columns for _term, columns in terms):
         return everything  # a term on no column with statistics may select rows of any file
     columns = list(dict.fromkeys(c for _term, term_columns in terms for c in term_columns))
@@ -292,4 +304,4 @@ def may_match(schema: TableSchema, stats: pa.Array | pa.ChunkedArray, expression
     for term, term_columns in terms:
         parts = [f"{c}.{part}" for c in term_columns for part in _PARTS]
         chosen.update(_judge(schema, term_columns, files.select(["index", *parts]), term))
-    return pc.or_(pc.invert(every_file["parsed"]), pc.is_in(every_file["index"], value_set=pa.array(sorted(chosen), pa.int64()))).combine_chunks()
+    return pc.or_(pc.invert(every_file["parsed"]), pc.is_in(every_file["index"], value_set=arrow_values.array(sorted(chosen), pa.int64()))).combine_chunks()

@@ -1,6 +1,10 @@
 """Partition pruning and data skipping: a filtered scan reads only the manifests and keeps only the files
 whose partition values, and then whose column statistics (core/native/data_skipping.py), can match the filter.
 
+A DNF filter (what users, the CLI and the sensor give; passed as ``filter`` next to its ``expression``) is judged
+from its terms (core/native/dnf_pruning.py), without pyarrow.dataset, whose import imports pandas; an Expression,
+or a DNF term that cannot be judged there, as follows.
+
 Arrow decides "can match": each manifest (by the bounds of its partition values, its list entry's
 ``partition_stats``) and each distinct partition value becomes a fragment whose partition expression
 is what is known of it; ``get_fragments(filter)`` keeps those the filter may select. Skipping a manifest
@@ -23,10 +27,14 @@ core/native/data_skipping.py keeps it so), so each such file's ADD entries are d
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_snaptable.core.native import arrow_values, dnf_pruning
 from airflow_snaptable.core.native.column_bounds import check_column_stats
+from airflow_snaptable.core.native.column_stats import Bounds
 from airflow_snaptable.core.native.data_skipping import may_match, may_select
 from airflow_snaptable.core.errors import CorruptMetadataError
 from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestFileMeta, ManifestIO, apply_entries, decode_manifest_table
@@ -37,7 +45,7 @@ from airflow_snaptable.core.native.schema import TableSchema, decode_partition
 def _value_condition(schema: TableSchema, partition: tuple) -> pc.Expression:
     condition = None
     for key, value, t in zip(schema.partition_keys, partition, schema.partition_types()):
-        term = pc.field(key).is_null() if value is None else pc.field(key) == pa.scalar(value, t)
+        term = pc.field(key).is_null() if value is None else pc.field(key) == arrow_values.scalar(value, t)
         condition = term if condition is None else condition & term
     return condition
 
@@ -52,7 +60,7 @@ def _bounds_condition(schema: TableSchema, stats: str | None) -> pc.Expression |
         field = pc.field(key)
         term = None
         if low is not None:
-            term = (field >= pa.scalar(low, t)) & (field <= pa.scalar(high, t))
+            term = (field >= arrow_values.scalar(low, t)) & (field <= arrow_values.scalar(high, t))
         if has_null:
             term = field.is_null() if term is None else term | field.is_null()
         if term is None:
@@ -61,23 +69,64 @@ def _bounds_condition(schema: TableSchema, stats: str | None) -> pc.Expression |
     return condition
 
 
-def prune_files(schema: TableSchema, files: list[DataFile], expression: pc.Expression | None) -> list[DataFile]:
+def _bounds_known(schema: TableSchema, stats: str | None) -> dict[str, Bounds | None]:
+    """What a manifest's ``partition_stats`` say of each partition key (absent: nothing), as Arrow reads
+    ``_bounds_condition``: bounds of a key with nulls too are an OR, which Arrow does not use, so neither is it
+    used here (what Arrow judges, the same or more is kept: tests/core/test_dnf_pruning.py)."""
+    if stats is None:
+        return {}
+    lower, upper, nulls = parsed_bounds(stats, tuple(schema.partition_types()))
+    known: dict[str, Bounds | None] = {}
+    for key, low, high, has_null in zip(schema.partition_keys, lower, upper, nulls):
+        if low is not None and not has_null:
+            known[key] = Bounds(low, high, False, False)
+        elif low is None and has_null:
+            known[key] = Bounds(None, None, True, True)
+    return known
+
+
+def _dnf(schema: TableSchema, filter: Any) -> list[dnf_pruning.Conjunction] | None:
+    """The DNF ``filter``'s conjunctions when its partition terms are judged in Python (core/native/dnf_pruning.py)."""
+    if filter is None:
+        return None
+    return dnf_pruning.dnf_conjunctions(filter, dict(zip(schema.partition_keys, schema.partition_types())))
+
+
+def partitions_may_select(schema: TableSchema, partitions: Sequence[tuple], expression: pc.Expression, filter: Any = None) -> list[bool]:
+    """For each partition (its values), may the filter select its rows? A DNF ``filter`` (the one ``expression``
+    was made of) is judged from its terms, without pyarrow.dataset (and pandas); an Expression by Arrow."""
+    conjunctions = _dnf(schema, filter)
+    if conjunctions is not None:
+        return [dnf_pruning.may_select(conjunctions, {k: dnf_pruning.exact(v) for k, v in zip(schema.partition_keys, p)}) for p in partitions]
+    return may_select(schema, [_value_condition(schema, p) for p in partitions], expression)
+
+
+def manifests_may_select(schema: TableSchema, partition_stats: Sequence[str | None], expression: pc.Expression, filter: Any = None) -> list[bool]:
+    """For each manifest (its ``partition_stats``), may the filter select rows of its partitions?"""
+    conjunctions = _dnf(schema, filter)
+    if conjunctions is not None:
+        return [dnf_pruning.may_select(conjunctions, _bounds_known(schema, s)) for s in partition_stats]
+    return may_select(schema, [_bounds_condition(schema, s) for s in partition_stats], expression)
+
+
+def prune_files(schema: TableSchema, files: list[DataFile], expression: pc.Expression | None, filter: Any = None) -> list[DataFile]:
     """The files that may hold rows matching ``expression``: by partition (one decision per distinct
-    partition), then by column statistics (files without statistics are kept)."""
+    partition), then by column statistics (files without statistics are kept). ``filter``: the DNF filter
+    ``expression`` was made of, if it was (then planned without pandas: core/native/dnf_pruning.py)."""
     if expression is None or not files:
         return files
     if schema.partition_keys:
         partitions = list(dict.fromkeys(f.partition for f in files))
-        selected = may_select(schema, [_value_condition(schema, p) for p in partitions], expression)
+        selected = partitions_may_select(schema, partitions, expression, filter)
         keep = {p for p, s in zip(partitions, selected) if s}
         files = [f for f in files if f.partition in keep]
     if all(f.stats is None for f in files):
         return files
-    matching = may_match(schema, pa.array([f.stats for f in files], pa.string()), expression).to_pylist()
+    matching = may_match(schema, arrow_values.array([f.stats for f in files], pa.string()), expression, filter).to_pylist()
     return [f for f, m in zip(files, matching) if m]
 
 
-def _by_column_bounds(schema: TableSchema, metas: list[ManifestFileMeta], expression: pc.Expression) -> list[ManifestFileMeta]:
+def _by_column_bounds(schema: TableSchema, metas: list[ManifestFileMeta], expression: pc.Expression, filter: Any = None) -> list[ManifestFileMeta]:
     """The manifests whose column bounds (``column_stats``, core/native/column_bounds.py) may hold a matching row,
     judged as files are (``may_match``: the bounds are statistics of the union of the manifest's files)."""
     texts = [m.column_stats for m in metas]
@@ -86,22 +135,23 @@ def _by_column_bounds(schema: TableSchema, metas: list[ManifestFileMeta], expres
     for text in texts:
         if text is not None:
             check_column_stats(text)
-    matching = may_match(schema, pa.array(texts, pa.string()), expression).to_pylist()
+    matching = may_match(schema, arrow_values.array(texts, pa.string()), expression, filter).to_pylist()
     return [m for m, keep in zip(metas, matching) if keep]
 
 
-def pruned_state(manifests: ManifestIO, schema: TableSchema, snapshot, expression: pc.Expression | None) -> dict[str, DataFile]:
+def pruned_state(manifests: ManifestIO, schema: TableSchema, snapshot, expression: pc.Expression | None, filter: Any = None) -> dict[str, DataFile]:
     """The snapshot's live files that ``expression`` may select (``prune_files``' result), reading only the
     manifests whose partition bounds, and then column bounds, may match (all of them for lists written
-    before there were bounds) and decoding only the entries kept. Without a filter: every live file."""
+    before there were bounds) and decoding only the entries kept. Without a filter: every live file.
+    ``filter``: the DNF filter ``expression`` was made of, if it was (partitions then judged without pandas)."""
     if expression is None:
         return manifests.read_state(snapshot)
     metas: list[ManifestFileMeta] = []
     for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
         metas += manifests.read_list(list_name)
     if schema.partition_keys:
-        metas = [m for m, s in zip(metas, may_select(schema, [_bounds_condition(schema, m.partition_stats) for m in metas], expression)) if s]
-    metas = _by_column_bounds(schema, metas, expression)
+        metas = [m for m, s in zip(metas, manifests_may_select(schema, [m.partition_stats for m in metas], expression, filter)) if s]
+    metas = _by_column_bounds(schema, metas, expression, filter)
     wanted = list(dict.fromkeys(m.file_name for m in metas))
     tables = manifests.read_manifest_tables(wanted)
     types = schema.partition_types()
@@ -116,11 +166,11 @@ def pruned_state(manifests: ManifestIO, schema: TableSchema, snapshot, expressio
             values = [decode_partition(text, types) for text in texts]
         except (TypeError, ValueError) as exc:
             raise CorruptMetadataError(f"{snapshot.base_manifest_list}: a manifest holds unreadable partition values: {exc}") from exc
-        selected = may_select(schema, [_value_condition(schema, v) for v in values], expression)
-        keep = pc.is_in(entries["partition"], value_set=pa.array([t for t, s in zip(texts, selected) if s], pa.string()))
+        selected = partitions_may_select(schema, values, expression, filter)
+        keep = pc.is_in(entries["partition"], value_set=arrow_values.array([t for t, s in zip(texts, selected) if s], pa.string()))
     # Then by statistics: the ADD entries left (DELETE entries are all kept: they only take files out).
-    adds = pc.and_(keep, pc.equal(entries["kind"], pa.scalar(int(FileKind.ADD), pa.int8())))
-    keep = pc.and_(keep, may_match(schema, pc.if_else(adds, entries["stats"], pa.scalar(None, pa.string())), expression))
+    adds = pc.and_(keep, pc.equal(entries["kind"], arrow_values.scalar(int(FileKind.ADD), pa.int8())))
+    keep = pc.and_(keep, may_match(schema, pc.if_else(adds, entries["stats"], arrow_values.scalar(None, pa.string())), expression, filter))
     state: dict[str, DataFile] = {}
     start = 0
     for name in wanted:

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_snaptable.core.errors import CorruptMetadataError, InvalidArgumentError
+from airflow_snaptable.core.native import arrow_values
 from airflow_snaptable.core.native.manifest import DataFile
 from airflow_snaptable.core.native.data_skipping import binds, referenced_columns
 from airflow_snaptable.core.native.schema import TableSchema
@@ -34,9 +35,10 @@ def _predicate(term: Any) -> pc.Expression:
     column, op, value = term
     field = pc.field(column)
     if op in _COMPARISONS:
-        return _COMPARISONS[op](field, value)
+        return _COMPARISONS[op](field, arrow_values.literal(value))
     if op in ("in", "not in"):
-        selected = field.isin(value)
+        # Literals built from buffers (core/native/arrow_values.py): pyarrow's own conversion imports pandas.
+        selected = field.isin(arrow_values.literal_array(value) if isinstance(value, (list, tuple)) else value)
         return selected if op == "in" else ~selected
     raise ValueError(f"{op!r} is not a valid operator in predicates")
 
@@ -44,7 +46,8 @@ def _predicate(term: Any) -> pc.Expression:
 def dnf_expression(filter: Sequence[Any]) -> pc.Expression:
     """DNF tuples as an Expression, built with pyarrow.compute: what ``pyarrow.parquet.filters_to_expression``
     makes of them, without it (it imports pyarrow.dataset, and that imports pandas: a third of a second of the
-    first filtered plan of a process, a sensor poke or a CLI call; tests/core/test_no_pandas_imports.py)."""
+    first filtered plan of a process, a sensor poke or a CLI call; tests/test_no_pandas_imports.py). Its literals
+    are built from buffers (core/native/arrow_values.py): pyarrow's own conversion of a Python value imports pandas."""
     if not filter or any(not isinstance(c, (list, tuple)) or len(c) == 0 for c in filter):
         raise ValueError("malformed filters: give [(column, op, value), ...] or [[...], [...]]")
     disjunction = [filter] if isinstance(filter[0][0], str) else filter

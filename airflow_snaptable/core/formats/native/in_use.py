@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_snaptable.core.errors import CorruptMetadataError
+from airflow_snaptable.core.native import arrow_values
 from airflow_snaptable.core.native.manifest import FileKind, ManifestIO, manifest_path, manifest_batches
 from airflow_snaptable.core.io.path_set import PathHashSet, PathHashSetBuilder
 from airflow_snaptable.core.native.snapshot import Snapshot
@@ -92,17 +93,17 @@ def _live_paths(manifests: ManifestIO, names: list[str]) -> Iterator[str]:
     position = 0
     for name, data in order:
         for kinds, paths in _entries(data, name):
-            deleting = pc.equal(kinds, int(FileKind.DELETE))
+            deleting = pc.equal(kinds, arrow_values.scalar(int(FileKind.DELETE), pa.int8()))
             if pc.any(deleting).as_py():
                 rows = pc.indices_nonzero(deleting).to_pylist()
                 for row, path in zip(rows, pc.filter(paths, deleting).to_pylist()):
                     last_delete[path] = position + row
             position += len(kinds)
-    deleted = pa.array(list(last_delete), pa.string())
+    deleted = arrow_values.array(list(last_delete), pa.string())
     position = 0
     for name, data in order:
         for kinds, paths in _entries(data, name):
-            adding = pc.equal(kinds, int(FileKind.ADD))
+            adding = pc.equal(kinds, arrow_values.scalar(int(FileKind.ADD), pa.int8()))
             # An ADD of a path never deleted is live; one of a deleted path only if after its last DELETE.
             maybe_deleted = pc.and_(adding, pc.is_in(paths, value_set=deleted))
             yield from pc.filter(paths, pc.and_(adding, pc.invert(maybe_deleted))).to_pylist()
@@ -121,7 +122,7 @@ def _entries(data: bytes, where: str) -> Iterator[tuple[pa.Array, pa.Array]]:
 
     for batch in manifest_batches(data, where, accepts, BATCH_ROWS, list(_COLUMNS)):
         kinds, paths = batch.column("kind"), batch.column("path")
-        if kinds.null_count or paths.null_count or (len(kinds) and not pc.all(pc.is_in(kinds, value_set=pa.array(_KINDS, pa.int8()))).as_py()):
+        if kinds.null_count or paths.null_count or (len(kinds) and not pc.all(pc.is_in(kinds, value_set=arrow_values.array(_KINDS, pa.int8()))).as_py()):
             raise CorruptMetadataError(f"{where}: unreadable entry: a null or unknown kind or path")
         # A path spelled otherwise than the listing spells it would leave the listed file unreferenced.
         check_relative_column(batch.column("path"), "data file path", where)
