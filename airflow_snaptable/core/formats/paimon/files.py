@@ -4,8 +4,11 @@ What Paimon's ``SnapshotDeletion``/``FileDeletionBase`` read, read the same way:
 state is its base list's manifests then its delta list's, folded by file identity; its delta
 is its delta list's entries; the metadata files it uses are its two lists and their manifests
 (with the sizes the lists record), its index manifest and the index files that lists
-(index_manifests.py). Expiring ``first .. end-1`` frees their metadata that ``end`` does not
-use (Paimon's ``cleanUnusedManifests`` and ``cleanUnusedIndexManifests``). Data files the format keeps are under the partition and bucket
+(index_manifests.py), and its changelog: its changelog manifest list, the manifests that lists
+and the changelog files they add (changelogs.py; a tag's snapshot has none: Paimon's tags do not
+keep changelog). Expiring ``first .. end-1`` frees their metadata that ``end`` does not use
+(Paimon's ``cleanUnusedManifests`` and ``cleanUnusedIndexManifests``; their changelog with them,
+``ExpireSnapshotsImpl``'s coupled changelog). Data files the format keeps are under the partition and bucket
 directories; temporary files of interrupted atomic writes are in ``snapshot/``, ``tag/``,
 ``consumer/`` and the engine's own directory.
 """
@@ -17,7 +20,7 @@ import json
 import posixpath
 from typing import Iterator, Mapping, Sequence
 
-from airflow_snaptable.core.native.manifest import DataFile, ManifestEntry
+from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry
 from airflow_snaptable.core.formats.paimon.binary_row import PartitionLayout, escape_path_name
 from airflow_snaptable.core.formats.paimon.manifests import (
     MANIFEST_DIR,
@@ -29,7 +32,8 @@ from airflow_snaptable.core.formats.paimon.manifests import (
     manifest_path,
 )
 from airflow_snaptable.core.formats.paimon.index_manifests import INDEX_DIR, IndexFile, is_index_file_name
-from airflow_snaptable.core.formats.paimon.snapshots import RAW_KEY, index_manifest_name
+from airflow_snaptable.core.formats.paimon.snapshots import RAW_KEY, changelog_manifest_list_name, index_manifest_name
+from airflow_snaptable.core.io.table_paths import checked_relative_path
 from airflow_snaptable.core.io.path_set import PathHashSet
 from airflow_snaptable.core.io.table_paths import checked_file_name
 from airflow_snaptable.core.lifecycle.deletion_plans import DataCandidate
@@ -48,7 +52,10 @@ _CACHE_LIMIT = 20_000
 
 def metadata_path(name: str) -> str:
     """Where a metadata file of a Paimon table is, told by its name (checked to follow Paimon's prefixes
-    when it was read): an index file in ``index/``; a list, manifest or index manifest in ``manifest/``."""
+    when it was read): an index file in ``index/``; a list, manifest or index manifest in ``manifest/``;
+    a changelog file is named by its path in its bucket directory (changelogs.py)."""
+    if "/" in name:
+        return checked_relative_path(name, "changelog file")
     if is_index_file_name(name):
         return f"{INDEX_DIR}/{checked_file_name(name, 'index file name')}"
     return manifest_path(name)
@@ -135,6 +142,27 @@ class PaimonFiles:
             if index_manifest in indexes:
                 found.update((f.name, f.size) for f in indexes[index_manifest])
                 found[index_manifest] = self.reader.index_manifest_size(index_manifest) or 0
+        found.update(self._changelog(snapshot, skip_missing))
+        return found
+
+    def _changelog(self, snapshot: Snapshot, skip_missing: bool = False) -> dict[str, int]:
+        """The snapshot's own changelog: its changelog manifest list (the size it records, else the bytes
+        read), the manifests that lists and the changelog files they add (by path: they are in the bucket
+        directories). Only that commit wrote them (Paimon's ``deleteAddedDataFiles(changelogManifestList)``
+        deletes every one with the snapshot)."""
+        list_name = changelog_manifest_list_name(snapshot)
+        if list_name is None:
+            return {}
+        lists = self.reader.lists([list_name], [] if skip_missing else None)
+        if list_name not in lists:
+            return {}
+        found = {m.name: m.size for m in lists[list_name]}
+        found[list_name] = _list_sizes(snapshot).get(list_name) or self.reader.list_size(list_name) or 0
+        manifests = self.reader.manifests([m.name for m in lists[list_name]], [] if skip_missing else None)
+        for entries in manifests.values():
+            for entry in entries:
+                if entry.kind is FileKind.ADD:
+                    found.update((f.path, f.file_size) for f in entry.files)
         return found
 
     def _read_indexes(self, snapshots: Sequence[Snapshot], skip_missing: list[str] | None = None) -> None:
@@ -257,7 +285,11 @@ def _list_sizes(snapshot: Snapshot) -> dict[str, int]:
         return {}
     doc = json.loads(raw)
     sizes = {}
-    for name_key, size_key in (("baseManifestList", "baseManifestListSize"), ("deltaManifestList", "deltaManifestListSize")):
+    for name_key, size_key in (
+        ("baseManifestList", "baseManifestListSize"),
+        ("deltaManifestList", "deltaManifestListSize"),
+        ("changelogManifestList", "changelogManifestListSize"),
+    ):
         if isinstance(doc.get(size_key), int):
             sizes[doc[name_key]] = doc[size_key]
     return sizes
