@@ -186,6 +186,16 @@ def test_rollback_to_a_tag_of_an_expired_snapshot(changelogs, tmp_path):
     assert table_files(root) == set(changelogs.before["cdyn"]["tags"]["t2"]["files"])
     answer = run_client(changelogs.python, warehouse, [{"read": "db.cdyn"}])["db.cdyn"]
     assert answer["snapshots"]["2"]["rows"] == changelogs.before["cdyn"]["snapshots"]["2"]["rows"]
+    # Paimon reads the lost changelog list as none (tryReadManifestList): so does every action here.
+    result = _open(warehouse, "cdyn").verify()
+    assert result.ok and not result.unreferenced_files, result.to_dict()
+    run_client(changelogs.python, warehouse, [{"write": "db.cdyn", "rows": NEXT_WRITE, "at": _at(100)}])
+    _open(warehouse, "cdyn").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+    answer = run_client(changelogs.python, warehouse, [{"read": "db.cdyn"}, {"changelog": "db.cdyn", "as": "streamed"}])
+    assert list(answer["db.cdyn"]["snapshots"]) == ["3"] and "error" not in answer["db.cdyn"]["snapshots"]["3"]
+    assert answer["streamed"]["3"]["rows"] == sorted(NEXT_WRITE, key=lambda r: json.dumps(r, sort_keys=True, default=str))
+    assert table_files(root) == set(answer["db.cdyn"]["snapshots"]["3"]["files"]) | set(answer["streamed"]["3"]["files"]) | set(
+        changelogs.before["cdyn"]["tags"]["t2"]["files"])
 
 
 def test_undo_of_an_expiry_brings_back_the_changelog(changelogs, tmp_path):
@@ -246,7 +256,8 @@ def test_crash_at_every_storage_operation_of_an_expiry_that_frees_changelog(chan
     still present has its files and changelog, and the tag its files."""
     name = "cfix"
     template = changelogs.copy(tmp_path / "template")
-    expire = lambda t: t.expire_snapshots(retain_max=2, retain_min=2, now=FAR_FUTURE)
+    # Snapshot 1 expires (its changelog is in three buckets); the tag t2 is above it. Each crash costs a copy and two runs.
+    expire = lambda t: t.expire_snapshots(retain_max=4, retain_min=4, now=FAR_FUTURE)
     clean = str(tmp_path / "clean")
     shutil.copytree(template, clean)
     table = _open(clean, name)
@@ -278,7 +289,7 @@ def test_crash_at_every_storage_operation_of_an_expiry_that_frees_changelog(chan
         assert not [p for p in os.listdir(plans) if not p.startswith((".", "pending-"))], n
         assert rerun.verify().ok, (n, rerun.verify().to_dict())
         shutil.rmtree(copy)
-    judged(changelogs, clean, name, [4, 5], ["t2"])
+    judged(changelogs, clean, name, [2, 3, 4, 5], ["t2"])
 
 
 def _everything(root: str) -> dict[str, bytes]:
@@ -290,21 +301,39 @@ def _everything(root: str) -> dict[str, bytes]:
     return found
 
 
-@pytest.mark.parametrize("change", ["options", "changelog-dir"])
-def test_a_decoupled_changelog_is_refused_and_nothing_changes(changelogs, tmp_path, change):
-    """Changelog options that keep it longer than the snapshots (Paimon writes ``changelog/changelog-<id>``
-    at expiry: a lifecycle of its own, not supported yet), or a non-empty ``changelog/``: refused."""
+def test_a_decoupled_changelog_is_refused_and_nothing_changes(changelogs, tmp_path):
+    """Changelog options that keep it longer than the snapshots (Paimon then writes ``changelog/changelog-<id>``
+    at expiry: a lifecycle of its own, not supported yet): refused naming the options; so is a table with a
+    non-empty ``changelog/`` whatever its options say. Nothing changes."""
     warehouse = changelogs.copy(tmp_path / "w")
-    name = "cdec" if change == "options" else "cfix"
-    root = _root(warehouse, name)
-    if change == "changelog-dir":
-        os.makedirs(os.path.join(root, "changelog"))
-        with open(os.path.join(root, "changelog", "changelog-1"), "w") as f:
-            f.write("{}")
-    before = _everything(root)
-    match = "changelog.num-retained.min" if change == "options" else "changelog"
-    with pytest.raises(UnsupportedMetadataError, match=match):
-        _open(warehouse, name).expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
-    with pytest.raises(UnsupportedMetadataError, match=match):
-        _open(warehouse, name).remove_orphan_files(older_than="0 s", dry_run=False)
-    assert _everything(root) == before
+    cfix = _root(warehouse, "cfix")
+    os.makedirs(os.path.join(cfix, "changelog"))
+    with open(os.path.join(cfix, "changelog", "changelog-1"), "w") as f:
+        f.write("{}")
+    for name, match in (("cdec", r"changelog.num-retained.min=20 > snapshot.num-retained.min"), ("cfix", r"changelog/")):
+        root = _root(warehouse, name)
+        before = _everything(root)
+        with pytest.raises(UnsupportedMetadataError, match=match):
+            _open(warehouse, name).expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+        with pytest.raises(UnsupportedMetadataError, match=match):
+            _open(warehouse, name).remove_orphan_files(older_than="0 s", dry_run=False)
+        assert _everything(root) == before
+
+
+@pytest.mark.parametrize("options, decoupled", [
+    ({}, []),
+    ({"changelog.num-retained.max": "5"}, []),  # below the snapshots' default (Integer.MAX_VALUE): expired with them
+    ({"snapshot.num-retained.max": "5", "changelog.num-retained.max": "5"}, []),
+    ({"snapshot.num-retained.max": "5", "changelog.num-retained.max": "6"}, ["changelog.num-retained.max"]),
+    ({"changelog.num-retained.min": "10"}, []),
+    ({"changelog.num-retained.min": "11"}, ["changelog.num-retained.min"]),
+    ({"changelog.time-retained": "1 h"}, []),
+    ({"changelog.time-retained": "61 min"}, ["changelog.time-retained"]),
+    ({"snapshot.time-retained": "2 h", "changelog.time-retained": "90 min"}, []),
+])
+def test_paimons_decoupled_rule(options, decoupled):
+    """Paimon's ExpireConfig: decoupled when a changelog bound is above its snapshot bound, each changelog
+    option defaulting to its snapshot option and those to Paimon's defaults (10, Integer.MAX_VALUE, 1 h)."""
+    from airflow_snaptable.core.formats.paimon.changelogs import decoupled_options
+
+    assert [d.split("=")[0] for d in decoupled_options(options, "t")] == decoupled

@@ -149,11 +149,13 @@ class PaimonFiles:
         """The snapshot's own changelog: its changelog manifest list (the size it records, else the bytes
         read), the manifests that lists and the changelog files they add (by path: they are in the bucket
         directories). Only that commit wrote them (Paimon's ``deleteAddedDataFiles(changelogManifestList)``
-        deletes every one with the snapshot)."""
+        deletes every one with the snapshot). A missing changelog list is no changelog, as Paimon reads it
+        (``tryReadManifestList``): a rollback to a tag of an expired snapshot restores a snapshot whose
+        changelog its expiry deleted."""
         list_name = changelog_manifest_list_name(snapshot)
         if list_name is None:
             return {}
-        lists = self.reader.lists([list_name], [] if skip_missing else None)
+        lists = self.reader.lists([list_name], [])
         if list_name not in lists:
             return {}
         found = {m.name: m.size for m in lists[list_name]}
