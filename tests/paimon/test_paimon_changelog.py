@@ -24,8 +24,10 @@ import shutil
 
 import pytest
 
+from airflow_snaptable.cli import main
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import UnsupportedMetadataError
+from airflow_snaptable.core.formats.describe import describe
 from airflow_snaptable.core.formats.paimon.files import metadata_path
 from tests.conftest import FailAt, InjectedCrash
 from tests.paimon.conftest import COLUMNS, FAR_FUTURE, Paimon, pypaimon_python, run_client, table_files
@@ -139,7 +141,7 @@ def judged(changelogs: Changelogs, warehouse: str, name: str, snapshots: list[in
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_snapshots_carry_their_changelog_and_tags_do_not(changelogs, tmp_path, name):
+def test_snapshots_carry_their_changelog_and_tags_do_not(changelogs, tmp_path, name, capsys):
     """What this package reads of each snapshot is what pypaimon reads plus that commit's changelog; a
     tag's files leave the changelog out (Paimon's tags do not keep it); verify finds every file in use."""
     warehouse = changelogs.copy(tmp_path / "w")
@@ -155,6 +157,17 @@ def test_snapshots_carry_their_changelog_and_tags_do_not(changelogs, tmp_path, n
     assert ours == set(changelogs.before[name]["tags"]["t2"]["files"])
     result = table.verify()
     assert result.ok and not result.unreferenced_files, result.to_dict()
+    # snapshots and show count the changelog files each commit wrote.
+    written = {int(k): sum(not f.startswith("manifest/") for f in read["files"]) for k, read in changelogs.changelog[name].items()}
+    assert main(["snapshots", _root(warehouse, name), "--json"]) == 0
+    assert {s["id"]: s["changelog_files"] for s in json.loads(capsys.readouterr().out)} == written
+    assert describe(table).changelog_files == written[5] > 0
+    assert main(["show", _root(warehouse, name)]) == 0
+    assert f"changelog files {written[5]}" in capsys.readouterr().out
+    # A missing changelog file is a missing file of its snapshot.
+    lost = sorted(f for f in changelogs.changelog[name]["5"]["files"] if not f.startswith("manifest/"))[0]
+    os.remove(os.path.join(_root(warehouse, name), lost))
+    assert lost in [m["path"] for m in _open(warehouse, name).verify().missing_files]
 
 
 @pytest.mark.parametrize("name", NAMES)

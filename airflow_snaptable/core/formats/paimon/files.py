@@ -96,16 +96,21 @@ class PaimonFiles:
     def delta_file_counts(self, snapshots: Sequence[Snapshot], index_files: bool = False) -> dict[int, FileCounts]:
         """Each snapshot's added and deleted data files, as its delta list's manifests count them (one
         read per snapshot, no manifest read); with ``index_files`` also the index files it lists (its
-        index manifest read)."""
+        index manifest read) and the changelog files it wrote (its changelog list's count)."""
         lists = self.reader.lists(s.delta_manifest_list for s in snapshots)
+        changelogs: dict[str, list[ManifestMeta]] = {}
         if index_files:
             self._read_indexes(snapshots)
+            names = [n for n in (changelog_manifest_list_name(s) for s in snapshots) if n is not None]
+            changelogs = self.reader.lists(names, [])  # a missing one is no changelog (_changelog)
         counts = {}
         for snapshot in snapshots:
             metas = lists[snapshot.delta_manifest_list]
+            changelog = changelogs.get(changelog_manifest_list_name(snapshot) or "")
             counts[snapshot.id] = FileCounts(
                 sum(m.added_files for m in metas), sum(m.deleted_files for m in metas),
                 len(self.index_files(snapshot)) if index_files else None,
+                None if changelog is None else sum(m.added_files for m in changelog),
             )
         return counts
 
