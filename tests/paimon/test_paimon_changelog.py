@@ -350,3 +350,30 @@ def test_paimons_decoupled_rule(options, decoupled):
     from airflow_snaptable.core.formats.paimon.changelogs import decoupled_options
 
     assert [d.split("=")[0] for d in decoupled_options(options, "t")] == decoupled
+
+
+def test_a_changelog_file_named_out_of_its_bucket_fails_closed(changelogs, tmp_path):
+    """A changelog manifest naming ``../../victim`` (a changelog file is deleted by its path): PathOutsideTableError
+    before anything is deleted, the victim beside the table untouched."""
+    import fastavro
+
+    from airflow_snaptable.core.errors import PathOutsideTableError
+
+    warehouse = changelogs.copy(tmp_path / "w")
+    root = _root(warehouse, "cfix")
+    victim = os.path.join(warehouse, "victim.parquet")
+    with open(victim, "wb") as f:
+        f.write(b"not the table's")
+    manifest = next(f for f in changelogs.changelog["cfix"]["1"]["files"] if f.startswith("manifest/manifest-") and "list" not in f)
+    with open(os.path.join(root, manifest), "rb") as f:
+        reader = fastavro.reader(f)
+        schema, records = reader.writer_schema, list(reader)
+    records[0]["_FILE"]["_FILE_NAME"] = "../../../victim.parquet"
+    with open(os.path.join(root, manifest), "wb") as f:
+        fastavro.writer(f, schema, records, codec=reader.codec)
+    before = _everything(warehouse)
+    with pytest.raises(PathOutsideTableError):
+        _open(warehouse, "cfix").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+    with pytest.raises(PathOutsideTableError):
+        _open(warehouse, "cfix").rollback_to(1)
+    assert _everything(warehouse) == before
