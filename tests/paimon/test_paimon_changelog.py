@@ -211,14 +211,17 @@ def test_rollback_to_a_tag_of_an_expired_snapshot(changelogs, tmp_path):
         changelogs.before["cdyn"]["tags"]["t2"]["files"])
 
 
-def test_undo_of_an_expiry_brings_back_the_changelog(changelogs, tmp_path):
-    """With a retention the expiry deletes no changelog file; undo brings back every snapshot with its changelog."""
+@pytest.mark.parametrize("operation", ["expire", "rollback"])
+def test_undo_brings_back_the_changelog(changelogs, tmp_path, operation):
+    """With a retention the expiry or rollback deletes no changelog file; undo brings back every snapshot
+    with its changelog."""
     warehouse = changelogs.copy(tmp_path / "w")
     root = _root(warehouse, "cfix")
     everything = table_files(root)
     table = _open(warehouse, "cfix")
-    with table.retaining_noncurrent(10, "expire") as run:
-        table.expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+    call = {"expire": lambda t: t.expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE), "rollback": lambda t: t.rollback_to(1)}
+    with table.retaining_noncurrent(10, operation) as run:
+        call[operation](table)
     assert table_files(root) == everything
     assert _open(warehouse, "cfix").verify().ok
     _open(warehouse, "cfix").undo(run.run_id)
