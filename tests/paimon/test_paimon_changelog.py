@@ -380,3 +380,44 @@ def test_a_changelog_file_named_out_of_its_bucket_fails_closed(changelogs, tmp_p
     with pytest.raises(PathOutsideTableError):
         _open(warehouse, "cfix").rollback_to(1)
     assert _everything(warehouse) == before
+
+
+def test_a_changelog_files_file_index_goes_with_it(changelogs, tmp_path):
+    """A changelog file's extra file (a file index beside it, in ``_EXTRA_FILES``, as Java Paimon writes one;
+    no size recorded): verify finds it in use and does not compare its size; expiry deletes it with its file."""
+    import fastavro
+
+    warehouse = changelogs.copy(tmp_path / "w")
+    root = _root(warehouse, "cfix")
+    manifest = next(f for f in changelogs.changelog["cfix"]["1"]["files"] if f.startswith("manifest/manifest-") and "list" not in f)
+    with open(os.path.join(root, manifest), "rb") as f:
+        reader = fastavro.reader(f)
+        schema, records, codec = reader.writer_schema, list(reader), reader.codec
+    name = records[0]["_FILE"]["_FILE_NAME"]
+    records[0]["_FILE"]["_EXTRA_FILES"] = [name + ".index"]
+    with open(os.path.join(root, manifest), "wb") as f:
+        fastavro.writer(f, schema, records, codec=codec)
+    # Its list and the snapshot record the sizes the rewritten files now have.
+    snapshot_path = os.path.join(root, "snapshot", "snapshot-1")
+    doc = json.loads(open(snapshot_path).read())
+    list_path = os.path.join(root, "manifest", doc["changelogManifestList"])
+    with open(list_path, "rb") as f:
+        reader = fastavro.reader(f)
+        list_schema, metas, list_codec = reader.writer_schema, list(reader), reader.codec
+    for meta in metas:
+        if meta["_FILE_NAME"] == os.path.basename(manifest):
+            meta["_FILE_SIZE"] = os.path.getsize(os.path.join(root, manifest))
+    with open(list_path, "wb") as f:
+        fastavro.writer(f, list_schema, metas, codec=list_codec)
+    doc["changelogManifestListSize"] = os.path.getsize(list_path)
+    with open(snapshot_path, "w") as f:
+        json.dump(doc, f)
+    (changelog_file,) = [f for f in changelogs.changelog["cfix"]["1"]["files"] if f.endswith(name)]
+    extra = changelog_file + ".index"
+    with open(os.path.join(root, extra), "wb") as f:
+        f.write(b"PAIMON-FILE-INDEX")
+    result = _open(warehouse, "cfix").verify()
+    assert result.ok and not result.unreferenced_files, result.to_dict()
+    _open(warehouse, "cfix").expire_snapshots(retain_max=4, retain_min=4, now=FAR_FUTURE)
+    assert not os.path.exists(os.path.join(root, extra)) and not os.path.exists(os.path.join(root, changelog_file))
+    assert table_files(root) == expected_files(changelogs, "cfix", [2, 3, 4, 5], ["t2"])

@@ -241,7 +241,8 @@ class PaimonFiles:
         def reference(snapshot: Snapshot, owner: str, files) -> None:
             for name, size in self._metadata(snapshot, lists).items():
                 used.metadata_files.setdefault(metadata_path(name), owner)
-                used.recorded_sizes.setdefault(metadata_path(name), size)
+                if size or "/" not in name:  # a changelog file's extra files (file indexes) record no size
+                    used.recorded_sizes.setdefault(metadata_path(name), size)
             for data_file in files:
                 used.data_files.setdefault(data_file.path, owner)
                 if data_file.file_size or data_file.record_count:  # extra files record no size
