@@ -421,3 +421,21 @@ def test_a_changelog_files_file_index_goes_with_it(changelogs, tmp_path):
     _open(warehouse, "cfix").expire_snapshots(retain_max=4, retain_min=4, now=FAR_FUTURE)
     assert not os.path.exists(os.path.join(root, extra)) and not os.path.exists(os.path.join(root, changelog_file))
     assert table_files(root) == expected_files(changelogs, "cfix", [2, 3, 4, 5], ["t2"])
+
+
+@pytest.mark.parametrize("named", ["snapshot/snapshot-5", "../victim.parquet"])
+def test_a_plan_left_behind_names_by_a_path_only_a_changelog_file(changelogs, tmp_path, named):
+    """A deletion plan names a changelog file by its path; one read back naming any other file by a path (a
+    snapshot, or a file out of the table) is refused before anything is deleted."""
+    from airflow_snaptable.core.lifecycle.deletion_plans import EXPIRE, DeletionPlan
+
+    warehouse = changelogs.copy(tmp_path / "w")
+    root = _root(warehouse, "cfix")
+    plan = DeletionPlan(EXPIRE, 0, [], [], [(named, 1)])
+    os.makedirs(os.path.join(root, "snaptable", "plan"), exist_ok=True)
+    with open(os.path.join(root, "snaptable", plan.path), "wb") as f:
+        f.write(plan.to_json())
+    before = _everything(warehouse)
+    with pytest.raises(UnsupportedMetadataError):
+        _open(warehouse, "cfix").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+    assert _everything(warehouse) == before

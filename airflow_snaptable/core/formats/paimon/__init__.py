@@ -7,9 +7,10 @@ directory Paimon never reads. Rows are Paimon's to write and to read (merge-on-r
 vectors, schema evolution): the table is not readable here.
 
 Before anything is deleted, what this store does not understand fails closed with
-UnsupportedMetadataError naming it: branches (``branch/``), decoupled changelogs (``changelog/``, or
-changelog options that keep the changelog longer than the snapshots: changelogs.py), statistics files in a snapshot, index files other than dynamic-bucket hash indexes
-and deletion vectors in ``index/`` (index_manifests.py), external data paths, unknown format versions.
+UnsupportedMetadataError naming it: branches (``branch/``), decoupled changelogs (``changelog/``,
+or changelog options that keep the changelog longer than the snapshots: changelogs.py),
+statistics files in a snapshot, index files other than dynamic-bucket hash indexes and deletion
+vectors in ``index/`` (index_manifests.py), external data paths, unknown format versions.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import json
 import posixpath
 from typing import Iterator, Mapping, Sequence
 
+from airflow_snaptable.core.errors import UnsupportedMetadataError
 from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry
 from airflow_snaptable.core.formats.paimon.binary_row import PartitionLayout, escape_path_name
 from airflow_snaptable.core.formats.paimon.manifests import (
@@ -33,9 +34,8 @@ from airflow_snaptable.core.formats.paimon.manifests import (
 )
 from airflow_snaptable.core.formats.paimon.index_manifests import INDEX_DIR, IndexFile, is_index_file_name
 from airflow_snaptable.core.formats.paimon.snapshots import RAW_KEY, changelog_manifest_list_name, index_manifest_name
-from airflow_snaptable.core.io.table_paths import checked_relative_path
 from airflow_snaptable.core.io.path_set import PathHashSet
-from airflow_snaptable.core.io.table_paths import checked_file_name
+from airflow_snaptable.core.io.table_paths import checked_file_name, checked_relative_path
 from airflow_snaptable.core.lifecycle.deletion_plans import DataCandidate
 from airflow_snaptable.core.native.snapshot import FileCounts, Snapshot
 from airflow_snaptable.core.io.storage import Storage
@@ -55,7 +55,10 @@ def metadata_path(name: str) -> str:
     when it was read): an index file in ``index/``; a list, manifest or index manifest in ``manifest/``;
     a changelog file is named by its path in its bucket directory (changelogs.py)."""
     if "/" in name:
-        return checked_relative_path(name, "changelog file")
+        path = checked_relative_path(name, "changelog file")
+        if not path.split("/")[-2].startswith("bucket-"):  # a plan read back names nothing else by a path
+            raise UnsupportedMetadataError(f"changelog file {name!r} is not in a bucket directory")
+        return path
     if is_index_file_name(name):
         return f"{INDEX_DIR}/{checked_file_name(name, 'index file name')}"
     return manifest_path(name)
