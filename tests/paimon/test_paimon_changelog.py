@@ -439,3 +439,20 @@ def test_a_plan_left_behind_names_by_a_path_only_a_changelog_file(changelogs, tm
     with pytest.raises(UnsupportedMetadataError):
         _open(warehouse, "cfix").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
     assert _everything(warehouse) == before
+
+
+@pytest.mark.parametrize("operation", ["expire", "rollback"])
+def test_with_zero_days_purge_deletes_exactly_the_changelog_the_plain_operation_deletes(changelogs, tmp_path, operation):
+    call = {"expire": lambda t: t.expire_snapshots(retain_max=2, retain_min=2, now=FAR_FUTURE), "rollback": lambda t: t.rollback_to(2)}[operation]
+    plain, retained = changelogs.copy(tmp_path / "plain"), changelogs.copy(tmp_path / "retained")
+    before = table_files(_root(plain, "cdyn"))
+    call(_open(plain, "cdyn"))
+    deleted_plainly = before - table_files(_root(plain, "cdyn"))
+    assert deleted_plainly & _changelog_files(_root(retained, "cdyn"))
+    table = _open(retained, "cdyn")
+    with table.retaining_noncurrent(0, operation):
+        call(table)
+    assert table_files(_root(retained, "cdyn")) == before
+    _open(retained, "cdyn").purge()
+    assert before - table_files(_root(retained, "cdyn")) == deleted_plainly
+    assert _open(retained, "cdyn").verify().ok
