@@ -72,18 +72,23 @@ def cmd_snapshots(args) -> Any:
     counts = file_counts(table, snapshots, index_files=True)
     # Index files (Paimon's hash indexes) only where the format keeps them.
     indexed = any(c.index_files is not None for c in counts.values())
+    # Changelog files (Paimon's changelog producers) only where a snapshot has a changelog.
+    changelogged = any(c.changelog_files is not None for c in counts.values())
     if args.json:
         return [
             {**s.to_dict(), "added_files": counts[s.id].added, "deleted_files": counts[s.id].deleted,
-             **({"index_files": counts[s.id].index_files} if indexed else {})}
+             **({"index_files": counts[s.id].index_files} if indexed else {}),
+             **({"changelog_files": counts[s.id].changelog_files} if changelogged else {})}
             for s in snapshots
         ]
     rows = [
         (s.id, s.commit_kind.value, format_time(s.time_millis), s.total_record_count, s.delta_record_count,
-         counts[s.id].added, counts[s.id].deleted, *((counts[s.id].index_files,) if indexed else ()), s.commit_user, s.watermark)
+         counts[s.id].added, counts[s.id].deleted, *((counts[s.id].index_files,) if indexed else ()),
+         *((counts[s.id].changelog_files,) if changelogged else ()), s.commit_user, s.watermark)
         for s in snapshots
     ]
-    header = ["id", "kind", "committed (UTC)", "records", "delta", "+files", "-files", *(["index files"] if indexed else []), "user", "watermark"]
+    header = ["id", "kind", "committed (UTC)", "records", "delta", "+files", "-files", *(["index files"] if indexed else []),
+              *(["changelog files"] if changelogged else []), "user", "watermark"]
     return render_table(header, rows)
 
 
@@ -105,7 +110,8 @@ def cmd_show(args) -> Any:
         f"snapshots   {_id(info.earliest_snapshot_id)} .. {_id(info.latest_snapshot_id)} ({info.snapshot_count})",
         f"records     {info.total_record_count}",
         f"data files  {info.data_files}" + ("" if info.delete_files is None else f", delete files {info.delete_files}")
-        + ("" if info.index_files is None else f", index files {info.index_files}"),
+        + ("" if info.index_files is None else f", index files {info.index_files}")
+        + ("" if info.changelog_files is None else f", changelog files {info.changelog_files}"),
         "tags        " + _listed([f"{t['name']} ({t['snapshot_id']})" for t in info.tags]),
         "consumers   " + _listed([f"{c['id']} (next {c['next_snapshot']})" for c in info.consumers]),
         "options     " + (", ".join(f"{k}={v}" for k, v in sorted(info.options.items())) or "(defaults)"),

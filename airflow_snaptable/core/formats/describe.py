@@ -51,6 +51,8 @@ class TableDescription:
     delete_files: int | None = None
     #: Paimon's index files (dynamic-bucket hash indexes) the latest snapshot lists (None: the format keeps none).
     index_files: int | None = None
+    #: Paimon: the changelog files the latest commit wrote (None: it has no changelog).
+    changelog_files: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -114,6 +116,7 @@ def _paimon(table, latest) -> TableDescription:
         earliest_snapshot_id=None, latest_snapshot_id=None, snapshot_count=0, total_record_count=0,
         data_files=table.store.files.live_file_count(latest) if latest else 0,
         index_files=len(table.store.files.index_files(latest)) if latest else 0,
+        changelog_files=table.store.files.delta_file_counts([latest], index_files=True)[latest.id].changelog_files if latest else None,
     )
 
 

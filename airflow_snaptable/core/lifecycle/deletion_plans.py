@@ -152,12 +152,17 @@ class DeletionPlan:
 
     def check_paths(self, where: str) -> None:
         """What the plan deletes is inside the table (core/io/table_paths.py): its data files normal paths
-        under the root, its metadata files plain names. Checked when a plan is read back (anyone finishes
-        a plan they find); a plan being made is made of checked metadata (the stores check the paths they read)."""
+        under the root, its metadata files plain names or (a format's metadata kept beside its data, e.g.
+        Paimon's changelog files) normal paths under the root. Checked when a plan is read back (anyone
+        finishes a plan they find); a plan being made is made of checked metadata (the stores check the
+        paths they read)."""
         for candidate in self.data_files:
             checked_relative_path(candidate.path, "data file", where)
         for name, _size in self.manifest_files:
-            checked_file_name(name, "metadata file", where)
+            if isinstance(name, str) and "/" in name:
+                checked_relative_path(name, "metadata file", where)
+            else:
+                checked_file_name(name, "metadata file", where)
 
 
 #: Candidates encoded per chunk by DeletionPlan.to_json.

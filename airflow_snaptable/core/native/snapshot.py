@@ -50,6 +50,8 @@ class FileCounts:
     deleted: int
     #: Index files the snapshot lists (Paimon's dynamic-bucket hash indexes; None: not counted, or the format keeps none).
     index_files: int | None = None
+    #: Changelog files the commit wrote (Paimon's ``changelogManifestList``; None: not counted, or the snapshot has none).
+    changelog_files: int | None = None
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,10 @@ directory Paimon never reads. Rows are Paimon's to write and to read (merge-on-r
 vectors, schema evolution): the table is not readable here.
 
 Before anything is deleted, what this store does not understand fails closed with
-UnsupportedMetadataError naming it: branches (``branch/``), decoupled changelogs (``changelog/``),
-changelog and statistics files in a snapshot, index files other than dynamic-bucket hash indexes
-and deletion vectors in ``index/`` (index_manifests.py), external data paths, unknown format versions.
+UnsupportedMetadataError naming it: branches (``branch/``), decoupled changelogs (``changelog/``,
+or changelog options that keep the changelog longer than the snapshots: changelogs.py),
+statistics files in a snapshot, index files other than dynamic-bucket hash indexes and deletion
+vectors in ``index/`` (index_manifests.py), external data paths, unknown format versions.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Callable
 
 from airflow_snaptable.core.errors import CorruptMetadataError, UnsupportedMetadataError
 from airflow_snaptable.core.formats.paimon.binary_row import PartitionLayout
+from airflow_snaptable.core.formats.paimon.changelogs import check_changelog_options
 from airflow_snaptable.core.formats.paimon.files import PaimonFiles
 from airflow_snaptable.core.formats.paimon.index_manifests import check_index_options
 from airflow_snaptable.core.formats.paimon.schema import is_paimon_schema, partition_types, read_document, schema_ids, to_table_schema
@@ -68,6 +70,7 @@ def open_paimon_table(storage: Storage, clock: Callable[[], int]) -> FormatTable
     schema = to_table_schema(doc, where)
     raw_options = doc.get("options") or {}
     check_index_options(raw_options, where)
+    check_changelog_options(raw_options, where)
     layout = PartitionLayout(
         keys=schema.partition_keys,
         types=partition_types(doc),

@@ -4,8 +4,11 @@ What Paimon's ``SnapshotDeletion``/``FileDeletionBase`` read, read the same way:
 state is its base list's manifests then its delta list's, folded by file identity; its delta
 is its delta list's entries; the metadata files it uses are its two lists and their manifests
 (with the sizes the lists record), its index manifest and the index files that lists
-(index_manifests.py). Expiring ``first .. end-1`` frees their metadata that ``end`` does not
-use (Paimon's ``cleanUnusedManifests`` and ``cleanUnusedIndexManifests``). Data files the format keeps are under the partition and bucket
+(index_manifests.py), and its changelog: its changelog manifest list, the manifests that lists
+and the changelog files they add (changelogs.py; a tag's snapshot has none: Paimon's tags do not
+keep changelog). Expiring ``first .. end-1`` frees their metadata that ``end`` does not use
+(Paimon's ``cleanUnusedManifests`` and ``cleanUnusedIndexManifests``; their changelog with them,
+``ExpireSnapshotsImpl``'s coupled changelog). Data files the format keeps are under the partition and bucket
 directories; temporary files of interrupted atomic writes are in ``snapshot/``, ``tag/``,
 ``consumer/`` and the engine's own directory.
 """
@@ -17,7 +20,8 @@ import json
 import posixpath
 from typing import Iterator, Mapping, Sequence
 
-from airflow_snaptable.core.native.manifest import DataFile, ManifestEntry
+from airflow_snaptable.core.errors import UnsupportedMetadataError
+from airflow_snaptable.core.native.manifest import DataFile, FileKind, ManifestEntry
 from airflow_snaptable.core.formats.paimon.binary_row import PartitionLayout, escape_path_name
 from airflow_snaptable.core.formats.paimon.manifests import (
     MANIFEST_DIR,
@@ -29,9 +33,9 @@ from airflow_snaptable.core.formats.paimon.manifests import (
     manifest_path,
 )
 from airflow_snaptable.core.formats.paimon.index_manifests import INDEX_DIR, IndexFile, is_index_file_name
-from airflow_snaptable.core.formats.paimon.snapshots import RAW_KEY, index_manifest_name
+from airflow_snaptable.core.formats.paimon.snapshots import RAW_KEY, changelog_manifest_list_name, index_manifest_name
 from airflow_snaptable.core.io.path_set import PathHashSet
-from airflow_snaptable.core.io.table_paths import checked_file_name
+from airflow_snaptable.core.io.table_paths import checked_file_name, checked_relative_path
 from airflow_snaptable.core.lifecycle.deletion_plans import DataCandidate
 from airflow_snaptable.core.native.snapshot import FileCounts, Snapshot
 from airflow_snaptable.core.io.storage import Storage
@@ -48,7 +52,13 @@ _CACHE_LIMIT = 20_000
 
 def metadata_path(name: str) -> str:
     """Where a metadata file of a Paimon table is, told by its name (checked to follow Paimon's prefixes
-    when it was read): an index file in ``index/``; a list, manifest or index manifest in ``manifest/``."""
+    when it was read): an index file in ``index/``; a list, manifest or index manifest in ``manifest/``;
+    a changelog file is named by its path in its bucket directory (changelogs.py)."""
+    if "/" in name:
+        path = checked_relative_path(name, "changelog file")
+        if not path.split("/")[-2].startswith("bucket-"):  # a plan read back names nothing else by a path
+            raise UnsupportedMetadataError(f"changelog file {name!r} is not in a bucket directory")
+        return path
     if is_index_file_name(name):
         return f"{INDEX_DIR}/{checked_file_name(name, 'index file name')}"
     return manifest_path(name)
@@ -89,16 +99,21 @@ class PaimonFiles:
     def delta_file_counts(self, snapshots: Sequence[Snapshot], index_files: bool = False) -> dict[int, FileCounts]:
         """Each snapshot's added and deleted data files, as its delta list's manifests count them (one
         read per snapshot, no manifest read); with ``index_files`` also the index files it lists (its
-        index manifest read)."""
+        index manifest read) and the changelog files it wrote (its changelog list's count)."""
         lists = self.reader.lists(s.delta_manifest_list for s in snapshots)
+        changelogs: dict[str, list[ManifestMeta]] = {}
         if index_files:
             self._read_indexes(snapshots)
+            names = [n for n in (changelog_manifest_list_name(s) for s in snapshots) if n is not None]
+            changelogs = self.reader.lists(names, [])  # a missing one is no changelog (_changelog)
         counts = {}
         for snapshot in snapshots:
             metas = lists[snapshot.delta_manifest_list]
+            changelog = changelogs.get(changelog_manifest_list_name(snapshot) or "")
             counts[snapshot.id] = FileCounts(
                 sum(m.added_files for m in metas), sum(m.deleted_files for m in metas),
                 len(self.index_files(snapshot)) if index_files else None,
+                None if changelog is None else sum(m.added_files for m in changelog),
             )
         return counts
 
@@ -135,6 +150,29 @@ class PaimonFiles:
             if index_manifest in indexes:
                 found.update((f.name, f.size) for f in indexes[index_manifest])
                 found[index_manifest] = self.reader.index_manifest_size(index_manifest) or 0
+        found.update(self._changelog(snapshot, skip_missing))
+        return found
+
+    def _changelog(self, snapshot: Snapshot, skip_missing: bool = False) -> dict[str, int]:
+        """The snapshot's own changelog: its changelog manifest list (the size it records, else the bytes
+        read), the manifests that lists and the changelog files they add (by path: they are in the bucket
+        directories). Only that commit wrote them (Paimon's ``deleteAddedDataFiles(changelogManifestList)``
+        deletes every one with the snapshot). A missing changelog list is no changelog, as Paimon reads it
+        (``tryReadManifestList``): a rollback to a tag of an expired snapshot restores a snapshot whose
+        changelog its expiry deleted."""
+        list_name = changelog_manifest_list_name(snapshot)
+        if list_name is None:
+            return {}
+        lists = self.reader.lists([list_name], [])
+        if list_name not in lists:
+            return {}
+        found = {m.name: m.size for m in lists[list_name]}
+        found[list_name] = _list_sizes(snapshot).get(list_name) or self.reader.list_size(list_name) or 0
+        manifests = self.reader.manifests([m.name for m in lists[list_name]], [] if skip_missing else None)
+        for entries in manifests.values():
+            for entry in entries:
+                if entry.kind is FileKind.ADD:
+                    found.update((f.path, f.file_size) for f in entry.files)
         return found
 
     def _read_indexes(self, snapshots: Sequence[Snapshot], skip_missing: list[str] | None = None) -> None:
@@ -206,7 +244,8 @@ class PaimonFiles:
         def reference(snapshot: Snapshot, owner: str, files) -> None:
             for name, size in self._metadata(snapshot, lists).items():
                 used.metadata_files.setdefault(metadata_path(name), owner)
-                used.recorded_sizes.setdefault(metadata_path(name), size)
+                if size or "/" not in name:  # a changelog file's extra files (file indexes) record no size
+                    used.recorded_sizes.setdefault(metadata_path(name), size)
             for data_file in files:
                 used.data_files.setdefault(data_file.path, owner)
                 if data_file.file_size or data_file.record_count:  # extra files record no size
@@ -257,7 +296,11 @@ def _list_sizes(snapshot: Snapshot) -> dict[str, int]:
         return {}
     doc = json.loads(raw)
     sizes = {}
-    for name_key, size_key in (("baseManifestList", "baseManifestListSize"), ("deltaManifestList", "deltaManifestListSize")):
+    for name_key, size_key in (
+        ("baseManifestList", "baseManifestListSize"),
+        ("deltaManifestList", "deltaManifestListSize"),
+        ("changelogManifestList", "changelogManifestListSize"),
+    ):
         if isinstance(doc.get(size_key), int):
             sizes[doc[name_key]] = doc[size_key]
     return sizes

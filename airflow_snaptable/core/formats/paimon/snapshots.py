@@ -8,9 +8,12 @@ writes Paimon's document back, not ours.
 A snapshot's index manifest (``indexManifest``, index_manifests.py) is read by files.py from the
 kept document (:func:`index_manifest_name`).
 
+A snapshot's changelog (``changelogManifestList``, changelogs.py) is its own: read by files.py
+from the kept document (:func:`changelog_manifest_list_name`). A tag's snapshot is marked
+(``TAG_KEY``): Paimon's tags do not keep their snapshot's changelog.
+
 Fail closed (UnsupportedMetadataError, naming the feature): a snapshot version other than 3,
-changelog files (``changelogManifestList``), statistics files (``statistics``), a commit kind
-other than APPEND, COMPACT and OVERWRITE.
+statistics files (``statistics``), a commit kind other than APPEND, COMPACT and OVERWRITE.
 """
 
 from __future__ import annotations
@@ -30,13 +33,14 @@ EARLIEST_HINT = f"{SNAPSHOT_DIR}/EARLIEST"
 LATEST_HINT = f"{SNAPSHOT_DIR}/LATEST"
 #: Where a snapshot's own Paimon JSON is kept in ``Snapshot.summary``.
 RAW_KEY = "paimon"
+#: Set in ``Snapshot.summary`` of a snapshot read from a tag file (its changelog is not the tag's).
+TAG_KEY = "paimon-tag"
 #: Paimon's ``Snapshot.CURRENT_VERSION``.
 SNAPSHOT_VERSION = 3
 _SNAPSHOT_FILE = re.compile(r"^snapshot-(\d+)$")
 _KINDS = {"APPEND": CommitKind.APPEND, "COMPACT": CommitKind.COMPACT, "OVERWRITE": CommitKind.OVERWRITE}
 #: Snapshot fields naming files this store does not track: deleting around them could lose or leak them.
 _UNSUPPORTED_FIELDS = {
-    "changelogManifestList": "changelog files (changelogManifestList)",
     "statistics": "table statistics files (statistics)",
 }
 
@@ -45,8 +49,9 @@ def snapshot_path(snapshot_id: int) -> str:
     return f"{SNAPSHOT_DIR}/snapshot-{snapshot_id}"
 
 
-def from_document(doc: Any, raw: str, where: str) -> Snapshot:
-    """The engine's Snapshot of Paimon's snapshot document ``doc`` (``raw`` is its text, kept)."""
+def from_document(doc: Any, raw: str, where: str, tag: bool = False) -> Snapshot:
+    """The engine's Snapshot of Paimon's snapshot document ``doc`` (``raw`` is its text, kept; ``tag``: read
+    from a tag file)."""
     if not isinstance(doc, dict):
         raise CorruptMetadataError(f"{where}: a snapshot is a JSON object")
     version = doc.get("version")
@@ -68,6 +73,10 @@ def from_document(doc: Any, raw: str, where: str) -> Snapshot:
                 raise UnsupportedMetadataError(f"{where}: manifest list {doc[key]!r} is named like an index file")
         if doc.get("indexManifest") is not None:
             checked_index_manifest_name(doc["indexManifest"], where)
+        if doc.get("changelogManifestList") is not None:
+            name = checked_file_name(doc["changelogManifestList"], "changelogManifestList", where)
+            if name.startswith(INDEX_FILE_PREFIX):
+                raise UnsupportedMetadataError(f"{where}: manifest list {name!r} is named like an index file")
         return Snapshot(
             id=snapshot_id,
             parent_id=snapshot_id - 1 if snapshot_id > 1 else None,
@@ -81,7 +90,7 @@ def from_document(doc: Any, raw: str, where: str) -> Snapshot:
             watermark=None if doc.get("watermark") is None else int(doc["watermark"]),
             base_manifest_list=doc["baseManifestList"],
             delta_manifest_list=doc["deltaManifestList"],
-            summary={RAW_KEY: raw},
+            summary={RAW_KEY: raw, TAG_KEY: True} if tag else {RAW_KEY: raw},
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptMetadataError(f"{where}: cannot parse Paimon snapshot: {exc!r}") from exc
@@ -91,6 +100,16 @@ def index_manifest_name(snapshot: Snapshot) -> str | None:
     """The snapshot's ``indexManifest`` (checked when the snapshot was read), None if it has none."""
     raw = (snapshot.summary or {}).get(RAW_KEY)
     return json.loads(raw).get("indexManifest") if isinstance(raw, str) else None
+
+
+def changelog_manifest_list_name(snapshot: Snapshot) -> str | None:
+    """The snapshot's ``changelogManifestList`` (checked when it was read); None if it has none or was
+    read from a tag (Paimon's tags do not keep changelog files: ``manifestSkippingSet`` leaves them out)."""
+    summary = snapshot.summary or {}
+    raw = summary.get(RAW_KEY)
+    if summary.get(TAG_KEY) or not isinstance(raw, str):
+        return None
+    return json.loads(raw).get("changelogManifestList")
 
 
 def parse_json(data: bytes, where: str) -> tuple[dict, str]:

@@ -63,7 +63,7 @@ def decode_tag(name: str, data: bytes, where: str) -> Tag:
     if not isinstance(doc, dict):
         raise CorruptMetadataError(f"{where}: a tag is a JSON object")
     create, retained = doc.pop(_CREATE_TIME, None), doc.pop(_TIME_RETAINED, None)
-    snapshot = from_document(doc, json.dumps(doc, indent=2), where)
+    snapshot = from_document(doc, json.dumps(doc, indent=2), where, tag=True)
     try:
         create_millis = snapshot.time_millis if create is None else local_datetime_millis(create)
         if retained is not None and (isinstance(retained, bool) or not isinstance(retained, (int, float)) or retained < 0):
