@@ -63,7 +63,7 @@ def timed(uri: str, expression, manifest_bounds: bool = True) -> tuple[float, in
 
     judge = pruning._by_column_bounds
     if not manifest_bounds:
-        pruning._by_column_bounds = lambda schema, metas, expression: metas
+        pruning._by_column_bounds = lambda schema, metas, *judged_by: metas
     try:
         return _timed(uri, expression)
     finally:
@@ -85,7 +85,7 @@ def _timed(uri: str, expression) -> tuple[float, int, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import pyarrow.compute as pc
+    from airflow_snaptable.core.native.scan import dnf_expression
 
     parser = benchmark_parser("benchmarks.data_skipping", __doc__)
     parser.add_argument("--commits", type=int, default=40)
@@ -94,13 +94,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     total = args.commits * args.files_per_commit
     middle = total * 100 // 2
-    filters = {
-        "sorted id, 1% of the ids": (pc.field("id") >= middle) & (pc.field("id") < middle + total),
-        "unsorted int r, ~1% of the range": (pc.field("r") >= RANGE // 2) & (pc.field("r") < RANGE // 2 + RANGE // 200),
-        "unsorted string s, one value": pc.field("s") == f"k{RANGE // 2:07d}",
-        "id range OR r range (0.5% each)": ((pc.field("id") >= middle) & (pc.field("id") < middle + total // 2))
-        | ((pc.field("r") >= RANGE // 2) & (pc.field("r") < RANGE // 2 + RANGE // 400)),
+    # Each filter as DNF (judged from its terms, core/native/dnf_pruning.py) and as an Expression (judged by Arrow).
+    dnf = {
+        "sorted id, 1% of the ids": [("id", ">=", middle), ("id", "<", middle + total)],
+        "unsorted int r, ~1% of the range": [("r", ">=", RANGE // 2), ("r", "<", RANGE // 2 + RANGE // 200)],
+        "unsorted string s, one value": [("s", "=", f"k{RANGE // 2:07d}")],
+        "id range OR r range (0.5% each)": [[("id", ">=", middle), ("id", "<", middle + total // 2)],
+                                            [("r", ">=", RANGE // 2), ("r", "<", RANGE // 2 + RANGE // 400)]],
     }
+    filters = {}
+    for label, terms in dnf.items():
+        filters[f"{label} (DNF)"] = terms
+        filters[f"{label} (Expression)"] = dnf_expression(terms)
     with tempfile.TemporaryDirectory(prefix="skipping-") as tmp:
         uri = str(Path(tmp) / "t")
         build(uri, args.commits, args.files_per_commit, args.manifest_target_size)
