@@ -94,6 +94,18 @@ def make_paimon(tmp_path_factory) -> Paimon:
     return Paimon(python, template, before)
 
 
+def table_root(warehouse: str, name: str) -> str:
+    """The directory of the table ``db.<name>`` in a pypaimon warehouse."""
+    return os.path.join(warehouse, "db.db", name)
+
+
+def open_table(warehouse: str, name: str):
+    """The table ``db.<name>`` of a pypaimon warehouse, opened by this package."""
+    from airflow_snaptable.core import Table
+
+    return Table.open(table_root(warehouse, name))
+
+
 def table_files(table_dir: str) -> set[str]:
     """The data and manifest files under a Paimon table (relative paths): what expiry and cleaning may delete."""
     found = set()

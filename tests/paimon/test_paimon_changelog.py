@@ -25,12 +25,11 @@ import shutil
 import pytest
 
 from airflow_snaptable.cli import main
-from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import UnsupportedMetadataError
 from airflow_snaptable.core.formats.describe import describe
 from airflow_snaptable.core.formats.paimon.files import metadata_path
 from tests.conftest import FailAt, InjectedCrash
-from tests.paimon.conftest import COLUMNS, FAR_FUTURE, Paimon, pypaimon_python, run_client, table_files
+from tests.paimon.conftest import COLUMNS, FAR_FUTURE, Paimon, open_table, pypaimon_python, run_client, table_files, table_root
 
 #: Commits stamped 1 s apart (an incremental read of one commit is a window of its commit time).
 T0 = 1_700_000_000_000
@@ -86,14 +85,6 @@ def changelogs(tmp_path_factory) -> Changelogs:
     return Changelogs(python, template, run_client(python, template, SCENARIO))
 
 
-def _root(warehouse: str, name: str) -> str:
-    return os.path.join(warehouse, "db.db", name)
-
-
-def _open(warehouse: str, name: str) -> Table:
-    return Table.open(_root(warehouse, name))
-
-
 def _changelog_files(root: str) -> set[str]:
     return {f for f in table_files(root) if "-changelog" in f or os.path.basename(f).startswith("changelog-")}
 
@@ -112,7 +103,7 @@ OUR_TAGS = {"ours3": 3}
 
 
 def judged(changelogs: Changelogs, warehouse: str, name: str, snapshots: list[int], tags: list[str]) -> None:
-    root = _root(warehouse, name)
+    root = table_root(warehouse, name)
     assert table_files(root) == expected_files(changelogs, name, snapshots, tags)
     table = f"db.{name}"
     answer = run_client(changelogs.python, warehouse, [
@@ -145,7 +136,7 @@ def test_snapshots_carry_their_changelog_and_tags_do_not(changelogs, tmp_path, n
     """What this package reads of each snapshot is what pypaimon reads plus that commit's changelog; a
     tag's files leave the changelog out (Paimon's tags do not keep it); verify finds every file in use."""
     warehouse = changelogs.copy(tmp_path / "w")
-    table = _open(warehouse, name)
+    table = open_table(warehouse, name)
     files = table.store.files
     for snapshot in table.snapshots():
         ours = set(files.state(snapshot)) | {metadata_path(n) for n in files.metadata_files(snapshot)}
@@ -159,15 +150,15 @@ def test_snapshots_carry_their_changelog_and_tags_do_not(changelogs, tmp_path, n
     assert result.ok and not result.unreferenced_files, result.to_dict()
     # snapshots and show count the changelog files each commit wrote.
     written = {int(k): sum(not f.startswith("manifest/") for f in read["files"]) for k, read in changelogs.changelog[name].items()}
-    assert main(["snapshots", _root(warehouse, name), "--json"]) == 0
+    assert main(["snapshots", table_root(warehouse, name), "--json"]) == 0
     assert {s["id"]: s["changelog_files"] for s in json.loads(capsys.readouterr().out)} == written
     assert describe(table).changelog_files == written[5] > 0
-    assert main(["show", _root(warehouse, name)]) == 0
+    assert main(["show", table_root(warehouse, name)]) == 0
     assert f"changelog files {written[5]}" in capsys.readouterr().out
     # A missing changelog file is a missing file of its snapshot.
     lost = sorted(f for f in changelogs.changelog[name]["5"]["files"] if not f.startswith("manifest/"))[0]
-    os.remove(os.path.join(_root(warehouse, name), lost))
-    assert lost in [m["path"] for m in _open(warehouse, name).verify().missing_files]
+    os.remove(os.path.join(table_root(warehouse, name), lost))
+    assert lost in [m["path"] for m in open_table(warehouse, name).verify().missing_files]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -175,9 +166,9 @@ def test_expiry_deletes_the_changelog_of_expired_snapshots_even_a_tagged_ones(ch
     """Paimon's coupled changelog: expiring 1-3 deletes their changelog lists, manifests and files; the
     tag t2 keeps snapshot 2's data files, manifests and index, not its changelog."""
     warehouse = changelogs.copy(tmp_path / "w")
-    root = _root(warehouse, name)
+    root = table_root(warehouse, name)
     tagged_changelog = set(changelogs.changelog[name]["2"]["files"])
-    _open(warehouse, name).expire_snapshots(retain_max=2, retain_min=2, now=FAR_FUTURE)
+    open_table(warehouse, name).expire_snapshots(retain_max=2, retain_min=2, now=FAR_FUTURE)
     assert not tagged_changelog & table_files(root)
     judged(changelogs, warehouse, name, [4, 5], ["t2"])
 
@@ -185,7 +176,7 @@ def test_expiry_deletes_the_changelog_of_expired_snapshots_even_a_tagged_ones(ch
 def test_rollback_drops_the_later_snapshots_changelog(changelogs, tmp_path):
     """Paimon's RollbackHelper: the discarded snapshots' changelog goes with them; the target's stays."""
     warehouse = changelogs.copy(tmp_path / "w")
-    _open(warehouse, "cfix").rollback_to(3)
+    open_table(warehouse, "cfix").rollback_to(3)
     judged(changelogs, warehouse, "cfix", [1, 2, 3], ["t2"])
 
 
@@ -193,17 +184,17 @@ def test_rollback_to_a_tag_of_an_expired_snapshot(changelogs, tmp_path):
     """The tag's snapshot comes back without a changelog (its expiry deleted it, as in Paimon): its
     data reads, and the snapshot's missing changelog is not a file this package deletes or counts."""
     warehouse = changelogs.copy(tmp_path / "w")
-    root = _root(warehouse, "cdyn")
-    _open(warehouse, "cdyn").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
-    _open(warehouse, "cdyn").rollback_to(tag="t2")
+    root = table_root(warehouse, "cdyn")
+    open_table(warehouse, "cdyn").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+    open_table(warehouse, "cdyn").rollback_to(tag="t2")
     assert table_files(root) == set(changelogs.before["cdyn"]["tags"]["t2"]["files"])
     answer = run_client(changelogs.python, warehouse, [{"read": "db.cdyn"}])["db.cdyn"]
     assert answer["snapshots"]["2"]["rows"] == changelogs.before["cdyn"]["snapshots"]["2"]["rows"]
     # Paimon reads the lost changelog list as none (tryReadManifestList): so does every action here.
-    result = _open(warehouse, "cdyn").verify()
+    result = open_table(warehouse, "cdyn").verify()
     assert result.ok and not result.unreferenced_files, result.to_dict()
     run_client(changelogs.python, warehouse, [{"write": "db.cdyn", "rows": NEXT_WRITE, "at": _at(100)}])
-    _open(warehouse, "cdyn").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+    open_table(warehouse, "cdyn").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
     answer = run_client(changelogs.python, warehouse, [{"read": "db.cdyn"}, {"changelog": "db.cdyn", "as": "streamed"}])
     assert list(answer["db.cdyn"]["snapshots"]) == ["3"] and "error" not in answer["db.cdyn"]["snapshots"]["3"]
     assert answer["streamed"]["3"]["rows"] == sorted(NEXT_WRITE, key=lambda r: json.dumps(r, sort_keys=True, default=str))
@@ -216,15 +207,15 @@ def test_undo_brings_back_the_changelog(changelogs, tmp_path, operation):
     """With a retention the expiry or rollback deletes no changelog file; undo brings back every snapshot
     with its changelog."""
     warehouse = changelogs.copy(tmp_path / "w")
-    root = _root(warehouse, "cfix")
+    root = table_root(warehouse, "cfix")
     everything = table_files(root)
-    table = _open(warehouse, "cfix")
+    table = open_table(warehouse, "cfix")
     call = {"expire": lambda t: t.expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE), "rollback": lambda t: t.rollback_to(1)}
     with table.retaining_noncurrent(10, operation) as run:
         call[operation](table)
     assert table_files(root) == everything
-    assert _open(warehouse, "cfix").verify().ok
-    _open(warehouse, "cfix").undo(run.run_id)
+    assert open_table(warehouse, "cfix").verify().ok
+    open_table(warehouse, "cfix").undo(run.run_id)
     judged(changelogs, warehouse, "cfix", [1, 2, 3, 4, 5], ["t2"])
 
 
@@ -232,13 +223,13 @@ def test_orphan_cleaning_knows_changelog_files(changelogs, tmp_path):
     """Changelog files, lists and manifests of retained snapshots are in use; an old changelog file no
     snapshot lists (an expiry that crashed outside this package) is an orphan."""
     warehouse = changelogs.copy(tmp_path / "w")
-    root = _root(warehouse, "cfix")
+    root = table_root(warehouse, "cfix")
     stray = "p=a/bucket-0/changelog-00000000-0000-0000-0000-000000000000-0.parquet"
     with open(os.path.join(root, stray), "wb") as f:
         f.write(b"stray")
     os.utime(os.path.join(root, stray), (1_000_000, 1_000_000))
-    assert sorted(_open(warehouse, "cfix").remove_orphan_files(older_than="1 d", dry_run=True).orphan_files) == [stray]
-    _open(warehouse, "cfix").remove_orphan_files(older_than="0 s", dry_run=False)
+    assert sorted(open_table(warehouse, "cfix").remove_orphan_files(older_than="1 d", dry_run=True).orphan_files) == [stray]
+    open_table(warehouse, "cfix").remove_orphan_files(older_than="0 s", dry_run=False)
     judged(changelogs, warehouse, "cfix", [1, 2, 3, 4, 5], ["t2"])
 
 
@@ -246,8 +237,8 @@ def test_the_lake_snapshot_expiry_job_frees_changelog(changelogs, tmp_path):
     from airflow_snaptable.core.lake import SUCCESSFUL, Policy, maintain
 
     warehouse = changelogs.copy(tmp_path / "w")
-    shutil.rmtree(_root(warehouse, "cdec"))  # refused: see the last test
-    _open(warehouse, "cfix").create_tag("ours3", 3)
+    shutil.rmtree(table_root(warehouse, "cdec"))  # refused: see the last test
+    open_table(warehouse, "cfix").create_tag("ours3", 3)
     policy = Policy.from_mapping({"defaults": {"snapshot-expiry": {"min-snapshots-to-keep": 2, "max-snapshot-age-hours": 0}}})
     report = maintain(warehouse, policy)
     for table in report.to_dict()["tables"]:
@@ -276,11 +267,11 @@ def test_crash_at_every_storage_operation_of_an_expiry_that_frees_changelog(chan
     expire = lambda t: t.expire_snapshots(retain_max=4, retain_min=4, now=FAR_FUTURE)
     clean = str(tmp_path / "clean")
     shutil.copytree(template, clean)
-    table = _open(clean, name)
+    table = open_table(clean, name)
     counter = Recording(10**9)
     table.storage.on_operation = counter
     expire(table)
-    expected = table_files(_root(clean, name))
+    expected = table_files(table_root(clean, name))
     deleted = [p for kind, p in counter.paths if "delete" in kind]
     assert any(os.path.basename(p).startswith("changelog-") for p in deleted), counter.paths
     assert any(p.startswith("manifest/") and p.endswith("-changelog") for p in deleted), counter.paths
@@ -288,17 +279,17 @@ def test_crash_at_every_storage_operation_of_an_expiry_that_frees_changelog(chan
     for n in range(1, counter.seen + 1):
         copy = str(tmp_path / f"crash-{n}")
         shutil.copytree(template, copy)
-        table = _open(copy, name)
+        table = open_table(copy, name)
         table.storage.on_operation = FailAt(n)
         with pytest.raises(InjectedCrash):
             expire(table)
-        root = _root(copy, name)
+        root = table_root(copy, name)
         present = [s[len("snapshot-"):] for s in os.listdir(os.path.join(root, "snapshot")) if s.startswith("snapshot-")]
         for key in present:
             wanted = before["snapshots"][key]["files"] + changelogs.changelog[name][key]["files"]
             assert all(os.path.exists(os.path.join(root, f)) for f in wanted), (n, key)
         assert all(os.path.exists(os.path.join(root, f)) for f in before["tags"]["t2"]["files"]), n
-        rerun = _open(copy, name)
+        rerun = open_table(copy, name)
         expire(rerun)
         assert table_files(root) == expected, f"crash at operation {n}"
         plans = os.path.join(root, "snaptable", "plan")
@@ -322,17 +313,17 @@ def test_a_decoupled_changelog_is_refused_and_nothing_changes(changelogs, tmp_pa
     at expiry: a lifecycle of its own, not supported yet): refused naming the options; so is a table with a
     non-empty ``changelog/`` whatever its options say. Nothing changes."""
     warehouse = changelogs.copy(tmp_path / "w")
-    cfix = _root(warehouse, "cfix")
+    cfix = table_root(warehouse, "cfix")
     os.makedirs(os.path.join(cfix, "changelog"))
     with open(os.path.join(cfix, "changelog", "changelog-1"), "w") as f:
         f.write("{}")
     for name, match in (("cdec", r"changelog.num-retained.min=20 > snapshot.num-retained.min"), ("cfix", r"changelog/")):
-        root = _root(warehouse, name)
+        root = table_root(warehouse, name)
         before = _everything(root)
         with pytest.raises(UnsupportedMetadataError, match=match):
-            _open(warehouse, name).expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+            open_table(warehouse, name).expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
         with pytest.raises(UnsupportedMetadataError, match=match):
-            _open(warehouse, name).remove_orphan_files(older_than="0 s", dry_run=False)
+            open_table(warehouse, name).remove_orphan_files(older_than="0 s", dry_run=False)
         assert _everything(root) == before
 
 
@@ -363,7 +354,7 @@ def test_a_changelog_file_named_out_of_its_bucket_fails_closed(changelogs, tmp_p
     from airflow_snaptable.core.errors import PathOutsideTableError
 
     warehouse = changelogs.copy(tmp_path / "w")
-    root = _root(warehouse, "cfix")
+    root = table_root(warehouse, "cfix")
     victim = os.path.join(warehouse, "victim.parquet")
     with open(victim, "wb") as f:
         f.write(b"not the table's")
@@ -376,9 +367,9 @@ def test_a_changelog_file_named_out_of_its_bucket_fails_closed(changelogs, tmp_p
         fastavro.writer(f, schema, records, codec=reader.codec)
     before = _everything(warehouse)
     with pytest.raises(PathOutsideTableError):
-        _open(warehouse, "cfix").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+        open_table(warehouse, "cfix").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
     with pytest.raises(PathOutsideTableError):
-        _open(warehouse, "cfix").rollback_to(1)
+        open_table(warehouse, "cfix").rollback_to(1)
     assert _everything(warehouse) == before
 
 
@@ -388,7 +379,7 @@ def test_a_changelog_files_file_index_goes_with_it(changelogs, tmp_path):
     import fastavro
 
     warehouse = changelogs.copy(tmp_path / "w")
-    root = _root(warehouse, "cfix")
+    root = table_root(warehouse, "cfix")
     manifest = next(f for f in changelogs.changelog["cfix"]["1"]["files"] if f.startswith("manifest/manifest-") and "list" not in f)
     with open(os.path.join(root, manifest), "rb") as f:
         reader = fastavro.reader(f)
@@ -416,9 +407,9 @@ def test_a_changelog_files_file_index_goes_with_it(changelogs, tmp_path):
     extra = changelog_file + ".index"
     with open(os.path.join(root, extra), "wb") as f:
         f.write(b"PAIMON-FILE-INDEX")
-    result = _open(warehouse, "cfix").verify()
+    result = open_table(warehouse, "cfix").verify()
     assert result.ok and not result.unreferenced_files, result.to_dict()
-    _open(warehouse, "cfix").expire_snapshots(retain_max=4, retain_min=4, now=FAR_FUTURE)
+    open_table(warehouse, "cfix").expire_snapshots(retain_max=4, retain_min=4, now=FAR_FUTURE)
     assert not os.path.exists(os.path.join(root, extra)) and not os.path.exists(os.path.join(root, changelog_file))
     assert table_files(root) == expected_files(changelogs, "cfix", [2, 3, 4, 5], ["t2"])
 
@@ -430,14 +421,14 @@ def test_a_plan_left_behind_names_by_a_path_only_a_changelog_file(changelogs, tm
     from airflow_snaptable.core.lifecycle.deletion_plans import EXPIRE, DeletionPlan
 
     warehouse = changelogs.copy(tmp_path / "w")
-    root = _root(warehouse, "cfix")
+    root = table_root(warehouse, "cfix")
     plan = DeletionPlan(EXPIRE, 0, [], [], [(named, 1)])
     os.makedirs(os.path.join(root, "snaptable", "plan"), exist_ok=True)
     with open(os.path.join(root, "snaptable", plan.path), "wb") as f:
         f.write(plan.to_json())
     before = _everything(warehouse)
     with pytest.raises(UnsupportedMetadataError, match="not in a bucket directory|outside the table"):
-        _open(warehouse, "cfix").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+        open_table(warehouse, "cfix").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
     assert _everything(warehouse) == before
 
 
@@ -445,14 +436,14 @@ def test_a_plan_left_behind_names_by_a_path_only_a_changelog_file(changelogs, tm
 def test_with_zero_days_purge_deletes_exactly_the_changelog_the_plain_operation_deletes(changelogs, tmp_path, operation):
     call = {"expire": lambda t: t.expire_snapshots(retain_max=2, retain_min=2, now=FAR_FUTURE), "rollback": lambda t: t.rollback_to(2)}[operation]
     plain, retained = changelogs.copy(tmp_path / "plain"), changelogs.copy(tmp_path / "retained")
-    before = table_files(_root(plain, "cdyn"))
-    call(_open(plain, "cdyn"))
-    deleted_plainly = before - table_files(_root(plain, "cdyn"))
-    assert deleted_plainly & _changelog_files(_root(retained, "cdyn"))
-    table = _open(retained, "cdyn")
+    before = table_files(table_root(plain, "cdyn"))
+    call(open_table(plain, "cdyn"))
+    deleted_plainly = before - table_files(table_root(plain, "cdyn"))
+    assert deleted_plainly & _changelog_files(table_root(retained, "cdyn"))
+    table = open_table(retained, "cdyn")
     with table.retaining_noncurrent(0, operation):
         call(table)
-    assert table_files(_root(retained, "cdyn")) == before
-    _open(retained, "cdyn").purge()
-    assert before - table_files(_root(retained, "cdyn")) == deleted_plainly
-    assert _open(retained, "cdyn").verify().ok
+    assert table_files(table_root(retained, "cdyn")) == before
+    open_table(retained, "cdyn").purge()
+    assert before - table_files(table_root(retained, "cdyn")) == deleted_plainly
+    assert open_table(retained, "cdyn").verify().ok

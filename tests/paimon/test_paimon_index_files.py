@@ -35,13 +35,12 @@ import fastavro
 import pytest
 
 from airflow_snaptable.cli import main
-from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import UnsupportedMetadataError
 from airflow_snaptable.core.formats.describe import describe
 from airflow_snaptable.core.formats.paimon.files import metadata_path
 from airflow_snaptable.core.timeline.model import build_timeline
 from tests.conftest import FailAt, InjectedCrash
-from tests.paimon.conftest import COLUMNS, FAR_FUTURE, Paimon, pypaimon_python, run_client, table_files
+from tests.paimon.conftest import COLUMNS, FAR_FUTURE, Paimon, open_table, pypaimon_python, run_client, table_files, table_root
 
 #: Snapshot ids in comments; "shares" = the commit wrote no index file (only updated keys).
 SCENARIO = [
@@ -91,14 +90,6 @@ def dynamic(tmp_path_factory) -> Paimon:
     return Paimon(python, template, run_client(python, template, SCENARIO))
 
 
-def _root(warehouse: str, name: str) -> str:
-    return os.path.join(warehouse, "db.db", name)
-
-
-def _open(warehouse: str, name: str) -> Table:
-    return Table.open(_root(warehouse, name))
-
-
 def _index_files(root: str) -> set[str]:
     return {f for f in table_files(root) if f.startswith("index/") or f.startswith("manifest/index-manifest-")}
 
@@ -123,7 +114,7 @@ def expected_files(dynamic: Paimon, name: str, snapshots, tags) -> set[str]:
 def judged(dynamic: Paimon, warehouse: str, name: str, snapshots: list[int], tags: list[str]) -> None:
     """The files left are exactly those of ``snapshots`` and ``tags``; pypaimon reads each with its rows
     and files from before; then a pypaimon write commits on the latest and reads back merged."""
-    root = _root(warehouse, name)
+    root = table_root(warehouse, name)
     assert table_files(root) == expected_files(dynamic, name, snapshots, tags)
     table = f"db.{name}"
     answer = run_client(dynamic.python, warehouse, [
@@ -151,7 +142,7 @@ def test_snapshots_show_and_verify_know_the_index_files(dynamic, tmp_path, capsy
     is exactly what pypaimon reads; verify finds the index files in use; show counts them."""
     warehouse = dynamic.copy(tmp_path / "w")
     for name in ("dynp", "dyn", "dv"):
-        table = _open(warehouse, name)
+        table = open_table(warehouse, name)
         for snapshot in table.snapshots():
             files = table.store.files
             ours = set(files.state(snapshot)) | {metadata_path(n) for n in files.metadata_files(snapshot)}
@@ -162,14 +153,14 @@ def test_snapshots_show_and_verify_know_the_index_files(dynamic, tmp_path, capsy
         assert describe(table).index_files == sum(f.startswith("index/") for f in latest) > 0
         # snapshots and the timeline: the index files each snapshot lists.
         listed = {int(k): sum(f.startswith("index/") for f in read["files"]) for k, read in dynamic.before[name]["snapshots"].items()}
-        assert main(["snapshots", _root(warehouse, name), "--json"]) == 0
+        assert main(["snapshots", table_root(warehouse, name), "--json"]) == 0
         assert {s["id"]: s["index_files"] for s in json.loads(capsys.readouterr().out)} == listed
         assert {p.id: p.index_files for p in build_timeline(table, now=FAR_FUTURE).snapshots} == listed
     # A missing index file is a missing file of the snapshots that list it.
-    root = _root(warehouse, "dynp")
+    root = table_root(warehouse, "dynp")
     lost = sorted(f for f in dynamic.before["dynp"]["snapshots"]["6"]["files"] if f.startswith("index/"))[0]
     os.remove(os.path.join(root, lost))
-    assert lost in [m["path"] for m in _open(warehouse, "dynp").verify().missing_files]
+    assert lost in [m["path"] for m in open_table(warehouse, "dynp").verify().missing_files]
 
 
 def test_index_file_expiration_step_by_step(dynamic, tmp_path):
@@ -177,13 +168,13 @@ def test_index_file_expiration_step_by_step(dynamic, tmp_path):
     manifests and index files only the expired snapshots list (a shared one stays with its sharer).
     First testIndexFileExpirationWhenDeletingTag's start: deleting the tags of retained snapshots frees nothing."""
     warehouse = dynamic.copy(tmp_path / "w")
-    root = _root(warehouse, "dynp")
+    root = table_root(warehouse, "dynp")
     everything = table_files(root)
     for tag in ("t3", "t5"):
-        _open(warehouse, "dynp").delete_tag(tag)
+        open_table(warehouse, "dynp").delete_tag(tag)
     assert table_files(root) == everything
     for retain, earliest in ((5, 2), (4, 3), (2, 5), (1, 6)):
-        _open(warehouse, "dynp").expire_snapshots(retain_max=retain, retain_min=retain, now=FAR_FUTURE)
+        open_table(warehouse, "dynp").expire_snapshots(retain_max=retain, retain_min=retain, now=FAR_FUTURE)
         assert table_files(root) == expected_files(dynamic, "dynp", range(earliest, 7), []), retain
     # Java's end state: one index manifest and the index file of each partition.
     assert len(_index_files(root)) == 1 + 3
@@ -196,16 +187,16 @@ def test_index_file_expiration_with_tags_then_deleting_a_tag(dynamic, tmp_path, 
     its snapshot's index manifest and index files through expiry; deleting the tag of an expired
     snapshot frees exactly what only it listed."""
     warehouse = dynamic.copy(tmp_path / "w")
-    table = _open(warehouse, name)
+    table = open_table(warehouse, name)
     latest = table.latest_snapshot().id
     table.expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
     judged(dynamic, warehouse, name, [latest], tags)
     shutil.rmtree(warehouse)
     warehouse = dynamic.copy(tmp_path / "w2")
-    _open(warehouse, name).expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
-    before = table_files(_root(warehouse, name))
-    _open(warehouse, name).delete_tag(tags[0])
-    left = table_files(_root(warehouse, name))
+    open_table(warehouse, name).expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+    before = table_files(table_root(warehouse, name))
+    open_table(warehouse, name).delete_tag(tags[0])
+    left = table_files(table_root(warehouse, name))
     assert left == expected_files(dynamic, name, [latest], tags[1:])
     assert any(f.startswith("manifest/index-manifest-") for f in before - left)
     if name == "dynp":  # dyn's latest snapshot still lists t2's index files
@@ -218,7 +209,7 @@ def test_index_file_rollback(dynamic, tmp_path, name, target, tags):
     index manifest and index files and frees those only the discarded snapshots and tags list; the
     target's index is the one the next write reads."""
     warehouse = dynamic.copy(tmp_path / "w")
-    table = _open(warehouse, name)
+    table = open_table(warehouse, name)
     if isinstance(target, str):
         table.expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)  # the tag's snapshot is expired: restored from it
         table.rollback_to(tag=target)
@@ -236,15 +227,15 @@ def test_undo_brings_back_the_index_files(dynamic, tmp_path, name, operation):
     """With a retention the expiry or rollback deletes no index file; undo brings back every snapshot
     with its index (hash indexes, deletion vectors)."""
     warehouse = dynamic.copy(tmp_path / "w")
-    root = _root(warehouse, name)
+    root = table_root(warehouse, name)
     everything = table_files(root)
     call = {"expire": lambda t: t.expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE), "rollback": lambda t: t.rollback_to(2)}
-    table = _open(warehouse, name)
+    table = open_table(warehouse, name)
     with table.retaining_noncurrent(10, operation) as run:
         call[operation](table)
     assert table_files(root) == everything
-    assert _open(warehouse, name).verify().ok
-    _open(warehouse, name).undo(run.run_id)
+    assert open_table(warehouse, name).verify().ok
+    open_table(warehouse, name).undo(run.run_id)
     judged(dynamic, warehouse, name, [1, 2, 3, 4, 5, 6], TAGS[name])
 
 
@@ -258,33 +249,33 @@ def test_with_zero_days_purge_deletes_exactly_the_index_files_the_plain_operatio
     plain, retained = dynamic.copy(tmp_path / "plain"), dynamic.copy(tmp_path / "retained")
     if operation == "delete-tag":
         for warehouse in (plain, retained):
-            _open(warehouse, "dynp").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
-    before = table_files(_root(plain, "dynp"))
-    call(_open(plain, "dynp"))
-    deleted_plainly = before - table_files(_root(plain, "dynp"))
+            open_table(warehouse, "dynp").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+    before = table_files(table_root(plain, "dynp"))
+    call(open_table(plain, "dynp"))
+    deleted_plainly = before - table_files(table_root(plain, "dynp"))
     assert any(f.startswith("index/") for f in deleted_plainly)
-    table = _open(retained, "dynp")
+    table = open_table(retained, "dynp")
     with table.retaining_noncurrent(0, operation):
         call(table)
-    assert table_files(_root(retained, "dynp")) == before
-    _open(retained, "dynp").purge()
-    assert before - table_files(_root(retained, "dynp")) == deleted_plainly
-    assert _open(retained, "dynp").verify().ok
+    assert table_files(table_root(retained, "dynp")) == before
+    open_table(retained, "dynp").purge()
+    assert before - table_files(table_root(retained, "dynp")) == deleted_plainly
+    assert open_table(retained, "dynp").verify().ok
 
 
 def test_orphan_cleaning_knows_the_index_directory(dynamic, tmp_path):
     """Index files and index manifests in use are not orphans; an old unused index file and index
     manifest (a failed writer's, or left by an expiry that crashed outside this package) are."""
     warehouse = dynamic.copy(tmp_path / "w")
-    root = _root(warehouse, "dynp")
+    root = table_root(warehouse, "dynp")
     strays = ["index/index-00000000-0000-0000-0000-000000000000-0", "manifest/index-manifest-00000000-0000-0000-0000-000000000000"]
     for stray in strays:
         with open(os.path.join(root, stray), "wb") as f:
             f.write(b"stray")
         os.utime(os.path.join(root, stray), (1_000_000, 1_000_000))
-    dry = _open(warehouse, "dynp").remove_orphan_files(older_than="1 d", dry_run=True)
+    dry = open_table(warehouse, "dynp").remove_orphan_files(older_than="1 d", dry_run=True)
     assert sorted(dry.orphan_files) == strays
-    _open(warehouse, "dynp").remove_orphan_files(older_than="0 s", dry_run=False)
+    open_table(warehouse, "dynp").remove_orphan_files(older_than="0 s", dry_run=False)
     judged(dynamic, warehouse, "dynp", [1, 2, 3, 4, 5, 6], ["t3", "t5"])
 
 
@@ -292,7 +283,7 @@ def test_the_lake_snapshot_expiry_job_frees_index_files(dynamic, tmp_path):
     from airflow_snaptable.core.lake import SUCCESSFUL, Policy, maintain
 
     warehouse = dynamic.copy(tmp_path / "w")
-    _open(warehouse, "dynp").create_tag("ours4", 4)  # a tag this package writes holds the snapshot's index too
+    open_table(warehouse, "dynp").create_tag("ours4", 4)  # a tag this package writes holds the snapshot's index too
     policy = Policy.from_mapping({"defaults": {"snapshot-expiry": {"min-snapshots-to-keep": 2, "max-snapshot-age-hours": 0}}})
     report = maintain(warehouse, policy)
     for table in report.to_dict()["tables"]:
@@ -323,28 +314,28 @@ def test_crash_at_every_storage_operation_of_an_expiry_that_frees_index_files(dy
     expire = lambda t: t.expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
     clean = str(tmp_path / "clean")
     shutil.copytree(template, clean)
-    table = _open(clean, name)
+    table = open_table(clean, name)
     counter = Recording(10**9)
     table.storage.on_operation = counter
     expire(table)
-    expected = table_files(_root(clean, name))
+    expected = table_files(table_root(clean, name))
     deleted = [p for kind, p in counter.paths if "delete" in kind]
     assert any(p.startswith("index/") for p in deleted) and any(p.startswith("manifest/index-manifest-") for p in deleted), counter.paths
     before = dynamic.before[name]
     for n in range(1, counter.seen + 1):
         copy = str(tmp_path / f"crash-{n}")
         shutil.copytree(template, copy)
-        table = _open(copy, name)
+        table = open_table(copy, name)
         table.storage.on_operation = FailAt(n)
         with pytest.raises(InjectedCrash):
             expire(table)
-        root = _root(copy, name)
+        root = table_root(copy, name)
         present = [n[len("snapshot-"):] for n in os.listdir(os.path.join(root, "snapshot")) if n.startswith("snapshot-")]
         for key in present:
             assert all(os.path.exists(os.path.join(root, f)) for f in before["snapshots"][key]["files"]), (n, key)
         for tag in tags:
             assert all(os.path.exists(os.path.join(root, f)) for f in before["tags"][tag]["files"]), (n, tag)
-        rerun = _open(copy, name)
+        rerun = open_table(copy, name)
         expire(rerun)
         assert table_files(root) == expected, f"crash at operation {n}"
         plans = os.path.join(root, "snaptable", "plan")
@@ -382,7 +373,7 @@ def test_index_files_not_understood_fail_closed_and_change_nothing(dynamic, tmp_
     """Global indexes, index files at external paths or in the data directories: UnsupportedMetadataError,
     nothing changed."""
     warehouse = dynamic.copy(tmp_path / "w")
-    root = _root(warehouse, "dyn")
+    root = table_root(warehouse, "dyn")
     if change == "list-named-like-an-index-file":
         # A deletion plan tells an index file (index/) from a manifest (manifest/) by Paimon's name prefixes.
         path = os.path.join(root, "snapshot", "snapshot-2")
@@ -393,7 +384,7 @@ def test_index_files_not_understood_fail_closed_and_change_nothing(dynamic, tmp_
             json.dump(doc, f)
         before = _everything(root)
         with pytest.raises(UnsupportedMetadataError, match="named like an index file"):
-            _open(warehouse, "dyn").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+            open_table(warehouse, "dyn").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
         assert _everything(root) == before
         return
     if change == "index-in-data-dir":
@@ -404,7 +395,7 @@ def test_index_files_not_understood_fail_closed_and_change_nothing(dynamic, tmp_
             json.dump(doc, f)
         before = _everything(root)
         with pytest.raises(UnsupportedMetadataError, match="index-file-in-data-file-dir"):
-            _open(warehouse, "dyn").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
+            open_table(warehouse, "dyn").expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
         assert _everything(root) == before
         return
     record = {"_VERSION": 1, "_KIND": 0, "_PARTITION": b"\x00\x00\x00\x00" + b"\x00" * 8, "_BUCKET": 0,
@@ -423,7 +414,7 @@ def test_index_files_not_understood_fail_closed_and_change_nothing(dynamic, tmp_
     with open(path, "w") as f:
         json.dump(doc, f)
     before = _everything(root)
-    table = _open(warehouse, "dyn")
+    table = open_table(warehouse, "dyn")
     with pytest.raises(UnsupportedMetadataError, match="global indexes" if change == "global-index" else "external"):
         table.expire_snapshots(retain_max=1, retain_min=1, now=FAR_FUTURE)
     with pytest.raises(UnsupportedMetadataError):

@@ -21,11 +21,7 @@ import pytest
 from airflow_snaptable.core import Table
 from airflow_snaptable.core.errors import UnsupportedOperationError
 from airflow_snaptable.core.native.tags import MANUAL, PERIODIC
-from tests.paimon.conftest import FAR_FUTURE, table_files
-
-
-def _open(warehouse: str, name: str) -> Table:
-    return Table.open(os.path.join(warehouse, "db.db", name))
+from tests.paimon.conftest import FAR_FUTURE, open_table, table_files
 
 
 def check(paimon, warehouse: str, name: str, snapshots: list[int], tags: list[str], renamed: dict | None = None) -> dict:
@@ -58,7 +54,7 @@ def check(paimon, warehouse: str, name: str, snapshots: list[int], tags: list[st
 
 def test_open_reads_paimon_history_and_verifies(paimon, tmp_path):
     warehouse = paimon.copy(tmp_path / "w")
-    table = _open(warehouse, "app")
+    table = open_table(warehouse, "app")
     assert table.format == "paimon"
     assert [s.id for s in table.snapshots()] == [1, 2, 3, 4, 5, 6]
     assert [s.commit_kind.value for s in table.snapshots()] == ["APPEND", "APPEND", "OVERWRITE", "APPEND", "OVERWRITE", "APPEND"]
@@ -75,13 +71,13 @@ def test_open_reads_paimon_history_and_verifies(paimon, tmp_path):
         table.scan()
     with pytest.raises(UnsupportedOperationError):
         table.rollback_to(3, keep_history=True)
-    assert _open(warehouse, "pk").verify().ok
+    assert open_table(warehouse, "pk").verify().ok
 
 
 def test_expire_retain_max_keeps_tagged_files(paimon, tmp_path):
     """ExpireSnapshotsTest.testExpireWithTag / FileDeletionTest: expired files a tag holds stay."""
     warehouse = paimon.copy(tmp_path / "w")
-    table = _open(warehouse, "app")
+    table = open_table(warehouse, "app")
     result = table.expire_snapshots(retain_max=2, retain_min=2, now=FAR_FUTURE)
     assert result.expired_snapshot_ids == [1, 2, 3, 4]
     check(paimon, warehouse, "app", [5, 6], ["t2", "t4"])
@@ -97,7 +93,7 @@ def test_expire_retain_max_keeps_tagged_files(paimon, tmp_path):
 def test_expire_retain_min_limit_and_time_window_on_a_primary_key_table(paimon, tmp_path):
     """ExpireSnapshotsTest: retain min, the expire limit, and the time window."""
     warehouse = paimon.copy(tmp_path / "w")
-    table = _open(warehouse, "pk")
+    table = open_table(warehouse, "pk")
     times = {s.id: s.time_millis for s in table.snapshots()}
     # The time window: only snapshots whose successor is older than now - 1 h expire.
     assert table.expire_snapshots(retain_min=1, time_retained="1 h", now=times[3] + 3_600_000).expired_snapshot_ids == [1, 2]
@@ -118,7 +114,7 @@ def test_expiry_across_compactions_keeps_what_the_levels_still_use(paimon, tmp_p
     files it replaced once the snapshots before it expire; an upgrade (the same file deleted at
     level 0 and added at level 5 in one commit) frees nothing."""
     warehouse = paimon.copy(tmp_path / "w")
-    table = _open(warehouse, "lsm")
+    table = open_table(warehouse, "lsm")
     assert [s.commit_kind.value for s in table.snapshots()] == ["APPEND", "APPEND", "COMPACT", "COMPACT", "APPEND"]
     before = paimon.before["lsm"]["snapshots"]
     data = lambda i: {f for f in before[str(i)]["files"] if not f.startswith("manifest/")}
@@ -138,7 +134,7 @@ def test_expiry_across_compactions_keeps_what_the_levels_still_use(paimon, tmp_p
 
 def test_consumer_file_protects_its_snapshots(paimon, tmp_path):
     warehouse = paimon.copy(tmp_path / "w")
-    table = _open(warehouse, "app")
+    table = open_table(warehouse, "app")
     table.update_consumer("reader", 4)
     path = os.path.join(warehouse, "db.db", "app", "consumer", "consumer-reader")
     assert json.loads(open(path).read()) == {"nextSnapshot": 4}  # Paimon's consumer file
@@ -153,7 +149,7 @@ def test_consumer_file_protects_its_snapshots(paimon, tmp_path):
 
 def test_tags_we_write_are_paimon_tags(paimon, tmp_path):
     warehouse = paimon.copy(tmp_path / "w")
-    table = _open(warehouse, "app")
+    table = open_table(warehouse, "app")
     table.create_tag("plain", 3)
     table.create_tag("kept", 5, time_retained="2 d")
     tag_dir = os.path.join(warehouse, "db.db", "app", "tag")
@@ -178,7 +174,7 @@ def test_tags_we_write_are_paimon_tags(paimon, tmp_path):
 def test_rollback_to_a_snapshot_and_to_an_expired_tag(paimon, tmp_path):
     """RollbackHelper: later snapshots and tags go with the files only they used; a tag's expired snapshot comes back."""
     warehouse = paimon.copy(tmp_path / "w")
-    table = _open(warehouse, "app")
+    table = open_table(warehouse, "app")
     result = table.rollback_to(4)
     assert result.discarded_snapshot_ids == [5, 6]
     check(paimon, warehouse, "app", [1, 2, 3, 4], ["t2", "t4"])
@@ -203,7 +199,7 @@ def test_orphan_files_older_than_the_window_go(paimon, tmp_path):
             f.write(b"orphan")
     for rel in orphans:
         os.utime(os.path.join(root, rel), (old, old))
-    table = _open(warehouse, "pk")
+    table = open_table(warehouse, "pk")
     assert sorted(table.verify().unreferenced_files) == sorted(orphans + ["p=b/bucket-1/data-young-0.parquet"])
     dry = table.remove_orphan_files(older_than="1 d")
     assert sorted(dry.orphan_files) == sorted(orphans)
@@ -229,7 +225,7 @@ def test_a_null_partition_and_blank_or_null_named_strings_are_partitions_of_thei
     steps.append({"write": "db.nulls", "rows": [[p, k] for k, p in enumerate(everyone)]})
     steps += [{"write": "db.nulls", "rows": [[p, 10 * n + k]]} for n, (k, p) in enumerate([(0, None), (0, None), (1, "null")], start=1)]
     before = run_client(paimon.python, warehouse, steps + [{"read": "db.nulls"}])["db.nulls"]
-    table = _open(warehouse, "nulls")
+    table = open_table(warehouse, "nulls")
     assert table.verify().ok, table.verify().to_dict()
     assert table.remove_orphan_files(older_than="0 s", dry_run=True).orphan_count == 0
     result = table.clean("KEEP_LATEST_FILE_VERSIONS", file_versions_retained=2)
